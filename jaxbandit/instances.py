@@ -1,0 +1,287 @@
+"""Problem instances: true means ``mu`` and the side-information matrix ``sigma``.
+
+``sigma[i, j]`` is the noise standard deviation of the sample of arm ``j`` revealed
+when arm ``i`` is played (row = arm played, column = arm observed, as in the paper).
+``inf`` means "no information", ``0`` a noise-free observation.  The precision matrix
+``W = 1 / sigma**2`` (with ``1 / inf = 0`` and ``1 / 0 = inf``) is what algorithms use.
+
+An :class:`Instance` may also hold a *batch* of instances with the same number of
+arms: ``mu`` of shape ``(num_instances, K)`` and ``sigma`` of shape
+``(num_instances, K, K)``.  Validation happens once, here, on the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxbandit._types import ArrayLike
+
+__all__ = [
+    "Instance",
+    "bandit",
+    "full_information",
+    "graph",
+    "revealing_arm",
+    "random",
+    "stack",
+    "DEFAULT_INSTANCES",
+    "default_instances",
+]
+
+
+class Instance:
+    """A validated bandit instance (or a batch of them, leading axis). Immutable.
+
+    Attributes:
+        mu: ``(K,)`` or ``(num_instances, K)`` float64 true means.
+        sigma: ``(K, K)`` or ``(num_instances, K, K)`` float64 noise levels, ``>= 0``,
+            ``inf`` allowed.
+    """
+
+    __slots__ = ("mu", "sigma")
+    mu: np.ndarray
+    sigma: np.ndarray
+
+    def __init__(self, mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool = True):
+        mu_arr, sigma_arr = _validate(mu, sigma, allow_ties=allow_ties)
+        object.__setattr__(self, "mu", mu_arr)
+        object.__setattr__(self, "sigma", sigma_arr)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Instance is immutable; build a new one.")
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, Instance)
+            and np.array_equal(self.mu, other.mu)
+            and np.array_equal(self.sigma, other.sigma)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- derived quantities (host-side numpy) ---------------------------------------
+    @property
+    def num_arms(self) -> int:
+        return int(self.mu.shape[-1])
+
+    @property
+    def is_batch(self) -> bool:
+        return self.mu.ndim == 2
+
+    @property
+    def num_instances(self) -> int:
+        return int(self.mu.shape[0]) if self.is_batch else 1
+
+    @property
+    def precision(self) -> np.ndarray:
+        """``W = 1 / sigma**2`` with ``1/inf = 0`` and ``1/0 = inf``; same shape as sigma."""
+        with np.errstate(divide="ignore"):
+            return 1.0 / np.square(self.sigma)
+
+    @property
+    def best_arm(self) -> np.ndarray:
+        """Smallest index among the maximisers of ``mu``: ``()`` or ``(num_instances,)``."""
+        return np.argmax(self.mu, axis=-1)
+
+    @property
+    def gaps(self) -> np.ndarray:
+        """``Delta_i = max(mu) - mu_i``, same shape as ``mu``."""
+        return np.max(self.mu, axis=-1, keepdims=True) - self.mu
+
+    def __getitem__(self, index) -> "Instance":
+        """``batch[k]`` is the k-th instance of a batch."""
+        if not self.is_batch:
+            raise IndexError("a single Instance cannot be indexed; it is not a batch")
+        return Instance(self.mu[index], self.sigma[index])
+
+    def __repr__(self) -> str:
+        kind = f"batch of {self.num_instances}" if self.is_batch else "single"
+        return f"Instance({kind}, K={self.num_arms}, mu={self.mu!r})"
+
+
+def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
+    try:
+        mu_arr = np.array(mu, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"mu must be a numeric array, got {mu!r}.") from err
+    try:
+        sigma_arr = np.array(sigma, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"sigma must be a numeric array, got {sigma!r}.") from err
+
+    if mu_arr.ndim not in (1, 2):
+        raise ValueError(
+            f"mu must have shape (K,) or (num_instances, K), got shape {mu_arr.shape}."
+        )
+    num_arms = mu_arr.shape[-1]
+    if num_arms < 2:
+        raise ValueError(f"mu must have at least K=2 arms, got shape {mu_arr.shape}.")
+    expected = mu_arr.shape + (num_arms,)
+    if sigma_arr.shape != expected:
+        raise ValueError(
+            f"sigma must have shape {expected} to match mu of shape {mu_arr.shape}, "
+            f"got shape {sigma_arr.shape}."
+        )
+    if not np.all(np.isfinite(mu_arr)):
+        bad = mu_arr[~np.isfinite(mu_arr)]
+        raise ValueError(f"mu must be finite, got non-finite entries {bad.tolist()} in mu={mu_arr.tolist()}.")
+    if np.any(np.isnan(sigma_arr)):
+        where = np.argwhere(np.isnan(sigma_arr))[0].tolist()
+        raise ValueError(f"sigma must not contain NaN, got NaN at index {where}.")
+    if np.any(sigma_arr < 0):
+        where = np.argwhere(sigma_arr < 0)[0].tolist()
+        raise ValueError(
+            f"sigma must be >= 0 (inf allowed), got sigma{where} = {sigma_arr[tuple(where)]}."
+        )
+    unobserved = np.all(np.isinf(sigma_arr), axis=-2)  # column all inf
+    if np.any(unobserved):
+        where = np.argwhere(unobserved)[0].tolist()
+        arm = where[-1]
+        prefix = f"instance {where[0]}: " if mu_arr.ndim == 2 else ""
+        raise ValueError(
+            f"{prefix}arm {arm} is observed by no row of sigma (sigma[:, {arm}] is all inf), "
+            "so its mean can never be estimated."
+        )
+    if not allow_ties:
+        top = np.max(mu_arr, axis=-1, keepdims=True)
+        if np.any(np.sum(mu_arr == top, axis=-1) > 1):
+            raise ValueError(f"mu has a tie for the best mean: mu={mu_arr.tolist()}.")
+    mu_arr.setflags(write=False)
+    sigma_arr.setflags(write=False)
+    return mu_arr, sigma_arr
+
+
+def _check_scale(name: str, value: float) -> float:
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value}.")
+    return value
+
+
+def _as_means(mu: ArrayLike) -> np.ndarray:
+    mu_arr = np.asarray(mu, dtype=np.float64)
+    if mu_arr.ndim != 1:
+        raise ValueError(f"mu must have shape (K,), got shape {mu_arr.shape}.")
+    return mu_arr
+
+
+def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0) -> Instance:
+    """Standard bandit: arm ``i`` reveals only itself, with noise ``sigma`` (scalar or (K,))."""
+    mu_arr = _as_means(mu)
+    k = mu_arr.shape[0]
+    diag = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (k,))
+    matrix = np.full((k, k), np.inf)
+    np.fill_diagonal(matrix, diag)
+    return Instance(mu_arr, matrix)
+
+
+def full_information(mu: ArrayLike, sigma: float = 1.0) -> Instance:
+    """Full information: every play reveals every arm with noise ``sigma``."""
+    mu_arr = _as_means(mu)
+    k = mu_arr.shape[0]
+    sigma = float(sigma)
+    return Instance(mu_arr, np.full((k, k), sigma))
+
+
+def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
+    """Graph feedback: playing ``i`` reveals ``i`` and every ``j`` with ``adjacency[i, j]``.
+
+    Args:
+        mu: ``(K,)`` means.
+        adjacency: ``(K, K)`` boolean (or 0/1) directed adjacency; self-loops are implied.
+        sigma: noise level of every revealed sample.
+    """
+    mu_arr = _as_means(mu)
+    k = mu_arr.shape[0]
+    adj = np.asarray(adjacency)
+    if adj.shape != (k, k):
+        raise ValueError(f"adjacency must have shape {(k, k)}, got shape {adj.shape}.")
+    if not np.all(np.isin(adj, (0, 1))):
+        raise ValueError(f"adjacency must be boolean or 0/1, got values {np.unique(adj).tolist()}.")
+    adj = adj.astype(bool) | np.eye(k, dtype=bool)
+    return Instance(mu_arr, np.where(adj, float(sigma), np.inf))
+
+
+def revealing_arm(
+    mu: ArrayLike = (1.0, 0.8, 0.6, 0.4),
+    reveal_mean: float = 0.0,
+    sigma: float = 1.0,
+    reveal_sigma: float | None = None,
+) -> Instance:
+    """The paper's §1 example: ``K-1`` bandit arms plus one "information-revealing" arm.
+
+    The last arm has mean ``reveal_mean`` (low reward) and, when played, reveals every
+    arm with noise ``reveal_sigma`` (default ``sigma``); the others reveal only themselves.
+
+    Args:
+        mu: ``(K-1,)`` means of the ordinary bandit arms.
+    """
+    mu_arr = _as_means(mu)
+    k = mu_arr.shape[0] + 1
+    reveal_sigma = sigma if reveal_sigma is None else reveal_sigma
+    matrix = np.full((k, k), np.inf)
+    np.fill_diagonal(matrix, float(sigma))
+    matrix[-1, :] = float(reveal_sigma)
+    return Instance(np.append(mu_arr, float(reveal_mean)), matrix)
+
+
+def random(
+    seed: int | np.random.Generator,
+    num_arms: int,
+    *,
+    mean_range: tuple[float, float] = (0.0, 1.0),
+    log10_sigma_range: tuple[float, float] = (-0.5, 0.5),
+    inf_prob: float = 0.3,
+    num_instances: int | None = None,
+) -> Instance:
+    """Random general side-information instances (asymmetric, with ``inf`` entries).
+
+    Entries are ``10**U(log10_sigma_range)``; off-diagonal entries are ``inf`` with
+    probability ``inf_prob``; the diagonal is always finite, so every arm is observable.
+    ``sigma[j, i] < sigma[i, i]`` occurs freely.  Means are uniform in ``mean_range``.
+
+    Args:
+        seed: integer seed or a ``numpy.random.Generator`` (host-side randomness).
+        num_arms: K >= 2.
+        num_instances: if given, a batch ``(num_instances, K)`` is returned.
+    """
+    if int(num_arms) != num_arms or num_arms < 2:
+        raise ValueError(f"num_arms must be an integer >= 2, got {num_arms}.")
+    if not 0.0 <= inf_prob < 1.0:
+        raise ValueError(f"inf_prob must be in [0, 1), got {inf_prob}.")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    shape = () if num_instances is None else (int(num_instances),)
+    k = int(num_arms)
+    mu = rng.uniform(*mean_range, size=shape + (k,))
+    sigma = 10.0 ** rng.uniform(*log10_sigma_range, size=shape + (k, k))
+    off_diag = ~np.eye(k, dtype=bool)
+    sigma = np.where((rng.uniform(size=shape + (k, k)) < inf_prob) & off_diag, np.inf, sigma)
+    return Instance(mu, sigma)
+
+
+def stack(instances: list[Instance]) -> Instance:
+    """Stack single instances with the same K into a batch (leading axis)."""
+    if not instances:
+        raise ValueError("instances must be a non-empty list.")
+    sizes = {inst.num_arms for inst in instances}
+    if len(sizes) != 1 or any(inst.is_batch for inst in instances):
+        raise ValueError(f"stack needs single instances with equal K, got K in {sorted(sizes)}.")
+    return Instance(np.stack([i.mu for i in instances]), np.stack([i.sigma for i in instances]))
+
+
+def default_instances() -> dict[str, Instance]:
+    """The built-in instances used by the demo and the studies (K = 5 each)."""
+    mu = np.array([1.0, 0.8, 0.7, 0.5, 0.2])
+    star = np.zeros((5, 5), dtype=bool)
+    star[0, :] = True  # arm 0 is a hub that observes all arms
+    general = random(7, 5, mean_range=(0.0, 1.0))
+    return {
+        "bandit": bandit(mu, 1.0),
+        "full_information": full_information(mu, 1.0),
+        "graph_star": graph(mu[::-1].copy(), star, 1.0),
+        "revealing_arm": revealing_arm(mu[:4], reveal_mean=0.0, sigma=1.0),
+        "general": general,
+    }
+
+
+DEFAULT_INSTANCES = ("bandit", "full_information", "graph_star", "revealing_arm", "general")
