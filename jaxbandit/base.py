@@ -1,0 +1,86 @@
+"""Interfaces shared by policies and the engine.
+
+A policy is a :class:`Policy` of pure functions over a NamedTuple state, written for ONE
+run; :mod:`jaxbandit.simulate` adds the batch axes (runs, cells) with ``vmap``.
+
+A round has two halves so that expensive per-run work (an LP solve) runs only for the
+runs that need it:
+
+1. ``select_fn`` returns a :class:`Decision`: the arm to play, or ``needs_solve=True``
+   with a ``request`` (a fixed-shape pytree);
+2. the engine gathers the requests of the runs that need a solve into a compact buffer,
+   calls ``solve_fn`` on them as one batch, scatters the answers back, and calls
+   ``finish_fn`` for every run (runs that did not ask get a placeholder answer and must
+   ignore it).
+
+Policies without expensive work leave ``solve_fn`` and ``finish_fn`` as ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional
+
+from jaxbandit._types import Array
+
+__all__ = ["Context", "Decision", "Policy"]
+
+
+class Context(NamedTuple):
+    """What a policy may know about its cell (one instance, one hyper-parameter set).
+
+    Attributes:
+        sigma: ``(num_arms, num_arms)`` known side-information matrix.
+        precision: ``(num_arms, num_arms)`` ``1 / sigma**2``.
+        horizon: scalar int, the number of rounds (only oracle policies may use it).
+        true_mean: ``(num_arms,)`` the true means (only oracle policies may use it).
+        params: dict of numeric hyper-parameters (traced, so a grid shares one compile).
+    """
+
+    sigma: Array
+    precision: Array
+    horizon: Array
+    true_mean: Array
+    params: dict
+
+
+class Decision(NamedTuple):
+    """First half of a round.
+
+    Attributes:
+        arm: scalar int32, the arm to play when no solve is needed.
+        needs_solve: scalar bool, whether ``solve_fn`` must run for this run.
+        request: pytree consumed by ``solve_fn`` (``None`` for policies without one).
+    """
+
+    arm: Array
+    needs_solve: Array
+    request: Any = None
+
+
+class Policy(NamedTuple):
+    """A bandit policy as pure functions (see the module docstring).
+
+    Attributes:
+        name: registry name.
+        params: numeric hyper-parameters; passed to every function as ``ctx.params``.
+        init_fn: ``(ctx) -> state``.
+        select_fn: ``(key, state, t, ctx) -> Decision``; ``key`` is the run's ``(2,)``
+            uint32 policy key (use :func:`jaxbandit.rng.uniform` / ``standard_normal``
+            with counter ``t``), ``t`` the round number counted from 1.
+        update_fn: ``(state, arm, values, ctx) -> state`` with the ``(num_arms,)``
+            observations of the round (0 where not revealed).
+        diagnostics_fn: ``(state) -> dict[str, scalar]`` per-run counters.
+        solve_fn: optional ``(request, ctx) -> answer``.
+        finish_fn: optional ``(state, decision, answer, t, ctx) -> (arm, state)``.
+        options: static (non-numeric) options, for the record.
+    """
+
+    name: str
+    params: dict
+    init_fn: Callable
+    select_fn: Callable
+    update_fn: Callable
+    diagnostics_fn: Callable
+    solve_fn: Optional[Callable] = None
+    finish_fn: Optional[Callable] = None
+    options: dict = {}

@@ -1,0 +1,65 @@
+"""The observation model (paper §3) for one run.
+
+Playing arm ``i`` at round ``t`` reveals ``X_j = mu_j + sigma[i, j] * z[t, j]`` for every
+arm ``j`` with ``sigma[i, j] < inf``; the reward collected is ``X_i``.  The standard
+normals ``z[t, :]`` depend only on the run key and ``t`` (not on the arm played), so two
+policies run with the same seed see the same noise: common random numbers.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from jaxbandit import rng
+from jaxbandit._types import Array
+
+__all__ = ["EnvParams", "make_params", "observe", "gaps"]
+
+
+class EnvParams(NamedTuple):
+    """One instance on the device.
+
+    Attributes:
+        mu: ``(num_arms,)`` true means.
+        sigma: ``(num_arms, num_arms)`` noise levels (``inf`` = not observed).
+        precision: ``(num_arms, num_arms)`` ``1 / sigma**2``.
+    """
+
+    mu: Array
+    sigma: Array
+    precision: Array
+
+
+def make_params(mu, sigma, dtype=jnp.float32) -> EnvParams:
+    """Device parameters from host arrays (leading batch axes allowed)."""
+    mu = jnp.asarray(mu, dtype)
+    sigma = jnp.asarray(sigma, dtype)
+    precision = 1.0 / jnp.square(sigma)  # 1/inf = 0 and 1/0 = inf, as intended
+    return EnvParams(mu=mu, sigma=sigma, precision=precision)
+
+
+def observe(run_key: Array, t: Array, arm: Array, params: EnvParams) -> Array:
+    """Samples revealed by playing ``arm`` at round ``t`` (0-based).
+
+    Args:
+        run_key: ``(2,)`` uint32 noise key of the run.
+        t: scalar round index.
+        arm: scalar int, the arm played.
+        params: the instance.
+
+    Returns:
+        ``(num_arms,)`` observations; entries the play does not reveal are set to 0
+        (their precision is 0, so estimators ignore them).
+    """
+    dtype = params.mu.dtype.type
+    noise = rng.standard_normal(run_key, t, params.mu.shape[-1], dtype)
+    row = params.sigma[arm]
+    revealed = jnp.isfinite(row)
+    return jnp.where(revealed, params.mu + jnp.where(revealed, row, dtype(0)) * noise, dtype(0))
+
+
+def gaps(mu: Array) -> Array:
+    """``(num_arms,)`` suboptimality gaps ``max(mu) - mu``."""
+    return jnp.max(mu) - mu

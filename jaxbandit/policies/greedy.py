@@ -1,0 +1,69 @@
+"""Greedy and epsilon-greedy on the weighted estimator (all side observations).
+
+Both start with the paper's initial rounds (for arm j, play ``argmin_i sigma[i, j]``),
+then play ``argmax mu_hat`` (smallest index on ties).  ``eps_greedy`` explores a
+uniformly random arm with probability ``epsilon_t = min(1, c K / t)`` (Auer et al.,
+2002, with their ``d = 1``).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxbandit import estimator, rng
+from jaxbandit.base import Policy
+from jaxbandit.policies._common import (
+    EstimatorPolicyState,
+    check_positive,
+    estimator_update,
+    initial_side_arm,
+    no_solve,
+)
+from jaxbandit.policies.ucb import _init
+
+__all__ = ["greedy", "eps_greedy"]
+
+
+
+
+def _update(state: EstimatorPolicyState, arm, values, ctx):
+    num_arms = ctx.sigma.shape[-1]
+    initial = state.stats.counts.sum() < num_arms
+    return estimator_update(state, arm, values, ctx.precision, initial)
+
+
+def _diagnostics(state: EstimatorPolicyState) -> dict:
+    return {"initial_rounds": state.initial_rounds}
+
+
+def greedy() -> Policy:
+    """Pure exploitation after the initial rounds (no hyper-parameters)."""
+
+    def select_fn(key, state, t, ctx):
+        del key
+        num_arms = ctx.sigma.shape[-1]
+        best = jnp.argmax(estimator.mean(state.stats))
+        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), best))
+
+    return Policy("greedy", {}, _init, select_fn, _update, _diagnostics)
+
+
+def eps_greedy(c: float = 1.0) -> Policy:
+    """Epsilon-greedy with ``epsilon_t = min(1, c K / t)``.
+
+    Args:
+        c: exploration scale > 0 (default 1).
+    """
+    c = check_positive("c", c)
+
+    def select_fn(key, state, t, ctx):
+        num_arms = ctx.sigma.shape[-1]
+        dtype = ctx.sigma.dtype
+        coin, pick = rng.uniform(key, t, 2, dtype)
+        epsilon = jnp.minimum(1.0, ctx.params["c"] * num_arms / t.astype(dtype))
+        random_arm = jnp.minimum((pick * num_arms).astype(jnp.int32), num_arms - 1)
+        best = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
+        arm = jnp.where(coin <= epsilon, random_arm, best)
+        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
+
+    return Policy("eps_greedy", {"c": c}, _init, select_fn, _update, _diagnostics)

@@ -1,0 +1,99 @@
+"""Upper-confidence-bound policies.
+
+* ``ucb`` — UCB with own-arm feedback only (Auer et al., 2002, with a Gaussian width):
+  index ``mean_i + sigma_ii * sqrt(2 alpha log t / N_i)``, where ``mean_i`` averages the
+  arm's own rewards; side observations are ignored.  Each arm is played once first.
+* ``ucb_n`` — UCB-N (Caron et al., UAI 2012) with the weighted estimator of the paper:
+  index ``mu_hat_i + sqrt(2 alpha log t / zeta_i)``; starts with the paper's initial
+  rounds (for arm j, play ``argmin_i sigma[i, j]``).
+
+``t`` counts rounds from 1; ties in the index go to the smallest arm index.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxbandit import estimator
+from jaxbandit.base import Context, Policy
+from jaxbandit.policies._common import (
+    EstimatorPolicyState,
+    check_positive,
+    estimator_update,
+    initial_side_arm,
+    log_round,
+    no_solve,
+    own_arm_precision,
+)
+
+__all__ = ["ucb", "ucb_n", "ucb_n_index"]
+
+
+def _init(ctx: Context) -> EstimatorPolicyState:
+    num_arms = ctx.sigma.shape[-1]
+    return EstimatorPolicyState(
+        stats=estimator.init(num_arms, ctx.sigma.dtype), initial_rounds=jnp.zeros((), jnp.int32)
+    )
+
+
+def _diagnostics(state: EstimatorPolicyState) -> dict:
+    return {"initial_rounds": state.initial_rounds}
+
+
+def ucb(alpha: float = 1.0) -> Policy:
+    """UCB with own-arm feedback only.
+
+    Args:
+        alpha: exploration constant > 0; ``alpha = 1`` is the asymptotically optimal
+            ``2 log t`` width, giving ``regret / log T -> alpha * sum 2 sigma_ii^2 / Delta_i``.
+    """
+    alpha = check_positive("alpha", alpha)
+
+    def select_fn(key, state, t, ctx):
+        del key  # deterministic
+        num_arms = ctx.sigma.shape[-1]
+        stats = state.stats
+        counts = stats.counts.astype(ctx.sigma.dtype)
+        own_sigma = jnp.diagonal(ctx.sigma)
+        safe_counts = jnp.maximum(counts, 1)
+        width = own_sigma * jnp.sqrt(2 * ctx.params["alpha"] * log_round(t, counts.dtype) / safe_counts)
+        index = estimator.mean(stats) + width
+        arm = jnp.where(t <= num_arms, t - 1, jnp.argmax(index))
+        return no_solve(arm)
+
+    def update_fn(state, arm, values, ctx):
+        num_arms = ctx.sigma.shape[-1]
+        return estimator_update(state, arm, values, own_arm_precision(ctx), jnp.asarray(state.stats.counts.sum() < num_arms))
+
+    return Policy("ucb", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics)
+
+
+def ucb_n_index(stats: estimator.EstimatorState, t, alpha) -> jnp.ndarray:
+    """``(K,)`` UCB-N index ``mu_hat + sqrt(2 alpha log t / zeta)`` (+inf where zeta = 0)."""
+    zeta = estimator.weighted_counts(stats)
+    safe_zeta = jnp.where(zeta > 0, zeta, jnp.ones_like(zeta))
+    width = jnp.sqrt(2 * alpha * log_round(t, zeta.dtype) / safe_zeta)
+    return jnp.where(zeta > 0, estimator.mean(stats) + width, jnp.asarray(jnp.inf, zeta.dtype))
+
+
+def ucb_n(alpha: float = 1.0) -> Policy:
+    """UCB-N with side observations and the weighted estimator.
+
+    Args:
+        alpha: exploration constant > 0 (default 1).
+    """
+    alpha = check_positive("alpha", alpha)
+
+    def select_fn(key, state, t, ctx):
+        del key
+        num_arms = ctx.sigma.shape[-1]
+        index = ucb_n_index(state.stats, t, ctx.params["alpha"])
+        arm = jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(index))
+        return no_solve(arm)
+
+    def update_fn(state, arm, values, ctx):
+        num_arms = ctx.sigma.shape[-1]
+        initial = state.stats.counts.sum() < num_arms
+        return estimator_update(state, arm, values, ctx.precision, initial)
+
+    return Policy("ucb_n", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics)

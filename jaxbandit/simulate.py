@@ -1,0 +1,399 @@
+"""The simulation engine: the only place that scans over time and vmaps over runs.
+
+Layout of every batched array: ``(num_cells, num_runs, ...)``.  A *cell* is one
+instance with one set of policy hyper-parameters; ``simulate`` uses one cell per
+instance.  Time is a ``lax.scan`` over rounds inside a jitted *chunk* of
+``chunk_size`` rounds; the host loops over chunks, so memory does not depend on the
+horizon and a caller can observe progress or checkpoint between chunks.
+
+Randomness (DESIGN §4): the noise of run ``r`` at round ``t`` is a pure function of
+``(seed, instance index, r, t)`` (see :mod:`jaxbandit.rng`), so results do not depend
+on the number of runs simulated together, the chunk size, the solve buffer or the
+device count, and two policies run with the same seed see the same noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbandit import environment, rng
+from jaxbandit._types import Array
+from jaxbandit.base import Context, Decision, Policy
+from jaxbandit.instances import Instance
+
+__all__ = ["Result", "simulate", "geometric_times", "Simulation", "EngineCarry"]
+
+DEFAULT_CHUNK_SIZE = 1024
+
+
+def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
+    """About ``num_points`` distinct rounds from 1 to ``horizon``, geometrically spaced.
+
+    Returns:
+        ``(P,)`` int64, strictly increasing, ``P <= num_points``, last == ``horizon``.
+    """
+    grid = np.geomspace(1, horizon, num_points)
+    times = np.unique(np.round(grid).astype(np.int64))
+    times = times[(times >= 1) & (times <= horizon)]
+    if times[-1] != horizon:
+        times = np.append(times, horizon)
+    return times
+
+
+def _check_times(times, horizon: int) -> np.ndarray:
+    arr = np.asarray(times)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"times must be a non-empty 1-D sequence of rounds, got shape {arr.shape}.")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"times must be integers, got {arr.tolist()}.")
+        arr = arr.astype(np.int64)
+    if np.any(np.diff(arr) <= 0):
+        raise ValueError(f"times must be strictly increasing, got {arr.tolist()}.")
+    if arr[0] < 1 or arr[-1] > horizon:
+        raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
+    if arr[-1] != horizon:
+        arr = np.append(arr, horizon)  # the final regret is always recorded
+    return arr.astype(np.int64)
+
+
+def _check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
+def _check_dtype(dtype) -> Any:
+    try:
+        dtype = jnp.dtype(dtype)
+    except TypeError as err:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.") from err
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype='float64' needs 64-bit JAX: set JAX_ENABLE_X64=1 or call "
+            "jax.config.update('jax_enable_x64', True) before simulating."
+        )
+    return dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """Outcome of :func:`simulate`.
+
+    Attributes:
+        times: ``(P,)`` int, increasing, last == horizon: rounds at which regret was recorded.
+        regret: ``(runs, P)`` float64 pseudo-regret ``sum_j N_j(t) Delta_j`` (a leading
+            instance axis for a batch of instances).
+        counts: ``(runs, K)`` int64 pulls of each arm at the horizon (leading instance axis
+            for a batch).
+        diagnostics: per-run counters of the policy, each ``(runs,)`` (or ``(I, runs)``).
+        policy: policy name;  params: its hyper-parameters;  options: static options.
+        seed, horizon, runs, dtype: as simulated.  wall_time: seconds.
+    """
+
+    times: np.ndarray
+    regret: np.ndarray
+    counts: np.ndarray
+    diagnostics: dict
+    policy: str
+    params: dict
+    options: dict
+    seed: int
+    horizon: int
+    runs: int
+    dtype: str
+    wall_time: float
+
+    @property
+    def final_regret(self) -> np.ndarray:
+        """``(runs,)`` (or ``(I, runs)``) regret at the horizon."""
+        return self.regret[..., -1]
+
+    def mean_regret(self) -> np.ndarray:
+        """``(P,)`` (or ``(I, P)``) mean over runs."""
+        return self.regret.mean(axis=-2)
+
+    def standard_error(self) -> np.ndarray:
+        """``(P,)`` (or ``(I, P)``) standard error of the mean over runs."""
+        runs = self.regret.shape[-2]
+        if runs < 2:
+            return np.full(self.regret.shape[:-2] + self.regret.shape[-1:], np.nan)
+        return self.regret.std(axis=-2, ddof=1) / np.sqrt(runs)
+
+
+class EngineCarry(NamedTuple):
+    """Everything the scan carries; a checkpoint of a simulation between chunks."""
+
+    state: Any  # policy state, leaves (C, R, ...)
+    counts: Array  # (C, R, K) int32
+    regret: Array  # (C, R, P) recorded regret
+    next_record: Array  # () int32 index into times
+    round: Array  # () int32 rounds done
+
+
+class Simulation(NamedTuple):
+    """A compiled engine for one policy and shapes (built by :func:`make_simulation`)."""
+
+    init: Callable  # (ctx, num_runs, num_times) -> EngineCarry
+    run_chunk: Callable  # (carry, t0, horizon, times, noise_keys, policy_keys, env, ctx) -> carry
+    diagnostics: Callable  # (state) -> dict of (C, R)
+    chunk_size: int
+
+
+def _vmap_cells_runs(fn, run_axes, cell_axes):
+    """vmap ``fn`` over runs (inner) then cells (outer)."""
+    return jax.vmap(jax.vmap(fn, in_axes=run_axes), in_axes=cell_axes)
+
+
+def _solve_compacted(policy: Policy, decision: Decision, ctx: Context, batch: int):
+    """Run ``policy.solve_fn`` only for runs with ``needs_solve``, ``batch`` at a time.
+
+    The requests of the runs that need a solve are gathered into a fixed-size buffer,
+    solved as one vmapped batch, and scattered back; a ``while_loop`` repeats until
+    every such run is served, so the result never depends on ``batch``.  Runs that did
+    not ask get a zero answer (``finish_fn`` must ignore it).
+    """
+    num_cells, num_runs = decision.needs_solve.shape
+    total_runs = num_cells * num_runs
+    flat = lambda x: x.reshape((total_runs,) + x.shape[2:])
+    needs = flat(decision.needs_solve)
+    requests = jax.tree_util.tree_map(flat, decision.request)
+    position = jnp.cumsum(needs.astype(jnp.int32)) - 1
+    total = position[-1] + 1
+    one_request = jax.tree_util.tree_map(lambda x: x[0], requests)
+    one_ctx = jax.tree_util.tree_map(lambda x: x[0], ctx)
+    answer_shape = jax.eval_shape(policy.solve_fn, one_request, one_ctx)
+    answers = jax.tree_util.tree_map(
+        lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape
+    )
+
+    def serve_batch(loop):
+        start, answers = loop
+        selected = needs & (position >= start) & (position < start + batch)
+        (index,) = jnp.nonzero(selected, size=batch, fill_value=0)
+        valid = jnp.arange(batch) < jnp.minimum(total - start, batch)
+        batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
+        batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
+        solved = jax.vmap(policy.solve_fn)(batch_requests, batch_ctx)
+        target = jnp.where(valid, index, total_runs)  # out of range: dropped
+        answers = jax.tree_util.tree_map(
+            lambda a, s: a.at[target].set(s, mode="drop"), answers, solved
+        )
+        return start + batch, answers
+
+    _, answers = jax.lax.while_loop(lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers))
+    return jax.tree_util.tree_map(lambda x: x.reshape((num_cells, num_runs) + x.shape[1:]), answers)
+
+
+def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
+    """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
+
+    cells_runs = lambda fn, run_axes, cell_axes: _vmap_cells_runs(fn, run_axes, cell_axes)
+
+    def init(ctx: Context, num_runs: int, num_times: int) -> EngineCarry:
+        state = jax.vmap(policy.init_fn)(ctx)
+        state = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], num_runs) + x.shape[1:]), state
+        )
+        num_cells, num_arms = ctx.true_mean.shape
+        return EngineCarry(
+            state=state,
+            counts=jnp.zeros((num_cells, num_runs, num_arms), jnp.int32),
+            regret=jnp.zeros((num_cells, num_runs, num_times), ctx.true_mean.dtype),
+            next_record=jnp.zeros((), jnp.int32),
+            round=jnp.zeros((), jnp.int32),
+        )
+
+    select = cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
+    update = cells_runs(policy.update_fn, (0, 0, 0, None), (0, 0, 0, 0))
+    observe = cells_runs(environment.observe, (0, None, 0, None), (0, None, 0, 0))
+    if policy.solve_fn is not None:
+        finish = cells_runs(policy.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
+
+    def one_round(carry: EngineCarry, t: Array, times, noise_keys, policy_keys, env, ctx):
+        round_number = t + 1  # policies count rounds from 1
+        decision = select(policy_keys, carry.state, round_number, ctx)
+        state = carry.state
+        if policy.solve_fn is None:
+            arm = decision.arm
+        else:
+            num_cells, num_runs = decision.needs_solve.shape
+            batch = solve_batch or max(1, min(num_cells * num_runs, 256))
+            answers = _solve_compacted(policy, decision, ctx, batch)
+            arm, state = finish(state, decision, answers, round_number, ctx)
+        arm = arm.astype(jnp.int32)
+        values = observe(noise_keys, t, arm, env)
+        state = update(state, arm, values, ctx)
+        num_arms = carry.counts.shape[-1]
+        counts = carry.counts + (arm[..., None] == jnp.arange(num_arms)).astype(jnp.int32)
+
+        def record(regret_and_index):
+            regret, index = regret_and_index
+            gaps = jnp.max(env.mu, axis=-1, keepdims=True) - env.mu  # (C, K)
+            current = jnp.einsum("crk,ck->cr", counts.astype(gaps.dtype), gaps)
+            return regret.at[:, :, index].set(current), index + 1
+
+        due = round_number == times[jnp.minimum(carry.next_record, times.shape[0] - 1)]
+        due = due & (carry.next_record < times.shape[0])
+        regret, next_record = jax.lax.cond(
+            due, record, lambda x: x, (carry.regret, carry.next_record)
+        )
+        return EngineCarry(state, counts, regret, next_record, carry.round + 1)
+
+    def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
+        def body(carry, t):
+            # ``t`` is a scalar shared by every run, so this cond is a real branch (the
+            # rounds past the horizon in the last chunk are skipped, not computed).
+            carry = jax.lax.cond(
+                t < horizon,
+                lambda c: one_round(c, t, times, noise_keys, policy_keys, env, ctx),
+                lambda c: c,
+                carry,
+            )
+            return carry, None
+
+        carry, _ = jax.lax.scan(body, carry, t0 + jnp.arange(chunk_size, dtype=jnp.int32))
+        return carry
+
+    diagnostics = jax.jit(
+        lambda state: jax.vmap(jax.vmap(policy.diagnostics_fn))(state)
+    )
+    return Simulation(
+        init=jax.jit(init, static_argnums=(1, 2)),
+        run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
+        diagnostics=diagnostics,
+        chunk_size=chunk_size,
+    )
+
+
+_SIMULATION_CACHE: dict = {}
+
+
+def _cached_simulation(policy: Policy, chunk_size: int, solve_batch: Optional[int]) -> Simulation:
+    # A policy's functions depend only on its name, its static options and the traced
+    # ``ctx.params``, so one compiled engine serves every policy built with the same
+    # name and options (numeric hyper-parameters do not trigger a recompile).
+    key = (policy.name, tuple(sorted((k, repr(v)) for k, v in policy.options.items())), chunk_size, solve_batch)
+    if key not in _SIMULATION_CACHE:
+        _SIMULATION_CACHE[key] = make_simulation(policy, chunk_size, solve_batch)
+    return _SIMULATION_CACHE[key]
+
+
+def make_context(instance: Instance, policy: Policy, horizon: int, dtype) -> tuple[environment.EnvParams, Context]:
+    """Device-side instance parameters and policy context with a leading cell axis."""
+    mu = np.atleast_2d(instance.mu)
+    sigma = instance.sigma if instance.is_batch else instance.sigma[None]
+    env = environment.make_params(mu, sigma, dtype)
+    num_cells = mu.shape[0]
+    params = {
+        name: jnp.full((num_cells,), value, dtype) for name, value in policy.params.items()
+    }
+    ctx = Context(
+        sigma=env.sigma,
+        precision=env.precision,
+        horizon=jnp.full((num_cells,), horizon, jnp.int32),
+        true_mean=env.mu,
+        params=params,
+    )
+    return env, ctx
+
+
+def simulate(
+    policy: Policy,
+    instance: Instance,
+    horizon: int,
+    runs: int,
+    seed: int = 0,
+    times=None,
+    *,
+    dtype="float32",
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    solve_batch: Optional[int] = None,
+    first_run: int = 0,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Result:
+    """Simulate ``runs`` independent runs of ``policy`` on ``instance`` for ``horizon`` rounds.
+
+    Args:
+        policy: from :func:`jaxbandit.policies.make`.
+        instance: an :class:`~jaxbandit.instances.Instance` (or a batch of them).
+        horizon: number of rounds T >= 1.
+        runs: number of independent runs R >= 1.
+        seed: integer seed; run ``r`` of instance ``i`` is the same whatever ``runs``,
+            ``chunk_size`` or ``solve_batch``.
+        times: rounds at which to record regret (default: ~100 geometric points);
+            ``horizon`` is always included.
+        dtype: ``"float32"`` (default) or ``"float64"`` (needs ``jax_enable_x64``).
+        chunk_size: rounds per compiled chunk (memory and progress granularity only).
+        solve_batch: size of the buffer of runs solved together in a round (policies with
+            a ``solve_fn``); does not change results.
+        first_run: index of the first run (to simulate runs ``first_run ...`` separately).
+        progress: optional ``callback(rounds_done, horizon)`` called after each chunk.
+
+    Returns:
+        A :class:`Result`.
+    """
+    if not isinstance(policy, Policy):
+        raise ValueError(f"policy must be a Policy from jaxbandit.policies.make, got {policy!r}.")
+    if not isinstance(instance, Instance):
+        raise ValueError(f"instance must be a jaxbandit.Instance, got {type(instance).__name__}.")
+    horizon = _check_positive_int("horizon", horizon)
+    runs = _check_positive_int("runs", runs)
+    chunk_size = _check_positive_int("chunk_size", chunk_size)
+    if solve_batch is not None:
+        solve_batch = _check_positive_int("solve_batch", solve_batch)
+    if isinstance(first_run, bool) or not isinstance(first_run, (int, np.integer)) or first_run < 0:
+        raise ValueError(f"first_run must be a non-negative integer, got {first_run!r}.")
+    if first_run + runs > 2**32:
+        raise ValueError(f"run indices must stay below 2**32, got first_run + runs = {first_run + runs}.")
+    seed_words = rng.seed_words(seed)  # validates the seed
+    del seed_words
+    dtype = _check_dtype(dtype)
+    times = geometric_times(horizon) if times is None else _check_times(times, horizon)
+
+    start = time.perf_counter()
+    sim = _cached_simulation(policy, chunk_size, solve_batch)
+    env, ctx = make_context(instance, policy, horizon, dtype)
+    num_cells = env.mu.shape[0]
+    instance_index = jnp.arange(num_cells, dtype=jnp.uint32)
+    run_index = jnp.arange(first_run, first_run + runs, dtype=jnp.uint32)
+    noise_keys = rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), instance_index[:, None], run_index[None, :])
+    policy_keys = rng.run_keys(rng.stream_key(seed, rng.POLICY_STREAM), instance_index[:, None], run_index[None, :])
+    times_device = jnp.asarray(times, jnp.int32)
+    carry = sim.init(ctx, runs, len(times))
+    horizon_device = jnp.int32(horizon)
+    for t0 in range(0, horizon, chunk_size):
+        carry = sim.run_chunk(carry, jnp.int32(t0), horizon_device, times_device, noise_keys, policy_keys, env, ctx)
+        if progress is not None:
+            jax.block_until_ready(carry.round)
+            progress(min(t0 + chunk_size, horizon), horizon)
+    diagnostics = {k: np.asarray(v) for k, v in sim.diagnostics(carry.state).items()}
+    regret = np.asarray(carry.regret, dtype=np.float64)
+    counts = np.asarray(carry.counts).astype(np.int64)
+    if not instance.is_batch:
+        regret, counts = regret[0], counts[0]
+        diagnostics = {k: v[0] for k, v in diagnostics.items()}
+    return Result(
+        times=times,
+        regret=regret,
+        counts=counts,
+        diagnostics=diagnostics,
+        policy=policy.name,
+        params=dict(policy.params),
+        options=dict(policy.options),
+        seed=int(seed),
+        horizon=horizon,
+        runs=runs,
+        dtype=str(jnp.dtype(dtype)),
+        wall_time=time.perf_counter() - start,
+    )
