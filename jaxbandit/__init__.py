@@ -3,7 +3,7 @@
 from jaxbandit import base, environment, estimator, instances, policies, rng
 from jaxbandit.base import Context, Decision, Policy
 from jaxbandit.instances import Instance
-from jaxbandit.simulate import Result, geometric_times, simulate
+from jaxbandit.simulate import Result, SimulationRun, geometric_times, simulate
 
 __version__ = "0.1.0"
 
@@ -13,6 +13,7 @@ __all__ = [
     "Instance",
     "Policy",
     "Result",
+    "SimulationRun",
     "base",
     "environment",
     "estimator",

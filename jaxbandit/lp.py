@@ -33,9 +33,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jaxtyping import Bool, Float, Int
-
 from jaxbandit._types import Array, ArrayLike
 
 __all__ = [
@@ -81,11 +78,11 @@ class LPSolution(NamedTuple):
             back as a warm start (:func:`check_basis`, ``solve(initial_basis=...)``).
     """
 
-    x: Float[Array, " n"]
-    objective: Float[Array, ""]
-    status: Int[Array, ""]
-    num_iterations: Int[Array, ""]
-    basis: Int[Array, " m"]
+    x: Array
+    objective: Array
+    status: Array
+    num_iterations: Array
+    basis: Array
 
 
 class BasisCheck(NamedTuple):
@@ -98,7 +95,7 @@ class BasisCheck(NamedTuple):
             else ``NUMERICAL_ERROR``; ``num_iterations = 0``).
     """
 
-    ok: Bool[Array, ""]
+    ok: Array
     solution: LPSolution
 
 
@@ -107,7 +104,7 @@ def default_tolerance(dtype) -> float:
     return 1e-9 if jnp.dtype(dtype) == jnp.float64 else 1e-5
 
 
-def surplus_basis(num_constraints: int, num_variables: int) -> Int[Array, " m"]:
+def surplus_basis(num_constraints: int, num_variables: int) -> Array:
     """The all-surplus basis (``x = 0``): a valid ``initial_basis`` for any LP."""
     return jnp.arange(num_variables, num_variables + num_constraints, dtype=jnp.int32)
 
@@ -118,11 +115,11 @@ def surplus_basis(num_constraints: int, num_variables: int) -> Int[Array, " m"]:
 class _Scaled(NamedTuple):
     """The LP after power-of-two row and column scaling (exact in floating point)."""
 
-    matrix: Float[Array, "m N"]  # [A', -I], N = n + m
-    rhs: Float[Array, " m"]  # b'
-    objectives: Float[Array, "2 N"]  # level 0: cost', level 1: column scales (sum x)
-    column_scale: Float[Array, " n"]  # x = column_scale * x'
-    valid: Bool[Array, ""]
+    matrix: Array  # [A', -I], N = n + m
+    rhs: Array  # b'
+    objectives: Array  # level 0: cost', level 1: column scales (sum x)
+    column_scale: Array  # x = column_scale * x'
+    valid: Array
 
 
 class _Tableau(NamedTuple):
@@ -134,8 +131,8 @@ class _Tableau(NamedTuple):
     objective value).
     """
 
-    rows: Float[Array, "m+2 N+1"]
-    basis: Int[Array, " m"]
+    rows: Array
+    basis: Array
 
 
 def _power_of_two_reciprocal(x):
@@ -192,11 +189,11 @@ def _tableau(scaled: _Scaled, basis) -> _Tableau:
 
 
 class _Verdict(NamedTuple):
-    finite: Bool[Array, ""]
-    primal_feasible: Bool[Array, ""]
-    optimal: Bool[Array, ""]  # primal feasible and lexicographically dual feasible
-    strictly_dual_feasible: Bool[Array, ""]  # valid dual simplex start, unique optimum
-    infeasible: Bool[Array, ""]  # a verified Farkas row
+    finite: Array
+    primal_feasible: Array
+    optimal: Array  # primal feasible and lexicographically dual feasible
+    strictly_dual_feasible: Array  # valid dual simplex start, unique optimum
+    infeasible: Array  # a verified Farkas row
 
 
 def _basic_point(tableau: _Tableau, num_variables: int):
@@ -210,60 +207,63 @@ def _nonbasic_mask(basis, size):
     return jnp.ones((size,), bool).at[basis].set(False)
 
 
-def _row_scales(tableau: _Tableau, scaled: _Scaled, num_variables: int):
-    """Rounding-error scale of each basic value: ``(|B^-1| |b'|)_i``."""
-    m = tableau.basis.shape[0]
-    inverse = tableau.rows[:m, num_variables:-1]  # = -B^{-1}
-    return jnp.abs(inverse) @ jnp.abs(scaled.rhs)
+def _inverse_abs(rows, m, n):
+    """``|B^-1|`` read off the tableau (its surplus block is ``-B^-1``)."""
+    return jnp.abs(rows[:m, n : n + m])
+
+
+def _row_scales(rows, scaled: _Scaled, m, n):
+    """Rounding-error scale of each basic value ``(B^-1 b')_i``: ``(|B^-1| |b'|)_i``."""
+    return _inverse_abs(rows, m, n) @ jnp.abs(scaled.rhs)
+
+
+def _reduced_cost_scales(rows, weights, scaled: _Scaled, m, n):
+    """Rounding-error scale of reduced costs ``g - g_B B^-1 M``, one row per objective.
+
+    Args:
+        weights: ``(L, m)`` the objectives' costs of the basic variables, ``g_B``.
+
+    Returns:
+        ``(L, N)`` the componentwise bound ``|g| + |g_B| |B^-1| |M|`` (up to ``eps``).
+    """
+    through_basis = jnp.abs(weights) @ _inverse_abs(rows, m, n)  # (L, m)
+    return through_basis @ jnp.abs(scaled.matrix)
 
 
 def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance) -> _Verdict:
-    rows = tableau.rows
-    m = tableau.basis.shape[0]
+    rows, basis = tableau
+    m = basis.shape[0]
     total = scaled.matrix.shape[1]
     n = total - m
     finite = jnp.all(jnp.isfinite(rows))
     rows = jnp.where(finite, rows, jnp.zeros_like(rows))
-    nonbasic = _nonbasic_mask(tableau.basis, total)
+    nonbasic = _nonbasic_mask(basis, total)
 
-    # Primal: residuals of the clipped point, relative to the row's activity.
-    point = jnp.maximum(_basic_point(_Tableau(rows, tableau.basis), n)[:n], 0)
-    structural = scaled.matrix[:, :n]
-    residual = structural @ point - scaled.rhs
-    activity = jnp.abs(structural) @ point + jnp.abs(scaled.rhs)
-    primal_feasible = jnp.all(residual >= -tolerance * activity)
+    # Primal: each basic value >= -tolerance * its rounding-error scale, the same test
+    # the pivot loop stops on.
+    values = rows[:m, -1]
+    primal_feasible = jnp.all(values >= -tolerance * _row_scales(rows, scaled, m, n))
 
-    # Dual, per objective level: reduced costs relative to the terms they are made of.
-    # The surplus columns of the reduced-cost rows are the duals y (d_{n+i} = y_i).
-    def reduced_cost_scale(level):
-        duals = jnp.abs(rows[m + level, n:total])
-        structural_scale = scaled.objectives[level, :n] + jnp.abs(structural).T @ duals
-        surplus_scale = jnp.broadcast_to(jnp.max(duals), (m,))
-        scale = jnp.concatenate([structural_scale, surplus_scale])
-        return tolerance * jnp.maximum(scale, jnp.finfo(rows.dtype).tiny)
-
-    cost_reduced, sum_reduced = rows[m, :total], rows[m + 1, :total]
-    cost_tolerance, sum_tolerance = reduced_cost_scale(0), reduced_cost_scale(1)
-    cost_tied = jnp.abs(cost_reduced) <= cost_tolerance
+    # Dual: reduced costs >= -tolerance * their rounding-error scale, lexicographically:
+    # a cost-level tie (|d0| within tolerance) must have a non-negative sum level.
+    reduced = rows[m : m + 2, :total]
+    slack = tolerance * (
+        scaled.objectives + _reduced_cost_scales(rows, scaled.objectives[:, basis], scaled, m, n)
+    )
+    cost_tied = jnp.abs(reduced[0]) <= slack[0]
     dual_feasible = jnp.all(
-        ~nonbasic
-        | ((cost_reduced >= -cost_tolerance) & (~cost_tied | (sum_reduced >= -sum_tolerance)))
+        ~nonbasic | ((reduced[0] >= -slack[0]) & (~cost_tied | (reduced[1] >= -slack[1])))
     )
-    strictly = jnp.all(
-        ~nonbasic
-        | (cost_reduced > cost_tolerance)
-        | (cost_tied & (sum_reduced > sum_tolerance))
-    )
+    strictly = jnp.all(~nonbasic | (reduced[0] > slack[0]) | (cost_tied & (reduced[1] > slack[1])))
 
-    # Farkas: a row whose basic value is negative while every nonbasic entry is >= 0.
-    row_scale = _row_scales(_Tableau(rows, tableau.basis), scaled, n)
+    # Farkas: a row whose basic value is clearly negative while every nonbasic entry is
+    # >= 0 (relative to the row's largest entry): then no x >= 0 satisfies it.
     entries = jnp.where(nonbasic[None, :], rows[:m, :total], jnp.zeros((m, total), rows.dtype))
     entry_scale = jnp.max(jnp.abs(entries), axis=1)
-    farkas_row = (rows[:m, -1] < -tolerance * row_scale) & jnp.all(
+    row_scale = _row_scales(rows, scaled, m, n)
+    farkas_row = (values < -tolerance * row_scale) & jnp.all(
         entries >= -tolerance * entry_scale[:, None], axis=1
     )
-    # A nonzero m x m block is needed for a real certificate (guards 0 >= 0 rows).
-    infeasible = jnp.any(farkas_row & (row_scale > 0))
 
     primal_feasible = primal_feasible & finite
     return _Verdict(
@@ -271,22 +271,24 @@ def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance) -> _Verdict:
         primal_feasible=primal_feasible,
         optimal=primal_feasible & dual_feasible & finite,
         strictly_dual_feasible=strictly & finite,
-        infeasible=infeasible & finite & ~primal_feasible,
+        infeasible=jnp.any(farkas_row) & finite & ~primal_feasible,
     )
 
 
 class _PivotState(NamedTuple):
     tableau: _Tableau
-    num_iterations: Int[Array, ""]
-    running: Bool[Array, ""]
+    num_iterations: Array
+    running: Array
 
 
-def _entering_column(rows, basis, leave, candidates, tolerance):
+def _entering_column(rows, basis, leave, candidates, scaled: _Scaled, tolerance):
     """Lexicographic ratio test on row ``leave`` among the ``candidates`` columns.
 
     Levels: cost, sum(x), then x[0], ..., x[n-1], whose reduced costs are ``-rows[r]``
-    for a basic ``x[k]`` in row ``r`` and ``e_k`` for a nonbasic one.  Ties at one
-    level (relative ``tolerance``) are broken by the next; the first index wins last.
+    for a basic ``x[k]`` in row ``r`` and ``e_k`` for a nonbasic one.  At each level a
+    Harris-style bound keeps every column whose ratio is within rounding error of the
+    minimum (so no reduced cost turns negative beyond its tolerance); the next level
+    breaks the tie, and the first index breaks what is left.
     """
     m = basis.shape[0]
     total = rows.shape[1] - 1
@@ -294,14 +296,23 @@ def _entering_column(rows, basis, leave, candidates, tolerance):
     pivot_row = rows[leave, :total]
     denominator = jnp.where(candidates, -pivot_row, jnp.ones_like(pivot_row))
     row_of = jnp.full((total,), -1, jnp.int32).at[basis].set(jnp.arange(m, dtype=jnp.int32))
+    objective_scales = scaled.objectives + _reduced_cost_scales(
+        rows, scaled.objectives[:, basis], scaled, m, n
+    )
 
     def level_values(level):
+        """Reduced costs of objective ``level`` and their rounding-error scales."""
         k = jnp.clip(level - 2, 0, n - 1)
         k_row = row_of[k]
+        is_basic = k_row >= 0
         unit = (jnp.arange(total) == k).astype(rows.dtype)
-        lexicographic = jnp.where(k_row >= 0, -rows[jnp.maximum(k_row, 0), :total], unit)
-        objective = rows[m + jnp.minimum(level, 1), :total]
-        return jnp.where(level < 2, objective, lexicographic)
+        weights = jnp.where(jnp.arange(m) == k_row, 1, 0).astype(rows.dtype)[None, :]
+        lexicographic = jnp.where(is_basic, -rows[jnp.maximum(k_row, 0), :total], unit)
+        lexicographic_scale = unit + _reduced_cost_scales(rows, weights, scaled, m, n)[0]
+        level_01 = jnp.minimum(level, 1)
+        values = jnp.where(level < 2, rows[m + level_01, :total], lexicographic)
+        scales = jnp.where(level < 2, objective_scales[level_01], lexicographic_scale)
+        return values, scales
 
     def cond(carry):
         level, remaining = carry
@@ -309,10 +320,10 @@ def _entering_column(rows, basis, leave, candidates, tolerance):
 
     def body(carry):
         level, remaining = carry
-        ratio = jnp.where(remaining, level_values(level) / denominator, jnp.inf)
-        best = jnp.min(ratio)
-        remaining = remaining & (ratio <= best + tolerance * (1 + jnp.abs(best)))
-        return level + 1, remaining
+        values, scales = level_values(level)
+        ratio = jnp.where(remaining, values / denominator, jnp.inf)
+        bound = jnp.min(jnp.where(remaining, (values + tolerance * scales) / denominator, jnp.inf))
+        return level + 1, remaining & (ratio <= bound)
 
     _, remaining = jax.lax.while_loop(cond, body, (jnp.int32(0), candidates))
     return jnp.argmax(remaining)
@@ -326,18 +337,16 @@ def _pivot_loop(tableau: _Tableau, scaled: _Scaled, num_iterations, max_iteratio
 
     def step(state: _PivotState) -> _PivotState:
         rows, basis = state.tableau
-        values = rows[:m, -1]
-        row_scale = jnp.maximum(
-            _row_scales(state.tableau, scaled, n), jnp.finfo(rows.dtype).tiny
-        )
-        violation = values / row_scale
+        # Leaving row: the largest infeasibility relative to its rounding-error scale.
+        row_scale = _row_scales(rows, scaled, m, n)
+        violation = rows[:m, -1] / jnp.maximum(row_scale, jnp.finfo(rows.dtype).tiny)
         leave = jnp.argmin(violation)
         feasible = violation[leave] >= -tolerance
         pivot_row = rows[leave, :total]
         nonbasic = _nonbasic_mask(basis, total)
         candidates = nonbasic & (pivot_row < -tolerance * jnp.max(jnp.abs(pivot_row)))
         stop = feasible | ~jnp.any(candidates)
-        enter = _entering_column(rows, basis, leave, candidates, tolerance)
+        enter = _entering_column(rows, basis, leave, candidates, scaled, tolerance)
         # Rank-one update; the pivot row becomes row / pivot.
         pivot = rows[leave, enter]
         column = rows[:, enter].at[leave].add(-1.0)
@@ -390,11 +399,11 @@ def _check_inputs(cost, matrix, rhs):
 
 
 def solve(
-    cost: Float[ArrayLike, " n"],
-    A: Float[ArrayLike, "m n"],
-    b: Float[ArrayLike, " m"],
+    cost: ArrayLike,
+    A: ArrayLike,
+    b: ArrayLike,
     *,
-    initial_basis: Int[ArrayLike, " m"] | None = None,
+    initial_basis: ArrayLike | None = None,
     max_iterations: int | None = None,
     max_refactorizations: int = 3,
     feasibility_tolerance: float | None = None,
@@ -443,8 +452,8 @@ def solve(
     class Carry(NamedTuple):
         tableau: _Tableau
         verdict: _Verdict
-        num_iterations: Int[Array, ""]
-        rounds: Int[Array, ""]
+        num_iterations: Array
+        rounds: Array
 
     def done(carry: Carry):
         v = carry.verdict
@@ -475,10 +484,10 @@ def solve(
 
 
 def check_basis(
-    cost: Float[ArrayLike, " n"],
-    A: Float[ArrayLike, "m n"],
-    b: Float[ArrayLike, " m"],
-    basis: Int[ArrayLike, " m"],
+    cost: ArrayLike,
+    A: ArrayLike,
+    b: ArrayLike,
+    basis: ArrayLike,
     *,
     feasibility_tolerance: float | None = None,
 ) -> BasisCheck:
@@ -510,6 +519,3 @@ def check_basis(
     status = jnp.where(ok, LPStatus.OPTIMAL, LPStatus.NUMERICAL_ERROR)
     return BasisCheck(ok, _solution(tableau, scaled, cost, status, jnp.int32(0)))
 
-
-# Keep numpy importable for callers that build inputs host-side.
-del np

@@ -27,7 +27,7 @@ from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy
 from jaxbandit.instances import Instance
 
-__all__ = ["Result", "simulate", "geometric_times", "Simulation", "EngineCarry"]
+__all__ = ["Result", "simulate", "geometric_times", "SimulationRun", "Simulation", "EngineCarry", "make_context"]
 
 DEFAULT_CHUNK_SIZE = 1024
 
@@ -235,7 +235,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         values = observe(noise_keys, t, arm, env)
         state = update(state, arm, values, ctx)
         num_arms = carry.counts.shape[-1]
-        counts = carry.counts + (arm[..., None] == jnp.arange(num_arms)).astype(jnp.int32)
+        counts = carry.counts + jax.nn.one_hot(arm, num_arms, dtype=jnp.int32)
 
         def record(regret_and_index):
             regret, index = regret_and_index
@@ -289,23 +289,216 @@ def _cached_simulation(policy: Policy, chunk_size: int, solve_batch: Optional[in
     return _SIMULATION_CACHE[key]
 
 
-def make_context(instance: Instance, policy: Policy, horizon: int, dtype) -> tuple[environment.EnvParams, Context]:
-    """Device-side instance parameters and policy context with a leading cell axis."""
+def make_context(
+    instance: Instance, params: dict, horizon: int, dtype
+) -> tuple[environment.EnvParams, Context]:
+    """Device-side instance parameters and policy context with a leading cell axis.
+
+    Args:
+        instance: one instance (one cell) or a batch (one cell per instance).
+        params: hyper-parameters, each a scalar or a ``(num_cells,)`` sequence.
+    """
     mu = np.atleast_2d(instance.mu)
     sigma = instance.sigma if instance.is_batch else instance.sigma[None]
     env = environment.make_params(mu, sigma, dtype)
     num_cells = mu.shape[0]
-    params = {
-        name: jnp.full((num_cells,), value, dtype) for name, value in policy.params.items()
-    }
+    cell_params = {}
+    for name, value in params.items():
+        value = np.asarray(value, dtype=np.float64)
+        if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != num_cells):
+            raise ValueError(
+                f"parameter {name!r} must be a scalar or have one value per cell "
+                f"({num_cells}), got shape {value.shape}."
+            )
+        cell_params[name] = jnp.asarray(np.broadcast_to(value, (num_cells,)), dtype)
     ctx = Context(
         sigma=env.sigma,
         precision=env.precision,
         horizon=jnp.full((num_cells,), horizon, jnp.int32),
         true_mean=env.mu,
-        params=params,
+        params=cell_params,
     )
     return env, ctx
+
+
+class SimulationRun:
+    """A simulation in progress: advance it chunk by chunk, checkpoint it, resume it.
+
+    ``simulate`` is the one-call front end; sweeps use this class directly to save the
+    engine state at chunk boundaries.  A *cell* is one instance with one set of policy
+    hyper-parameters: pass a batch ``instance`` (one per cell) and/or ``params`` with one
+    value per cell.  ``noise_index`` gives each cell's index in the noise stream (cells
+    that share an instance should share it, so they see the same noise).
+
+    With several JAX devices the runs axis is sharded over all of them (a
+    ``NamedSharding`` over a 1-D mesh); results are identical to one device because each
+    run's noise depends only on its own index.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        instance: Instance,
+        horizon: int,
+        runs: int,
+        seed: int = 0,
+        times=None,
+        *,
+        params: Optional[dict] = None,
+        noise_index=None,
+        dtype="float32",
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        solve_batch: Optional[int] = None,
+        first_run: int = 0,
+        devices=None,
+    ):
+        if not isinstance(policy, Policy):
+            raise ValueError(f"policy must be a Policy from jaxbandit.policies.make, got {policy!r}.")
+        if not isinstance(instance, Instance):
+            raise ValueError(f"instance must be a jaxbandit.Instance, got {type(instance).__name__}.")
+        self.policy = policy
+        self.instance = instance
+        self.horizon = _check_positive_int("horizon", horizon)
+        self.runs = _check_positive_int("runs", runs)
+        self.chunk_size = _check_positive_int("chunk_size", chunk_size)
+        if solve_batch is not None:
+            solve_batch = _check_positive_int("solve_batch", solve_batch)
+        if isinstance(first_run, bool) or not isinstance(first_run, (int, np.integer)) or first_run < 0:
+            raise ValueError(f"first_run must be a non-negative integer, got {first_run!r}.")
+        if first_run + runs > 2**32:
+            raise ValueError(f"run indices must stay below 2**32, got first_run + runs = {first_run + runs}.")
+        rng.seed_words(seed)  # validates the seed
+        self.seed = int(seed)
+        self.dtype = _check_dtype(dtype)
+        self.times = geometric_times(self.horizon) if times is None else _check_times(times, self.horizon)
+        self.params = dict(policy.params if params is None else params)
+        self._sim = _cached_simulation(policy, self.chunk_size, solve_batch)
+        self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
+        num_cells = self._env.mu.shape[0]
+        if noise_index is None:
+            noise_index = np.arange(num_cells)
+        noise_index = np.asarray(noise_index)
+        if noise_index.shape != (num_cells,) or np.any(noise_index < 0):
+            raise ValueError(f"noise_index must be {num_cells} non-negative integers, got {noise_index!r}.")
+
+        self.devices = list(jax.devices() if devices is None else devices)
+        # Pad the runs to a multiple of the device count; padded runs are real runs with
+        # larger indices, simulated and then dropped, so they change nothing.
+        self._padded_runs = -(-self.runs // len(self.devices)) * len(self.devices)
+        self._sharding = None
+        if len(self.devices) > 1:
+            mesh = jax.sharding.Mesh(np.array(self.devices), ("runs",))
+            self._sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "runs"))
+        cell_index = jnp.asarray(noise_index, jnp.uint32)[:, None]
+        run_index = jnp.arange(first_run, first_run + self._padded_runs, dtype=jnp.uint32)[None, :]
+        self._noise_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), cell_index, run_index))
+        self._policy_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.POLICY_STREAM), cell_index, run_index))
+        self._times_device = jnp.asarray(self.times, jnp.int32)
+        self.carry = self._shard_carry(self._sim.init(self._ctx, self._padded_runs, len(self.times)))
+        self.wall_time = 0.0
+
+    def _shard(self, array):
+        if self._sharding is None:
+            return array
+        return jax.device_put(array, self._sharding)
+
+    def _shard_carry(self, carry: EngineCarry) -> EngineCarry:
+        if self._sharding is None:
+            return carry
+        batched = lambda x: self._shard(x) if x.ndim >= 2 else x
+        return EngineCarry(
+            state=jax.tree_util.tree_map(batched, carry.state),
+            counts=self._shard(carry.counts),
+            regret=self._shard(carry.regret),
+            next_record=carry.next_record,
+            round=carry.round,
+        )
+
+    @property
+    def rounds_done(self) -> int:
+        return int(self.carry.round)
+
+    @property
+    def done(self) -> bool:
+        return self.rounds_done >= self.horizon
+
+    def advance(self, max_chunks: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None) -> int:
+        """Run up to ``max_chunks`` chunks (all remaining by default); returns rounds done."""
+        chunks = 0
+        while not self.done and (max_chunks is None or chunks < max_chunks):
+            start = time.perf_counter()
+            t0 = self.rounds_done
+            self.carry = self._sim.run_chunk(
+                self.carry,
+                jnp.int32(t0),
+                jnp.int32(self.horizon),
+                self._times_device,
+                self._noise_keys,
+                self._policy_keys,
+                self._env,
+                self._ctx,
+            )
+            # The next chunk starts where this one ended; rounds beyond the horizon were
+            # skipped, so the round counter is min(t0 + chunk, horizon).
+            jax.block_until_ready(self.carry.round)
+            self.wall_time += time.perf_counter() - start
+            chunks += 1
+            if progress is not None:
+                progress(self.rounds_done, self.horizon)
+        return self.rounds_done
+
+    def checkpoint(self) -> dict:
+        """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`)."""
+        leaves = jax.tree_util.tree_leaves(self.carry)
+        arrays = {f"leaf_{i:04d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+        arrays["wall_time"] = np.asarray(self.wall_time)
+        return arrays
+
+    def restore(self, arrays: dict) -> None:
+        """Resume from :meth:`checkpoint` output of an identically configured run."""
+        leaves, treedef = jax.tree_util.tree_flatten(self.carry)
+        if len(arrays) - 1 != len(leaves):
+            raise ValueError("checkpoint does not match this simulation (different policy or shapes).")
+        restored = []
+        for i, leaf in enumerate(leaves):
+            saved = np.asarray(arrays[f"leaf_{i:04d}"])
+            if saved.shape != leaf.shape or saved.dtype != leaf.dtype:
+                raise ValueError(
+                    f"checkpoint leaf {i} has shape {saved.shape} {saved.dtype}, expected "
+                    f"{leaf.shape} {leaf.dtype}."
+                )
+            restored.append(jnp.asarray(saved))
+        self.carry = self._shard_carry(jax.tree_util.tree_unflatten(treedef, restored))
+        self.wall_time = float(arrays["wall_time"])
+
+    def result(self) -> Result:
+        """The :class:`Result` (call when :attr:`done`)."""
+        if not self.done:
+            raise RuntimeError(f"simulation not finished: {self.rounds_done} of {self.horizon} rounds done.")
+        runs = self.runs
+        diagnostics = {
+            k: np.asarray(v)[:, :runs] for k, v in self._sim.diagnostics(self.carry.state).items()
+        }
+        regret = np.asarray(self.carry.regret, dtype=np.float64)[:, :runs]
+        counts = np.asarray(self.carry.counts).astype(np.int64)[:, :runs]
+        single = not self.instance.is_batch and all(np.ndim(v) == 0 for v in self.params.values())
+        if single:
+            regret, counts = regret[0], counts[0]
+            diagnostics = {k: v[0] for k, v in diagnostics.items()}
+        return Result(
+            times=self.times,
+            regret=regret,
+            counts=counts,
+            diagnostics=diagnostics,
+            policy=self.policy.name,
+            params={k: (np.asarray(v).tolist()) for k, v in self.params.items()},
+            options=dict(self.policy.options),
+            seed=self.seed,
+            horizon=self.horizon,
+            runs=runs,
+            dtype=str(jnp.dtype(self.dtype)),
+            wall_time=self.wall_time,
+        )
 
 
 def simulate(
@@ -320,17 +513,19 @@ def simulate(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     solve_batch: Optional[int] = None,
     first_run: int = 0,
+    devices=None,
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> Result:
     """Simulate ``runs`` independent runs of ``policy`` on ``instance`` for ``horizon`` rounds.
 
     Args:
         policy: from :func:`jaxbandit.policies.make`.
-        instance: an :class:`~jaxbandit.instances.Instance` (or a batch of them).
+        instance: an :class:`~jaxbandit.instances.Instance` (or a batch of them: every
+            output then gets a leading instance axis).
         horizon: number of rounds T >= 1.
         runs: number of independent runs R >= 1.
         seed: integer seed; run ``r`` of instance ``i`` is the same whatever ``runs``,
-            ``chunk_size`` or ``solve_batch``.
+            ``chunk_size``, ``solve_batch`` or the number of devices.
         times: rounds at which to record regret (default: ~100 geometric points);
             ``horizon`` is always included.
         dtype: ``"float32"`` (default) or ``"float64"`` (needs ``jax_enable_x64``).
@@ -338,62 +533,24 @@ def simulate(
         solve_batch: size of the buffer of runs solved together in a round (policies with
             a ``solve_fn``); does not change results.
         first_run: index of the first run (to simulate runs ``first_run ...`` separately).
+        devices: JAX devices to shard the runs over (default: all visible devices).
         progress: optional ``callback(rounds_done, horizon)`` called after each chunk.
 
     Returns:
         A :class:`Result`.
     """
-    if not isinstance(policy, Policy):
-        raise ValueError(f"policy must be a Policy from jaxbandit.policies.make, got {policy!r}.")
-    if not isinstance(instance, Instance):
-        raise ValueError(f"instance must be a jaxbandit.Instance, got {type(instance).__name__}.")
-    horizon = _check_positive_int("horizon", horizon)
-    runs = _check_positive_int("runs", runs)
-    chunk_size = _check_positive_int("chunk_size", chunk_size)
-    if solve_batch is not None:
-        solve_batch = _check_positive_int("solve_batch", solve_batch)
-    if isinstance(first_run, bool) or not isinstance(first_run, (int, np.integer)) or first_run < 0:
-        raise ValueError(f"first_run must be a non-negative integer, got {first_run!r}.")
-    if first_run + runs > 2**32:
-        raise ValueError(f"run indices must stay below 2**32, got first_run + runs = {first_run + runs}.")
-    seed_words = rng.seed_words(seed)  # validates the seed
-    del seed_words
-    dtype = _check_dtype(dtype)
-    times = geometric_times(horizon) if times is None else _check_times(times, horizon)
-
-    start = time.perf_counter()
-    sim = _cached_simulation(policy, chunk_size, solve_batch)
-    env, ctx = make_context(instance, policy, horizon, dtype)
-    num_cells = env.mu.shape[0]
-    instance_index = jnp.arange(num_cells, dtype=jnp.uint32)
-    run_index = jnp.arange(first_run, first_run + runs, dtype=jnp.uint32)
-    noise_keys = rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), instance_index[:, None], run_index[None, :])
-    policy_keys = rng.run_keys(rng.stream_key(seed, rng.POLICY_STREAM), instance_index[:, None], run_index[None, :])
-    times_device = jnp.asarray(times, jnp.int32)
-    carry = sim.init(ctx, runs, len(times))
-    horizon_device = jnp.int32(horizon)
-    for t0 in range(0, horizon, chunk_size):
-        carry = sim.run_chunk(carry, jnp.int32(t0), horizon_device, times_device, noise_keys, policy_keys, env, ctx)
-        if progress is not None:
-            jax.block_until_ready(carry.round)
-            progress(min(t0 + chunk_size, horizon), horizon)
-    diagnostics = {k: np.asarray(v) for k, v in sim.diagnostics(carry.state).items()}
-    regret = np.asarray(carry.regret, dtype=np.float64)
-    counts = np.asarray(carry.counts).astype(np.int64)
-    if not instance.is_batch:
-        regret, counts = regret[0], counts[0]
-        diagnostics = {k: v[0] for k, v in diagnostics.items()}
-    return Result(
-        times=times,
-        regret=regret,
-        counts=counts,
-        diagnostics=diagnostics,
-        policy=policy.name,
-        params=dict(policy.params),
-        options=dict(policy.options),
-        seed=int(seed),
-        horizon=horizon,
-        runs=runs,
-        dtype=str(jnp.dtype(dtype)),
-        wall_time=time.perf_counter() - start,
+    run = SimulationRun(
+        policy,
+        instance,
+        horizon,
+        runs,
+        seed,
+        times,
+        dtype=dtype,
+        chunk_size=chunk_size,
+        solve_batch=solve_batch,
+        first_run=first_run,
+        devices=devices,
     )
+    run.advance(progress=progress)
+    return run.result()

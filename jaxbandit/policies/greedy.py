@@ -42,7 +42,7 @@ def greedy() -> Policy:
     def select_fn(key, state, t, ctx):
         del key
         num_arms = ctx.sigma.shape[-1]
-        best = jnp.argmax(estimator.mean(state.stats))
+        best = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
         return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), best))
 
     return Policy("greedy", {}, _init, select_fn, _update, _diagnostics)

@@ -43,7 +43,7 @@ def ts() -> Policy:
     def select_fn(key, state, t, ctx):
         num_arms = ctx.sigma.shape[-1]
         sample = posterior_sample(key, t, state.stats)
-        return no_solve(jnp.where(t <= num_arms, t - 1, jnp.argmax(sample)))
+        return no_solve(jnp.where(t <= num_arms, t - 1, jnp.argmax(sample).astype(jnp.int32)))
 
     def update_fn(state, arm, values, ctx):
         num_arms = ctx.sigma.shape[-1]
@@ -59,7 +59,7 @@ def ts_n() -> Policy:
     def select_fn(key, state, t, ctx):
         num_arms = ctx.sigma.shape[-1]
         sample = posterior_sample(key, t, state.stats)
-        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(sample)))
+        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(sample).astype(jnp.int32)))
 
     def update_fn(state, arm, values, ctx):
         num_arms = ctx.sigma.shape[-1]

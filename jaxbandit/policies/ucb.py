@@ -58,7 +58,7 @@ def ucb(alpha: float = 1.0) -> Policy:
         safe_counts = jnp.maximum(counts, 1)
         width = own_sigma * jnp.sqrt(2 * ctx.params["alpha"] * log_round(t, counts.dtype) / safe_counts)
         index = estimator.mean(stats) + width
-        arm = jnp.where(t <= num_arms, t - 1, jnp.argmax(index))
+        arm = jnp.where(t <= num_arms, t - 1, jnp.argmax(index).astype(jnp.int32))
         return no_solve(arm)
 
     def update_fn(state, arm, values, ctx):
@@ -88,7 +88,7 @@ def ucb_n(alpha: float = 1.0) -> Policy:
         del key
         num_arms = ctx.sigma.shape[-1]
         index = ucb_n_index(state.stats, t, ctx.params["alpha"])
-        arm = jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(index))
+        arm = jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(index).astype(jnp.int32))
         return no_solve(arm)
 
     def update_fn(state, arm, values, ctx):

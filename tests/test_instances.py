@@ -1,0 +1,93 @@
+"""Instance validation and constructors."""
+
+import numpy as np
+import pytest
+
+import jaxbandit as jb
+from jaxbandit import instances
+
+INF = np.inf
+
+
+def test_valid_instance_and_precision():
+    inst = jb.Instance([1.0, 0.5], [[1.0, INF], [2.0, 0.0]])
+    assert inst.num_arms == 2 and not inst.is_batch
+    np.testing.assert_array_equal(inst.precision, [[1.0, 0.0], [0.25, INF]])
+    assert inst.best_arm == 0
+    np.testing.assert_allclose(inst.gaps, [0.0, 0.5])
+    with pytest.raises(AttributeError):
+        inst.mu = np.zeros(2)
+    with pytest.raises(ValueError):
+        inst.mu[0] = 3.0  # arrays are read-only
+
+
+@pytest.mark.parametrize(
+    "mu, sigma, message",
+    [
+        ([1.0, 0.5], [[1.0, 1.0]], r"sigma must have shape \(2, 2\)"),
+        ([[[1.0, 0.5]]], np.ones((1, 1, 2, 2)), r"mu must have shape"),
+        ([1.0], [[1.0]], r"at least K=2"),
+        ([1.0, np.nan], np.ones((2, 2)), r"mu must be finite.*nan"),
+        ([1.0, np.inf], np.ones((2, 2)), r"mu must be finite.*inf"),
+        ([1.0, 0.5], [[1.0, np.nan], [1.0, 1.0]], r"sigma must not contain NaN.*\[0, 1\]"),
+        ([1.0, 0.5], [[1.0, -0.5], [1.0, 1.0]], r"sigma must be >= 0.*-0.5"),
+        ([1.0, 0.5], [[1.0, INF], [1.0, INF]], r"arm 1 is observed by no row"),
+        ("abc", np.ones((2, 2)), r"mu must be a numeric array"),
+    ],
+)
+def test_bad_instances(mu, sigma, message):
+    with pytest.raises(ValueError, match=message):
+        jb.Instance(mu, sigma)
+
+
+def test_ties_rejected_only_when_asked():
+    jb.Instance([1.0, 1.0], np.ones((2, 2)))
+    with pytest.raises(ValueError, match="tie for the best mean"):
+        jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties=False)
+
+
+def test_batch_and_indexing():
+    batch = instances.stack([instances.bandit([1.0, 0.2]), instances.full_information([0.1, 0.3])])
+    assert batch.is_batch and batch.num_instances == 2
+    assert batch[1] == instances.full_information([0.1, 0.3])
+    with pytest.raises(ValueError, match="instance 1: arm 0"):
+        jb.Instance(np.zeros((2, 2)), np.stack([np.ones((2, 2)), [[INF, 1.0], [INF, 1.0]]]))
+    with pytest.raises(ValueError, match="equal K"):
+        instances.stack([instances.bandit([1.0, 0.2]), instances.bandit([1.0, 0.2, 0.1])])
+
+
+def test_constructors():
+    mu = [1.0, 0.5, 0.2]
+    b = instances.bandit(mu, sigma=[1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(np.diag(b.sigma), [1.0, 2.0, 3.0])
+    assert np.all(np.isinf(b.sigma[~np.eye(3, dtype=bool)]))
+    f = instances.full_information(mu, 0.5)
+    assert np.all(f.sigma == 0.5)
+    adjacency = np.array([[0, 1, 0], [0, 0, 0], [1, 0, 0]])
+    g = instances.graph(mu, adjacency, 2.0)
+    np.testing.assert_array_equal(np.isfinite(g.sigma), adjacency.astype(bool) | np.eye(3, dtype=bool))
+    r = instances.revealing_arm([1.0, 0.5], reveal_mean=-1.0)
+    assert r.num_arms == 3 and r.mu[-1] == -1.0 and np.all(np.isfinite(r.sigma[-1]))
+    g2 = instances.random(0, 6, inf_prob=0.5)
+    assert g2.num_arms == 6 and np.any(np.isinf(g2.sigma))
+    # general matrices allow better information from another arm than from the arm itself
+    many = instances.random(1, 4, num_instances=20)
+    diag = np.diagonal(many.sigma, axis1=1, axis2=2)
+    assert np.any(many.sigma < diag[:, None, :])
+    assert set(instances.default_instances()) == set(instances.DEFAULT_INSTANCES)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: instances.graph([1.0, 0.5], np.ones((3, 3))), r"adjacency must have shape \(2, 2\)"),
+        (lambda: instances.graph([1.0, 0.5], [[0, 2], [0, 0]]), r"adjacency must be boolean"),
+        (lambda: instances.random(0, 1), r"num_arms must be an integer >= 2"),
+        (lambda: instances.random(0, 3, inf_prob=1.0), r"inf_prob must be in"),
+        (lambda: instances.bandit([[1.0, 0.5]]), r"mu must have shape \(K,\)"),
+        (lambda: instances.bandit([1.0, 0.5], sigma=-1.0), r"sigma must be >= 0"),
+    ],
+)
+def test_bad_constructor_arguments(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
