@@ -1,0 +1,634 @@
+"""Sweep configurations: TOML files (or dicts) describing a regret sweep, validated.
+
+A sweep is instances x policies x hyper-parameter grids x horizons x runs.  Every key is
+checked here, on the host, before anything is compiled; a bad key raises
+:class:`ConfigError` naming the file, the key and the reason.
+
+Schema (all keys not listed are errors)::
+
+    name = "demo"             # optional label of the sweep
+    seed = 0                  # integer >= 0
+    runs = 200                # runs per cell, integer >= 1
+    horizon = 10000           # integer >= 1, or a list of them (one sweep axis)
+    precision = "float32"     # or "float64" (enables 64-bit JAX for the sweep)
+    times = 100               # geometric grid of ~N points, or an explicit list of rounds
+    chunk_size = 1024         # rounds per compiled chunk (checkpoint granularity)
+    solve_batch = 256         # optional: LP solve buffer of policies with a solve step
+
+    [checkpoint]              # how often a running cell group saves its state
+    every_chunks = 100        # (does not change results, so not part of the fingerprint)
+    every_seconds = 60.0
+
+    [[instances]]
+    type = "bandit"           # a constructor of jaxbandit.instances: bandit,
+    name = "b5"               #   full_information, graph, revealing_arm, random;
+    mu = [1.0, 0.8, 0.5]      #   "default" (name picks one of default_instances());
+    sigma = 1.0               #   "explicit" (mu and sigma given; "inf" strings allowed)
+
+    [[policies]]
+    name = "ucb_n"            # a registered policy (jaxbandit.policies.names())
+    label = "UCB-N"           # optional display label
+    alpha = [0.25, 1, 4.01]   # hyper-parameters; a list is a grid (Cartesian product)
+    optional = false          # true: skip (with a note) when the policy is not registered
+
+Numeric hyper-parameters are traced by the engine, so a grid of one policy on instances
+with the same number of arms is one compiled program (see :func:`SweepConfig.plan`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import inspect
+import itertools
+import json
+import math
+import os
+import re
+import sys
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from jaxbandit import instances as instances_module
+from jaxbandit import policies as policies_module
+from jaxbandit.instances import Instance
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "ConfigError",
+    "SweepConfig",
+    "InstanceSpec",
+    "PolicySpec",
+    "Cell",
+    "Group",
+    "load",
+    "loads",
+    "DEMO_CONFIG",
+    "demo_config",
+]
+
+_TOP_KEYS = {
+    "name", "seed", "runs", "horizon", "precision", "times", "chunk_size", "solve_batch",
+    "checkpoint", "instances", "policies",
+}
+_REQUIRED_TOP = ("runs", "horizon", "instances", "policies")
+_CHECKPOINT_KEYS = {"every_chunks", "every_seconds"}
+_INSTANCE_TYPES = ("bandit", "full_information", "graph", "revealing_arm", "random", "default", "explicit")
+_POLICY_RESERVED = {"name", "label", "optional"}
+_INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
+
+
+class ConfigError(ValueError):
+    """A sweep configuration is invalid.
+
+    Attributes:
+        source: the file (or ``"<dict>"``) the configuration came from.
+        key: dotted path of the offending key, e.g. ``"policies[1].alpha"``.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, source: str, key: str, reason: str):
+        self.source, self.key, self.reason = source, key, reason
+        where = f"key '{key}'" if key else "top level"
+        super().__init__(f"{source}: {where}: {reason}")
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceSpec:
+    """One resolved instance of the sweep (``index`` is its noise-stream index)."""
+
+    label: str
+    index: int
+    instance: Instance
+    entry: dict  # the config entry it came from
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """One ``[[policies]]`` entry: a registered policy and its grid of parameter sets."""
+
+    label: str
+    name: str
+    grid: tuple  # of dicts: every combination of the entry's parameter values
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One (instance, policy, parameter set, horizon) of the sweep."""
+
+    instance: str  # instance label
+    instance_index: int
+    policy: str  # policy label
+    policy_name: str  # registry name
+    params: dict  # the parameter set as written in the config (for labels)
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """Cells simulated together: one policy, one static configuration, one K, one horizon.
+
+    All cells of a group run as ONE compiled program: the instances are stacked into a
+    batch and the numeric hyper-parameters are passed as per-cell arrays.
+    """
+
+    id: str
+    policy_name: str
+    static: dict  # non-traced constructor arguments (part of the compiled program)
+    horizon: int
+    num_arms: int
+    cells: tuple  # of Cell
+    cell_kwargs: tuple  # of dicts, the constructor arguments of each cell
+    fingerprint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """A validated sweep configuration (see the module docstring for the schema)."""
+
+    source: str
+    raw: dict  # the configuration as given (JSON-able)
+    name: str
+    seed: int
+    runs: int
+    horizons: tuple
+    precision: str
+    times: Union[int, tuple]  # number of geometric points, or explicit rounds
+    chunk_size: int
+    solve_batch: Optional[int]
+    checkpoint_every_chunks: Optional[int]
+    checkpoint_every_seconds: Optional[float]
+    instances: tuple  # of InstanceSpec
+    policies: tuple  # of PolicySpec
+    skipped_policies: tuple  # names of optional policies that are not registered
+
+    def times_for(self, horizon: int) -> np.ndarray:
+        """``(P,)`` int64 rounds at which regret is recorded for ``horizon``."""
+        from jaxbandit.simulate import geometric_times  # deferred: pulls in jax
+
+        if isinstance(self.times, int):
+            return geometric_times(horizon, self.times)
+        explicit = np.asarray([t for t in self.times if t <= horizon], dtype=np.int64)
+        if explicit.size == 0 or explicit[-1] != horizon:
+            explicit = np.append(explicit, horizon)
+        return explicit
+
+    def plan(self) -> list:
+        """Cell groups in execution order (deterministic for a given configuration)."""
+        groups = []
+        for horizon in self.horizons:
+            for policy in self.policies:
+                # Split the grid by the arguments the engine cannot trace (non-numeric
+                # ones, and numeric ones the policy keeps out of ``params``).
+                by_static: dict = {}
+                for kwargs in policy.grid:
+                    traced = set(policies_module.make(policy.name, **kwargs).params)
+                    static = {k: v for k, v in kwargs.items() if k not in traced}
+                    by_static.setdefault(json.dumps(static, sort_keys=True), (static, []))[1].append(kwargs)
+                for static, grid in by_static.values():
+                    by_arms: dict = {}
+                    for spec in self.instances:
+                        by_arms.setdefault(spec.instance.num_arms, []).append(spec)
+                    for num_arms, specs in by_arms.items():
+                        cells, cell_kwargs = [], []
+                        for spec in specs:
+                            for kwargs in grid:
+                                cells.append(Cell(spec.label, spec.index, policy.label, policy.name, dict(kwargs)))
+                                cell_kwargs.append(dict(kwargs))
+                        group_id = f"g{len(groups):03d}"
+                        description = {
+                            "config": self.fingerprint(),
+                            "id": group_id,
+                            "policy": policy.name,
+                            "static": static,
+                            "horizon": horizon,
+                            "cells": [dataclasses.asdict(c) for c in cells],
+                        }
+                        groups.append(
+                            Group(
+                                id=group_id,
+                                policy_name=policy.name,
+                                static=static,
+                                horizon=horizon,
+                                num_arms=num_arms,
+                                cells=tuple(cells),
+                                cell_kwargs=tuple(cell_kwargs),
+                                fingerprint=_digest(description),
+                            )
+                        )
+        return groups
+
+    def fingerprint(self) -> str:
+        """Hash of everything that determines the results (not the checkpoint cadence).
+
+        It covers the configuration as written, the resolved instance arrays (so a
+        changed built-in instance is detected) and the policies actually run.
+        """
+        raw = {k: v for k, v in self.raw.items() if k != "checkpoint"}
+        resolved = [
+            {"label": s.label, "mu": _encode_array(s.instance.mu), "sigma": _encode_array(s.instance.sigma)}
+            for s in self.instances
+        ]
+        return _digest({"raw": raw, "instances": resolved, "policies": [p.name for p in self.policies]})
+
+    def instance_table(self) -> dict:
+        """``{label: {"mu": ..., "sigma": ...}}`` with ``inf`` as the string ``"inf"``."""
+        return {
+            s.label: {"index": s.index, "mu": _encode_array(s.instance.mu), "sigma": _encode_array(s.instance.sigma)}
+            for s in self.instances
+        }
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, allow_nan=False).encode()).hexdigest()[:16]
+
+
+def _encode_array(array: np.ndarray):
+    """Nested lists with ``inf`` written as ``"inf"`` (JSON and TOML cannot hold inf)."""
+    return [_encode_array(a) for a in array] if np.ndim(array) else ("inf" if np.isinf(array) else float(array))
+
+
+def decode_array(value) -> np.ndarray:
+    """Inverse of the ``"inf"`` encoding: nested lists -> float64 array."""
+    return np.asarray(_decode_numbers(value), dtype=np.float64)
+
+
+def _decode_numbers(value):
+    if isinstance(value, list):
+        return [_decode_numbers(v) for v in value]
+    if isinstance(value, str) and value.strip().lower() in _INF_STRINGS:
+        return math.inf
+    return value
+
+
+class _Checker:
+    """Raises :class:`ConfigError` for one source."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, reason: str):
+        raise ConfigError(self.source, key, reason)
+
+    def table(self, key: str, value) -> dict:
+        if not isinstance(value, dict):
+            self.fail(key, f"must be a table, got {_type_name(value)} {value!r}")
+        return value
+
+    def unknown(self, key_prefix: str, table: dict, allowed, hint: str = ""):
+        for name in table:
+            if name not in allowed:
+                full = f"{key_prefix}.{name}" if key_prefix else name
+                self.fail(full, f"unknown key; allowed keys: {', '.join(sorted(allowed))}{hint}")
+
+    def integer(self, key: str, value, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f"must be an integer >= {minimum}, got {_type_name(value)} {value!r}")
+        if value < minimum:
+            self.fail(key, f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    def positive_number(self, key: str, value) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            self.fail(key, f"must be a finite number > 0, got {_type_name(value)} {value!r}")
+        return float(value)
+
+    def string(self, key: str, value) -> str:
+        if not isinstance(value, str) or not value:
+            self.fail(key, f"must be a non-empty string, got {_type_name(value)} {value!r}")
+        return value
+
+    def plain(self, key: str, value):
+        """Reject TOML values with no JSON equivalent (dates, times)."""
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self.plain(f"{key}.{k}", v)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.plain(f"{key}[{i}]", v)
+        elif not isinstance(value, (str, int, float, bool)):
+            self.fail(key, f"unsupported value type {_type_name(value)} ({value!r})")
+        elif isinstance(value, float) and not math.isfinite(value):
+            self.fail(key, f'non-finite numbers must be written as the string "inf", got {value!r}')
+
+
+def _type_name(value) -> str:
+    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(
+        type(value), type(value).__name__
+    )
+
+
+# -- parsing ------------------------------------------------------------------------
+
+
+def loads(text: str, source: str = "<string>") -> SweepConfig:
+    """Parse and validate TOML text."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(source, "", f"invalid TOML: {err}") from err
+    return from_dict(data, source)
+
+
+def load(config: Union[str, os.PathLike, dict, SweepConfig]) -> SweepConfig:
+    """A validated :class:`SweepConfig` from a TOML path, a dict or a SweepConfig."""
+    if isinstance(config, SweepConfig):
+        return config
+    if isinstance(config, dict):
+        return from_dict(config, "<dict>")
+    path = os.fspath(config)
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except OSError as err:
+        raise ConfigError(path, "", f"cannot read the file: {err.strerror}") from err
+    return loads(text, path)
+
+
+def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
+    """Validate a configuration dict (as parsed from TOML)."""
+    check = _Checker(source)
+    check.table("", data)
+    data = copy.deepcopy(data)
+    check.plain("", data)
+    check.unknown("", data, _TOP_KEYS)
+    for key in _REQUIRED_TOP:
+        if key not in data:
+            check.fail(key, "missing required key")
+
+    name = check.string("name", data.get("name", "sweep"))
+    seed = check.integer("seed", data.get("seed", 0), 0)
+    if seed >= 2**64:
+        check.fail("seed", f"must be < 2**64, got {seed}")
+    runs = check.integer("runs", data["runs"], 1)
+    horizon = data["horizon"]
+    if isinstance(horizon, list):
+        if not horizon:
+            check.fail("horizon", "must be an integer >= 1 or a non-empty array of them, got []")
+        horizons = tuple(check.integer(f"horizon[{i}]", h, 1) for i, h in enumerate(horizon))
+        if len(set(horizons)) != len(horizons):
+            check.fail("horizon", f"has repeated values {list(horizons)}")
+    else:
+        horizons = (check.integer("horizon", horizon, 1),)
+    if max(horizons) >= 2**31 - 1:
+        check.fail("horizon", f"must be < 2**31 - 1, got {max(horizons)}")
+    precision = data.get("precision", "float32")
+    if precision not in ("float32", "float64"):
+        check.fail("precision", f'must be "float32" or "float64", got {precision!r}')
+    times = data.get("times", 100)
+    if isinstance(times, list):
+        if not times:
+            check.fail("times", "an explicit grid must list at least one round")
+        values = tuple(check.integer(f"times[{i}]", t, 1) for i, t in enumerate(times))
+        if any(b <= a for a, b in zip(values, values[1:])):
+            check.fail("times", f"explicit rounds must be strictly increasing, got {list(values)}")
+        if values[-1] > max(horizons):
+            check.fail("times", f"explicit rounds must be <= the horizon {max(horizons)}, got {values[-1]}")
+        times = values
+    elif isinstance(times, int) and not isinstance(times, bool):
+        times = check.integer("times", times, 2)
+    else:
+        check.fail("times", f"must be a number of grid points (integer >= 2) or an array of rounds, got {_type_name(times)} {times!r}")
+    chunk_size = check.integer("chunk_size", data.get("chunk_size", 1024), 1)
+    solve_batch = data.get("solve_batch")
+    if solve_batch is not None:
+        solve_batch = check.integer("solve_batch", solve_batch, 1)
+
+    checkpoint = check.table("checkpoint", data.get("checkpoint", {}))
+    check.unknown("checkpoint", checkpoint, _CHECKPOINT_KEYS)
+    every_chunks = checkpoint.get("every_chunks")
+    if every_chunks is not None:
+        every_chunks = check.integer("checkpoint.every_chunks", every_chunks, 1)
+    every_seconds = checkpoint.get("every_seconds", None if every_chunks is not None else 60.0)
+    if every_seconds is not None:
+        every_seconds = check.positive_number("checkpoint.every_seconds", every_seconds)
+
+    instance_specs = _parse_instances(check, data["instances"])
+    policy_specs, skipped = _parse_policies(check, data["policies"])
+
+    return SweepConfig(
+        source=source,
+        raw=data,
+        name=name,
+        seed=seed,
+        runs=runs,
+        horizons=horizons,
+        precision=precision,
+        times=times,
+        chunk_size=chunk_size,
+        solve_batch=solve_batch,
+        checkpoint_every_chunks=every_chunks,
+        checkpoint_every_seconds=every_seconds,
+        instances=tuple(instance_specs),
+        policies=tuple(policy_specs),
+        skipped_policies=tuple(skipped),
+    )
+
+
+def _entries(check: _Checker, key: str, value) -> list:
+    if not isinstance(value, list) or not value:
+        check.fail(key, f"must be a non-empty array of tables ([[{key}]]), got {_type_name(value)} {value!r}")
+    for i, entry in enumerate(value):
+        check.table(f"{key}[{i}]", entry)
+    return value
+
+
+_CONSTRUCTORS = {
+    "bandit": instances_module.bandit,
+    "full_information": instances_module.full_information,
+    "graph": instances_module.graph,
+    "revealing_arm": instances_module.revealing_arm,
+    "random": instances_module.random,
+}
+
+
+def _parse_instances(check: _Checker, value) -> list:
+    specs: list = []
+    labels: set = set()
+    defaults = None
+    for i, entry in enumerate(_entries(check, "instances", value)):
+        key = f"instances[{i}]"
+        kind = entry.get("type", "explicit" if "mu" in entry and "sigma" in entry else None)
+        if kind is None:
+            check.fail(f"{key}.type", f"missing; one of {', '.join(_INSTANCE_TYPES)} (or give mu and sigma)")
+        if kind not in _INSTANCE_TYPES:
+            check.fail(f"{key}.type", f"unknown instance type {kind!r}; known types: {', '.join(_INSTANCE_TYPES)}")
+        args = {k: v for k, v in entry.items() if k not in ("type", "name")}
+        if kind == "default":
+            check.unknown(key, args, set(), " (a default instance takes only type and name)")
+            if "name" not in entry:
+                check.fail(f"{key}.name", "missing; a default instance is chosen by name")
+            name = check.string(f"{key}.name", entry["name"])
+            defaults = instances_module.default_instances() if defaults is None else defaults
+            if name not in defaults:
+                check.fail(f"{key}.name", f"unknown default instance {name!r}; known: {', '.join(defaults)}")
+            built = [(name, defaults[name])]
+        else:
+            label = check.string(f"{key}.name", entry.get("name", f"{kind}_{i}"))
+            if kind == "explicit":
+                allowed, factory = {"mu", "sigma"}, Instance
+            else:
+                factory = _CONSTRUCTORS[kind]
+                allowed = set(inspect.signature(factory).parameters)
+            check.unknown(key, args, allowed, f" (for type {kind!r})")
+            required = {"mu", "sigma"} if kind == "explicit" else {
+                p.name for p in inspect.signature(factory).parameters.values()
+                if p.default is inspect.Parameter.empty
+            }
+            for name in sorted(required - set(args)):
+                check.fail(f"{key}.{name}", f"missing; required for type {kind!r}")
+            decoded = {}
+            for name, arg in args.items():
+                decoded[name] = _decode_numbers(arg)
+                if name in ("mu", "sigma", "adjacency", "mean_range", "log10_sigma_range") and not _is_numeric_tree(decoded[name]):
+                    check.fail(f"{key}.{name}", f'must be numbers (or "inf" strings), got {arg!r}')
+                if name == "mu" and _contains_inf(decoded[name]):
+                    check.fail(f"{key}.mu", f"means must be finite, got {arg!r}")
+            if kind == "random":
+                for name in ("seed", "num_arms", "num_instances"):
+                    if name in decoded:
+                        check.integer(f"{key}.{name}", decoded[name], 0 if name == "seed" else 1)
+            try:
+                inst = factory(**decoded)
+            except (ValueError, TypeError) as err:
+                bad = _blame(decoded, str(err))
+                check.fail(f"{key}.{bad}" if bad else key, str(err).rstrip("."))
+            if inst.is_batch:  # random(num_instances=n): one instance each
+                built = [(f"{label}/{k}", inst[k]) for k in range(inst.num_instances)]
+            else:
+                built = [(label, inst)]
+        for label, inst in built:
+            if label in labels:
+                check.fail(f"{key}.name", f"duplicate instance name {label!r}; names must be unique")
+            labels.add(label)
+            specs.append(InstanceSpec(label=label, index=len(specs), instance=inst, entry=dict(entry)))
+    return specs
+
+
+def _blame(names, message: str) -> Optional[str]:
+    """The argument an error message is about: the first of ``names`` it mentions."""
+    found = [(m.start(), n) for n in names for m in [re.search(rf"\b{re.escape(n)}\b", message)] if m]
+    return min(found)[1] if found else None
+
+
+def _is_numeric_tree(value) -> bool:
+    if isinstance(value, list):
+        return all(_is_numeric_tree(v) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _contains_inf(value) -> bool:
+    if isinstance(value, list):
+        return any(_contains_inf(v) for v in value)
+    return isinstance(value, float) and math.isinf(value)
+
+
+def _parse_policies(check: _Checker, value):
+    specs: list = []
+    skipped: list = []
+    labels: set = set()
+    for i, entry in enumerate(_entries(check, "policies", value)):
+        key = f"policies[{i}]"
+        if "name" not in entry:
+            check.fail(f"{key}.name", f"missing; one of {', '.join(policies_module.names())}")
+        name = check.string(f"{key}.name", entry["name"])
+        optional = entry.get("optional", False)
+        if not isinstance(optional, bool):
+            check.fail(f"{key}.optional", f"must be true or false, got {_type_name(optional)} {optional!r}")
+        if name not in policies_module.REGISTRY:
+            if optional:
+                skipped.append(name)
+                continue
+            check.fail(f"{key}.name", f"unknown policy {name!r}; registered policies: {', '.join(policies_module.names())}")
+        label = check.string(f"{key}.label", entry.get("label", name))
+        params = {k: v for k, v in entry.items() if k not in _POLICY_RESERVED}
+        accepted = inspect.signature(policies_module.REGISTRY[name]).parameters
+        check.unknown(key, params, set(accepted) | _POLICY_RESERVED, f" (parameters of policy {name!r} plus name, label, optional)")
+        axes = []
+        for param, values in params.items():
+            values = values if isinstance(values, list) else [values]
+            if not values:
+                check.fail(f"{key}.{param}", "an empty grid; give at least one value")
+            for v in values:
+                if isinstance(v, (list, dict)):
+                    check.fail(f"{key}.{param}", f"grid values must be scalars, got {_type_name(v)} {v!r}")
+            if len(set(json.dumps(v) for v in values)) != len(values):
+                check.fail(f"{key}.{param}", f"grid has repeated values {values}")
+            axes.append([(param, v) for v in values])
+        grid = tuple(dict(combo) for combo in itertools.product(*axes))
+        for kwargs in grid:
+            try:
+                policies_module.make(name, **kwargs)
+            except (ValueError, TypeError) as err:
+                bad = _blame(kwargs, str(err))
+                check.fail(f"{key}.{bad}" if bad else key, str(err).rstrip("."))
+        if label in labels:
+            check.fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
+        labels.add(label)
+        specs.append(PolicySpec(label=label, name=name, grid=grid))
+    if not specs:
+        check.fail("policies", f"no policy to run (optional ones not registered: {', '.join(skipped)})")
+    return specs, skipped
+
+
+# -- the built-in demo --------------------------------------------------------------
+
+DEMO_CONFIG = """\
+# The demo sweep run by `jaxbandit demo`: every built-in instance, a few policies.
+name = "demo"
+seed = 0
+runs = 100
+horizon = 20000
+times = 60
+precision = "float32"
+
+[checkpoint]
+every_seconds = 30.0
+
+[[instances]]
+type = "default"
+name = "bandit"
+
+[[instances]]
+type = "default"
+name = "full_information"
+
+[[instances]]
+type = "default"
+name = "graph_star"
+
+[[instances]]
+type = "default"
+name = "revealing_arm"
+
+[[instances]]
+type = "default"
+name = "general"
+
+[[policies]]
+name = "ucb"
+
+[[policies]]
+name = "ucb_n"
+alpha = [0.5, 1.0]
+
+[[policies]]
+name = "ts_n"
+
+[[policies]]
+name = "lp_explore"
+optional = true  # the paper's Algorithm 1, when registered
+"""
+
+
+def demo_config() -> SweepConfig:
+    """The demo sweep (policies not registered yet are skipped)."""
+    return loads(DEMO_CONFIG, "<demo>")

@@ -1,0 +1,307 @@
+"""Sweep results on disk: atomic writes and :func:`load` back to labelled arrays.
+
+Layout of a sweep directory (written by :func:`jaxbandit.sweep.run`)::
+
+    DIR/sweep.json           the configuration, its fingerprint, the cell groups
+    DIR/config.toml          the configuration file as given (when run from a file)
+    DIR/groups/gNNN.npz      results of one finished cell group (arrays)
+    DIR/groups/gNNN.json     its metadata (written last: the group is finished)
+    DIR/checkpoints/gNNN.npz engine state of a group in progress
+    DIR/summary.csv          per-cell final-regret statistics
+    DIR/plots/               figures from ``jaxbandit plot DIR``
+
+Every file is written to a temporary file in the same directory, flushed to disk and
+moved into place with ``os.replace``, so a killed process leaves either the old file
+or the new one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io as _io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+__all__ = [
+    "CellResult",
+    "SweepResults",
+    "load",
+    "atomic_write",
+    "save_npz",
+    "save_json",
+    "save_text",
+    "read_json",
+    "summary_rows",
+    "write_summary_csv",
+    "MANIFEST",
+    "FORMAT_VERSION",
+]
+
+MANIFEST = "sweep.json"
+FORMAT_VERSION = 1
+SUMMARY_FIELDS = (
+    "instance", "policy", "policy_name", "params", "horizon", "runs",
+    "mean", "stderr", "median", "q05", "q95",
+)
+
+
+# -- atomic writes ------------------------------------------------------------------
+
+
+def atomic_write(path, write_fn: Callable) -> Path:
+    """Write ``path`` atomically: ``write_fn(binary_file)`` into a temp file, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write_fn(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def save_npz(path, arrays: dict) -> Path:
+    """Atomically save a dict of arrays as an (uncompressed) ``.npz``."""
+    buffer = _io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    return atomic_write(path, lambda f: f.write(buffer.getvalue()))
+
+
+def save_json(path, obj) -> Path:
+    text = json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def save_text(path, text: str) -> Path:
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def read_npz(path) -> dict:
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+# -- loading ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CellResult:
+    """Results of one cell: one instance, one policy with one parameter set, one horizon.
+
+    Attributes:
+        instance: instance label;  policy: policy label;  policy_name: registry name.
+        params: the cell's hyper-parameters as written in the configuration.
+        horizon: rounds simulated.
+        times: ``(P,)`` rounds at which regret was recorded (last == horizon).
+        regret: ``(runs, P)`` float64 pseudo-regret.
+        counts: ``(runs, K)`` int64 pulls of each arm at the horizon.
+        diagnostics: ``{name: (runs,)}`` per-run policy counters at the horizon.
+        diagnostic_times: ``(D,)`` rounds (chunk boundaries) at which counters were recorded.
+        diagnostic_history: ``{name: (D,)}`` mean over runs of each counter at those rounds.
+        group: id of the cell group it was simulated in.
+    """
+
+    instance: str
+    policy: str
+    policy_name: str
+    params: dict
+    horizon: int
+    times: np.ndarray
+    regret: np.ndarray
+    counts: np.ndarray
+    diagnostics: dict
+    diagnostic_times: np.ndarray
+    diagnostic_history: dict
+    group: str
+
+    @property
+    def label(self) -> str:
+        """``policy`` plus its parameters, e.g. ``"ucb_n(alpha=0.5)"``."""
+        if not self.params:
+            return self.policy
+        return f"{self.policy}({', '.join(f'{k}={v}' for k, v in self.params.items())})"
+
+    @property
+    def runs(self) -> int:
+        return int(self.regret.shape[0])
+
+    @property
+    def final_regret(self) -> np.ndarray:
+        """``(runs,)`` regret at the horizon."""
+        return self.regret[:, -1]
+
+    def mean_regret(self) -> np.ndarray:
+        """``(P,)`` mean regret over runs."""
+        return self.regret.mean(axis=0)
+
+    def standard_error(self) -> np.ndarray:
+        """``(P,)`` standard error of the mean (NaN with a single run)."""
+        if self.runs < 2:
+            return np.full(self.regret.shape[1], np.nan)
+        return self.regret.std(axis=0, ddof=1) / np.sqrt(self.runs)
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResults:
+    """Everything :func:`load` finds in a sweep directory.
+
+    Attributes:
+        directory: the sweep directory.
+        config: the configuration dict as given.
+        fingerprint: hash of what determines the results.
+        cells: finished cells, in configuration order.
+        instances: ``{label: Instance}`` of the sweep.
+        groups: ``{group id: metadata dict}`` of the finished groups (wall time, device,
+            package versions, ...).
+        missing: ids of the groups not finished yet.
+    """
+
+    directory: Path
+    config: dict
+    fingerprint: str
+    cells: tuple
+    instances: dict
+    groups: dict
+    missing: tuple
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def select(self, **criteria) -> list:
+        """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``."""
+        return [c for c in self.cells if all(getattr(c, k) == v for k, v in criteria.items())]
+
+    def labels(self) -> list:
+        """One dict per cell: instance, policy, params, horizon."""
+        return [dict(instance=c.instance, policy=c.policy, params=dict(c.params), horizon=c.horizon) for c in self.cells]
+
+    @property
+    def instance_labels(self) -> list:
+        return list(dict.fromkeys(c.instance for c in self.cells))
+
+    @property
+    def policy_labels(self) -> list:
+        return list(dict.fromkeys(c.label for c in self.cells))
+
+    @property
+    def horizons(self) -> list:
+        return sorted({c.horizon for c in self.cells})
+
+    def summary(self) -> list:
+        """Per-cell final-regret statistics (see :func:`summary_rows`)."""
+        return summary_rows(self.cells)
+
+
+def load(directory) -> SweepResults:
+    """Load a sweep directory written by :func:`jaxbandit.sweep.run` (finished groups).
+
+    Returns:
+        A :class:`SweepResults`; ``results.cells[i].regret`` is ``(runs, P)``.
+    """
+    from jaxbandit.config import decode_array  # light: no jax
+    from jaxbandit.instances import Instance
+
+    directory = Path(directory)
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{directory} is not a sweep directory: {MANIFEST} not found.")
+    manifest = read_json(manifest_path)
+    instances = {
+        label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]))
+        for label, entry in manifest["instances"].items()
+    }
+    cells, groups, missing = [], {}, []
+    for group in manifest["groups"]:
+        meta_path = directory / "groups" / f"{group['id']}.json"
+        data_path = directory / "groups" / f"{group['id']}.npz"
+        meta = read_json(meta_path) if meta_path.is_file() else None
+        if meta is None or meta.get("fingerprint") != group["fingerprint"] or not data_path.is_file():
+            missing.append(group["id"])
+            continue
+        groups[group["id"]] = meta
+        arrays = read_npz(data_path)
+        diag_names = meta.get("diagnostics", [])
+        for c, cell in enumerate(group["cells"]):
+            cells.append(
+                CellResult(
+                    instance=cell["instance"],
+                    policy=cell["policy"],
+                    policy_name=cell["policy_name"],
+                    params=dict(cell["params"]),
+                    horizon=int(group["horizon"]),
+                    times=arrays["times"],
+                    regret=arrays["regret"][c],
+                    counts=arrays["counts"][c],
+                    diagnostics={k: arrays[f"diagnostics/{k}"][c] for k in diag_names},
+                    diagnostic_times=arrays["diagnostic_times"],
+                    diagnostic_history={k: arrays[f"diagnostic_history/{k}"][c] for k in diag_names},
+                    group=group["id"],
+                )
+            )
+    return SweepResults(
+        directory=directory,
+        config=manifest["config"],
+        fingerprint=manifest["fingerprint"],
+        cells=tuple(cells),
+        instances=instances,
+        groups=groups,
+        missing=tuple(missing),
+    )
+
+
+# -- summary ------------------------------------------------------------------------
+
+
+def summary_rows(cells) -> list:
+    """Per cell: mean, standard error, median and 5% / 95% quantiles of final regret."""
+    rows = []
+    for cell in cells:
+        final = cell.final_regret
+        stderr = float(final.std(ddof=1) / np.sqrt(final.size)) if final.size > 1 else float("nan")
+        rows.append(
+            dict(
+                instance=cell.instance,
+                policy=cell.policy,
+                policy_name=cell.policy_name,
+                params=json.dumps(cell.params, sort_keys=True),
+                horizon=cell.horizon,
+                runs=final.size,
+                mean=float(final.mean()),
+                stderr=stderr,
+                median=float(np.median(final)),
+                q05=float(np.quantile(final, 0.05)),
+                q95=float(np.quantile(final, 0.95)),
+            )
+        )
+    return rows
+
+
+def write_summary_csv(results: SweepResults, path: Optional[os.PathLike] = None) -> Path:
+    """Write ``summary.csv`` (default: in the sweep directory) atomically."""
+    path = Path(path) if path is not None else results.directory / "summary.csv"
+    buffer = _io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in results.summary():
+        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+    return save_text(path, buffer.getvalue())
