@@ -7,8 +7,11 @@ from typing import Callable
 
 from jaxbandit.base import Policy
 from jaxbandit.policies.greedy import eps_greedy, greedy
+from jaxbandit.policies.lp_baselines import eps_greedy_lp, ucb_lp
+from jaxbandit.policies.oracle_etc import oracle_etc
 from jaxbandit.policies.thompson import ts, ts_n
 from jaxbandit.policies.ucb import ucb, ucb_n
+from jaxbandit.policies.ucb_maxn import ucb_maxn
 
 __all__ = ["make", "names", "register", "REGISTRY"]
 
@@ -19,6 +22,10 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "ucb_n": ucb_n,
     "ts": ts,
     "ts_n": ts_n,
+    "ucb_maxn": ucb_maxn,
+    "eps_greedy_lp": eps_greedy_lp,
+    "ucb_lp": ucb_lp,
+    "oracle_etc": oracle_etc,
 }
 
 
