@@ -22,10 +22,6 @@ from jaxbandit.policies.ucb import ucb_n_index
 from jaxbandit.policies.ucb_maxn import maxn_arm, ucb_maxn
 from tests import reference
 
-# TEMPORARY until the registry entries land
-for _name, _factory in {"ucb_maxn": ucb_maxn, "eps_greedy_lp": eps_greedy_lp, "ucb_lp": ucb_lp}.items():
-    jb.policies.REGISTRY.setdefault(_name, _factory)
-
 INF = np.inf
 # Distinct gaps (the arm played can be read off the per-round regret), a mix of graph
 # edges and weighted side observations, and an arm observed better by another arm.
@@ -296,3 +292,91 @@ def test_eps_greedy_lp_equals_eps_greedy_on_a_standard_bandit():
     a = jb.simulate(eps_greedy_lp(c=1.0, d=1.0), inst, 2000, 50, seed=2)
     b = jb.simulate(jb.policies.make("eps_greedy", c=1.0), inst, 2000, 50, seed=2)
     np.testing.assert_array_equal(a.counts, b.counts)
+
+
+def test_lp_based_policies_beat_ucb_on_a_star_graph():
+    # Star on 8 arms: the hub (arm 0, gap 0.3) observes every arm; the leaves only
+    # themselves.  The cover is the hub alone (gamma* = 1).  400 runs x 5000 rounds,
+    # common random numbers; the paired mean difference must be below zero by more than
+    # 3 standard errors.  Parameters: eps_greedy_lp(c=1, d=Delta_min=0.3),
+    # ucb_lp(c=10) (hub exploration at rate 10/t).
+    mu = [0.7, 1.0, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    star = np.zeros((8, 8), dtype=bool)
+    star[0, :] = True
+    inst = instances.graph(mu, star, sigma=1.0)
+    horizon, runs = 5000, 400
+    base = jb.simulate(jb.policies.make("ucb"), inst, horizon, runs, seed=3).final_regret
+    for policy in [eps_greedy_lp(c=1.0, d=0.3), ucb_lp(c=10.0)]:
+        diff = jb.simulate(policy, inst, horizon, runs, seed=3).final_regret - base
+        stderr = diff.std(ddof=1) / np.sqrt(runs)
+        assert diff.mean() < -3 * stderr, (policy.name, diff.mean(), stderr, base.mean())
+
+
+@pytest.mark.slow
+def test_full_information_regret_stops_growing():
+    # Full information, K = 5 (default instance), 200 runs.  Regret from T = 1000 to
+    # T = 10000: ucb_maxn (greedy on full information) must grow by less than 1.0 on
+    # average (mean + 3 SE); eps_greedy_lp / ucb_lp keep their forced exploration
+    # (cover = one arm, rate c gamma*/(d^2 t)), so their growth must match the expected
+    # cost of that exploration within 3 SE + 10%, i.e. no growth beyond it.
+    inst = instances.default_instances()["full_information"]
+    runs, times = 200, [1000, 10000]
+    cover = np.asarray(lp_baselines.solve_cover(jnp.asarray(inst.precision, jnp.float32))[0], np.float64)
+    explore_gap = float(cover @ inst.gaps / cover.sum())
+    for policy, scale in [(ucb_maxn(), 0.0), (eps_greedy_lp(c=1.0, d=0.5), 4.0), (ucb_lp(c=1.0), 1.0)]:
+        result = jb.simulate(policy, inst, times[-1], runs, seed=4, times=times)
+        growth = result.regret[:, 1] - result.regret[:, 0]
+        stderr = growth.std(ddof=1) / np.sqrt(runs)
+        expected = explore_gap * sum(min(1.0, scale * cover.sum() / t) for t in range(times[0] + 1, times[1] + 1))
+        assert growth.mean() <= 1.10 * expected + 3 * stderr + 1.0, (policy.name, growth.mean(), expected, stderr)
+        assert growth.mean() >= 0.90 * expected - 3 * stderr - 1.0, (policy.name, growth.mean(), expected, stderr)
+
+
+# ------------------------------------------------------------------------- oracle ETC
+def _lower_bound():
+    return pytest.importorskip("jaxbandit.lower_bound", reason="jaxbandit.lower_bound has not landed yet")
+
+
+def test_oracle_etc_follows_its_schedule_then_commits():
+    lower_bound = _lower_bound()
+    inst = GENERAL
+    horizon = 3000
+    c = np.asarray(lower_bound.lower_bound(inst).c, np.float64)
+    quota = np.ceil(c * np.log(horizon))
+    with jax.enable_x64(False):
+        result = jb.simulate(jb.policies.make("oracle_etc"), inst, horizon, RUNS, SEED, times=np.arange(1, horizon + 1))
+    explore = int(quota.sum())
+    assert 0 < explore < horizon
+    for run in range(RUNS):
+        arms = reference.arms_from_regret(result.regret[run], inst.gaps)
+        # exploration in index order: quota[0] plays of arm 0, then arm 1, ...
+        np.testing.assert_array_equal(arms[:explore], np.repeat(np.arange(inst.num_arms), quota.astype(int)))
+        # then one arm for ever: the best weighted estimate after exploration
+        z = reference.engine_noise(SEED, 0, run, horizon, inst.num_arms)
+        est = reference.WeightedEstimate(inst.sigma)
+        for t in range(explore):
+            est.add(arms[t], reference.observe(inst.mu, inst.sigma, arms[t], z[t]))
+        assert np.all(arms[explore:] == int(np.argmax(est.mean)))
+        assert result.diagnostics["exploration_rounds"][run] == explore
+        assert result.diagnostics["committed_arm"][run] == int(np.argmax(est.mean))
+        assert result.diagnostics["lp_status"][run] == 0
+
+
+@pytest.mark.slow
+def test_oracle_etc_regret_is_bounded_on_full_information_and_near_the_bound_elsewhere():
+    # 200 runs.  Full information: c* sits on the best arm, so exploration is free and
+    # the regret at T = 20000 is at most the misidentification risk: mean < 5.
+    # Bandit: regret = sum_i quota_i Delta_i (+ rare commit errors): mean within 10% +
+    # 3 SE of sum_i ceil(c*_i log T) Delta_i.
+    lower_bound = _lower_bound()
+    for name, limit in [("full_information", None), ("bandit", "schedule")]:
+        inst = instances.default_instances()[name]
+        horizon, runs = 20000, 200
+        final = jb.simulate(jb.policies.make("oracle_etc"), inst, horizon, runs, seed=6).final_regret
+        stderr = final.std(ddof=1) / np.sqrt(runs)
+        if limit is None:
+            assert final.mean() < 5.0, final.mean()
+        else:
+            c = np.asarray(lower_bound.lower_bound(inst).c, np.float64)
+            schedule = float(np.ceil(c * np.log(horizon)) @ inst.gaps)
+            assert abs(final.mean() - schedule) <= 0.10 * schedule + 3 * stderr, (final.mean(), schedule)
