@@ -310,7 +310,7 @@ class _Checker:
         """Reject TOML values with no JSON equivalent (dates, times)."""
         if isinstance(value, dict):
             for k, v in value.items():
-                self.plain(f"{key}.{k}", v)
+                self.plain(f"{key}.{k}" if key else k, v)
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 self.plain(f"{key}[{i}]", v)
@@ -490,6 +490,11 @@ def _parse_instances(check: _Checker, value) -> list:
                 decoded[name] = _decode_numbers(arg)
                 if name in ("mu", "sigma", "adjacency", "mean_range", "log10_sigma_range") and not _is_numeric_tree(decoded[name]):
                     check.fail(f"{key}.{name}", f'must be numbers (or "inf" strings), got {arg!r}')
+                if isinstance(decoded[name], list):
+                    try:
+                        np.asarray(decoded[name], dtype=np.float64)
+                    except ValueError:
+                        check.fail(f"{key}.{name}", f"must be a rectangular array (rows of equal length), got {arg!r}")
                 if name == "mu" and _contains_inf(decoded[name]):
                     check.fail(f"{key}.mu", f"means must be finite, got {arg!r}")
             if kind == "random":
@@ -586,7 +591,7 @@ DEMO_CONFIG = """\
 name = "demo"
 seed = 0
 runs = 100
-horizon = 20000
+horizon = 50000
 times = 60
 precision = "float32"
 

@@ -195,7 +195,7 @@ class _NoBar:
 def _progress_bar(total: int, enabled: bool):
     if not enabled:
         return _NoBar()
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     return tqdm(total=total, unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr)
 

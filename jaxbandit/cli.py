@@ -1,0 +1,170 @@
+"""The ``jaxbandit`` command line: ``run``, ``plot``, ``demo``, ``bound``, ``check``.
+
+Every command is a thin wrapper around a function of the Python API
+(:func:`jaxbandit.sweep.run`, :func:`jaxbandit.plotting.plot_sweep`, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _configure_logging(quiet: bool) -> None:
+    # --quiet: no progress bar, timestamped log lines instead (for batch jobs and logs).
+    package_logger = logging.getLogger("jaxbandit")
+    if quiet and not package_logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+        package_logger.addHandler(handler)
+        package_logger.setLevel(logging.INFO)
+
+
+def _run_sweep(config, out: Path, quiet: bool, plot: bool, distribution: str, logx: bool) -> int:
+    from jaxbandit import plotting, sweep
+
+    start = time.perf_counter()
+    results = sweep.run(config, out, progress=not quiet)
+    elapsed = time.perf_counter() - start
+    print(f"sweep finished in {elapsed:.1f} s: {len(results.cells)} cells in {out}")
+    print(f"summary: {out / 'summary.csv'}")
+    if plot:
+        paths = plotting.plot_sweep(results, distribution=distribution, logx=logx)
+        figures = sorted({p.stem for p in paths if p.suffix != ".csv"})
+        print(f"plots ({len(figures)} figures, PNG and PDF): {paths[-1].parent}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    return _run_sweep(args.config, Path(args.out), args.quiet, args.plot, args.distribution, args.logx)
+
+
+def _cmd_demo(args) -> int:
+    from jaxbandit import config as config_module
+
+    cfg = config_module.demo_config()
+    if cfg.skipped_policies:
+        print(f"note: not registered yet, left out of the demo: {', '.join(cfg.skipped_policies)}")
+    print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
+          f"{cfg.runs} runs, horizon {cfg.horizons[0]}")  # fmt: skip
+    return _run_sweep(cfg, Path(args.out), args.quiet, True, args.distribution, args.logx)
+
+
+def _cmd_plot(args) -> int:
+    from jaxbandit import plotting
+
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    paths = plotting.plot_sweep(
+        args.dir, args.out, logx=args.logx, distribution=args.distribution, formats=formats, bound=not args.no_bound
+    )
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _cmd_check(args) -> int:
+    from jaxbandit import config as config_module
+
+    cfg = config_module.load(args.config)
+    groups = cfg.plan()
+    cells = sum(len(g.cells) for g in groups)
+    print(f"{args.config}: valid. {len(cfg.instances)} instances, {len(cfg.policies)} policies, "
+          f"{cells} cells in {len(groups)} compiled groups, {cfg.runs} runs each.")  # fmt: skip
+    for g in groups:
+        print(f"  {g.id}: {g.policy_name} {g.static or ''} K={g.num_arms} T={g.horizon}: {len(g.cells)} cells")
+    if cfg.skipped_policies:
+        print(f"  skipped (not registered): {', '.join(cfg.skipped_policies)}")
+    return 0
+
+
+def _cmd_bound(args) -> int:
+    if importlib.util.find_spec("jaxbandit.lower_bound") is None:
+        module = None
+    else:
+        module = importlib.import_module("jaxbandit.lower_bound")
+    bound_main = getattr(module, "bound_main", None)
+    if bound_main is None:
+        print(
+            "jaxbandit: error: 'bound' is not available in this version "
+            "(jaxbandit.lower_bound.bound_main is missing).",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return int(bound_main(list(args.args)) or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jaxbandit",
+        description="Regret sweeps of Gaussian bandits with side observations, in JAX.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def plot_options(p):
+        p.add_argument("--logx", action="store_true", help="log scale for the time axis of regret curves")
+        p.add_argument("--distribution", choices=("box", "violin"), default="box", help="final-regret plot kind")
+
+    p = commands.add_parser("run", help="run (or resume) a sweep configuration", description=(
+        "Run every cell of a TOML sweep configuration, saving results and checkpoints in "
+        "DIR. Re-running the same command resumes an interrupted sweep."))  # fmt: skip
+    p.add_argument("config", help="sweep configuration (TOML)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bar; timestamped log lines instead")
+    p.add_argument("--plot", action="store_true", help="write the figures when done")
+    plot_options(p)
+    p.set_defaults(handler=_cmd_run)
+
+    p = commands.add_parser("plot", help="figures and summary.csv of a sweep directory")
+    p.add_argument("dir", help="sweep directory")
+    p.add_argument("--out", default=None, metavar="PLOTDIR", help="where to write (default DIR/plots)")
+    p.add_argument("--format", default="png,pdf", help="comma-separated formats (default png,pdf)")
+    p.add_argument("--no-bound", action="store_true", help="omit the LP lower bound line")
+    plot_options(p)
+    p.set_defaults(handler=_cmd_plot)
+
+    p = commands.add_parser("demo", help="run the small built-in sweep and plot it")
+    p.add_argument("--out", default="jaxbandit-demo", metavar="DIR", help="output directory (default ./jaxbandit-demo)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar; timestamped log lines instead")
+    plot_options(p)
+    p.set_defaults(handler=_cmd_demo)
+
+    p = commands.add_parser("check", help="validate a configuration and show its cell groups")
+    p.add_argument("config", help="sweep configuration (TOML)")
+    p.set_defaults(handler=_cmd_check)
+
+    p = commands.add_parser("bound", help="LP lower bound of an instance", add_help=False)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the bound command")
+    p.set_defaults(handler=_cmd_bound)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``jaxbandit`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    _configure_logging(getattr(args, "quiet", False))
+    from jaxbandit.config import ConfigError
+    from jaxbandit.sweep import SweepMismatchError
+
+    try:
+        return args.handler(args)
+    except (ConfigError, SweepMismatchError, FileNotFoundError) as err:
+        print(f"jaxbandit: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("jaxbandit: interrupted; run the same command again to resume.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

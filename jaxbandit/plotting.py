@@ -1,0 +1,245 @@
+"""Figures of a sweep: regret curves, regret / log t vs the LP lower bound, final-regret
+distributions, and the case mix of policies that report ``case_*`` counters.
+
+Host-side only (matplotlib, no pyplot: figures are built with
+:class:`matplotlib.figure.Figure`, so plotting never touches the user's backend).
+The axes-level functions (:func:`regret_curves`, :func:`regret_over_log`,
+:func:`final_distribution`, :func:`case_mix`) take :class:`~jaxbandit.io.CellResult`
+lists so that paper figures can be composed freely; :func:`plot_sweep` writes the
+standard set for a sweep directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from jaxbandit import io
+
+__all__ = [
+    "plot_sweep",
+    "regret_curves",
+    "regret_over_log",
+    "final_distribution",
+    "case_mix",
+    "lower_bound_value",
+    "case_counters",
+    "Z_95",
+]
+
+logger = logging.getLogger("jaxbandit.plotting")
+Z_95 = 1.959963984540054  # two-sided 95% normal quantile: bands are mean +- Z_95 * stderr
+
+
+def _colors(labels: Sequence[str]) -> dict:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(labels) <= 10 else "tab20"]
+    return {label: cmap(i % cmap.N) for i, label in enumerate(labels)}
+
+
+def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None) -> None:
+    """Mean regret vs t with a 95% confidence band (mean +- 1.96 standard errors)."""
+    colors = colors or _colors([c.label for c in cells])
+    for cell in cells:
+        mean, err = cell.mean_regret(), cell.standard_error()
+        ax.plot(cell.times, mean, color=colors[cell.label], label=cell.label)
+        if cell.runs > 1:
+            ax.fill_between(cell.times, mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel("round t")
+    ax.set_ylabel("pseudo-regret")
+
+
+def regret_over_log(ax, cells, *, bound: Optional[float] = None, colors: Optional[dict] = None) -> None:
+    """Mean ``regret(t) / log t`` (t >= 2) with 95% bands; ``bound``: the LP constant.
+
+    The asymptotic lower bound on ``regret(T) / log T`` is ``sum_i c_i Delta_i``, the
+    value of the paper's LP at the true means.
+    """
+    colors = colors or _colors([c.label for c in cells])
+    for cell in cells:
+        keep = cell.times >= 2
+        log_t = np.log(cell.times[keep])
+        mean, err = cell.mean_regret()[keep] / log_t, cell.standard_error()[keep] / log_t
+        ax.plot(cell.times[keep], mean, color=colors[cell.label], label=cell.label)
+        if cell.runs > 1:
+            ax.fill_between(cell.times[keep], mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
+    if bound is not None:
+        ax.axhline(bound, color="black", linestyle="--", linewidth=1.2, label=f"LP lower bound ({bound:.3g})")
+    ax.set_xscale("log")
+    ax.set_xlabel("round t")
+    ax.set_ylabel("regret / log t")
+
+
+def final_distribution(ax, cells, *, kind: str = "box", colors: Optional[dict] = None) -> None:
+    """Distribution of the regret at the horizon, one box (or violin) per cell."""
+    if kind not in ("box", "violin"):
+        raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}.")
+    colors = colors or _colors([c.label for c in cells])
+    data = [c.final_regret for c in cells]
+    positions = np.arange(1, len(cells) + 1)
+    if kind == "violin" and all(d.size > 1 and np.ptp(d) > 0 for d in data):
+        parts = ax.violinplot(data, positions=positions, showmedians=True)
+        for body, cell in zip(parts["bodies"], cells):
+            body.set_facecolor(colors[cell.label])
+    else:
+        parts = ax.boxplot(data, positions=positions, patch_artist=True, showmeans=True)
+        for box, cell in zip(parts["boxes"], cells):
+            box.set_facecolor(colors[cell.label])
+            box.set_alpha(0.6)
+    ax.set_xticks(positions)
+    ax.set_xticklabels([c.label for c in cells], rotation=30, ha="right")
+    ax.set_ylabel(f"regret at T = {cells[0].horizon}")
+
+
+def case_counters(cell) -> list:
+    """Names of the ``case_*`` counters a cell recorded (e.g. lp_explore's case_a/b/c)."""
+    return sorted(k for k in cell.diagnostic_history if k.startswith("case_"))
+
+
+def case_mix(ax, cell) -> None:
+    """Share of the rounds in each case between consecutive recordings (stacked, log t).
+
+    The counters are cumulative per-run counts averaged over runs, recorded at chunk
+    boundaries; their increments give the case mix of each interval.
+    """
+    names = case_counters(cell)
+    times = np.asarray(cell.diagnostic_times)
+    cumulative = np.stack([np.asarray(cell.diagnostic_history[k]) for k in names])  # (cases, D)
+    increments = np.diff(cumulative, axis=1, prepend=0.0)
+    total = increments.sum(axis=0)
+    shares = np.divide(increments, total, out=np.zeros_like(increments), where=total > 0)
+    ax.stackplot(times, shares, labels=names, step="pre", alpha=0.85)
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("round t")
+    ax.set_ylabel("share of rounds")
+    ax.set_title(cell.label, fontsize="medium")
+
+
+def lower_bound_value(instance) -> Optional[float]:
+    """``sum_i c_i Delta_i`` from :func:`jaxbandit.lower_bound.lower_bound`, or None.
+
+    None when the LP module is not available or does not report an optimal solution.
+    """
+    try:
+        from jaxbandit.lower_bound import lower_bound
+    except ImportError:
+        return None
+    try:
+        bound = lower_bound(instance)
+    except Exception as err:  # the plot should survive a failed bound; say why
+        logger.warning("lower bound unavailable for %r: %s", instance, err)
+        return None
+    status = getattr(bound, "status", 0)
+    value = float(np.asarray(bound.value))
+    if int(np.asarray(status)) != 0 or not np.isfinite(value):
+        logger.warning("lower bound LP did not solve (status %s); line omitted", status)
+        return None
+    return value
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
+
+
+def _save(fig, stem: Path, formats) -> list:
+    paths = []
+    for fmt in formats:
+        path = stem.with_suffix(f".{fmt}")
+        fig.savefig(path, dpi=150)
+        paths.append(path)
+    return paths
+
+
+def plot_sweep(
+    results: Union[io.SweepResults, str, Path],
+    out_dir: Union[str, Path, None] = None,
+    *,
+    logx: bool = False,
+    distribution: str = "box",
+    formats: Sequence[str] = ("png", "pdf"),
+    bound: bool = True,
+) -> list:
+    """Write the standard figures of a sweep, per instance (and horizon).
+
+    Figures: ``regret_<instance>`` (regret vs t, mean and 95% band),
+    ``regret_log_<instance>`` (regret / log t with the LP lower bound when available),
+    ``final_<instance>`` (final-regret box or violin plot per policy) and, when a policy
+    reports ``case_*`` counters, ``case_mix_<instance>``.  Also writes ``summary.csv``
+    next to the results.
+
+    Args:
+        results: a :class:`~jaxbandit.io.SweepResults` or a sweep directory.
+        out_dir: where to write (default ``DIR/plots``).
+        logx: log scale for the time axis of the regret curves (regret / log t
+            always uses one).
+        distribution: ``"box"`` or ``"violin"``.
+        formats: file formats (PNG and PDF by default).
+        bound: draw the LP lower bound line when :mod:`jaxbandit.lower_bound` exists.
+
+    Returns:
+        The paths written.
+    """
+    from matplotlib.figure import Figure
+
+    if distribution not in ("box", "violin"):
+        raise ValueError(f"distribution must be 'box' or 'violin', got {distribution!r}.")
+    if not isinstance(results, io.SweepResults):
+        results = io.load(results)
+    if not results.cells:
+        raise ValueError(f"{results.directory} has no finished cells to plot yet.")
+    out = Path(out_dir) if out_dir is not None else results.directory / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    colors = _colors(results.policy_labels)
+    multiple_horizons = len(results.horizons) > 1
+    written = [io.write_summary_csv(results)]
+    for horizon in results.horizons:
+        for instance in results.instance_labels:
+            cells = results.select(instance=instance, horizon=horizon)
+            if not cells:
+                continue
+            suffix = _slug(instance) + (f"_T{horizon}" if multiple_horizons else "")
+            title = f"{instance}, T = {horizon}, {cells[0].runs} runs"
+
+            fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+            ax = fig.subplots()
+            regret_curves(ax, cells, logx=logx, colors=colors)
+            ax.set_title(title, fontsize="medium")
+            ax.legend(fontsize="small")
+            written += _save(fig, out / f"regret_{suffix}", formats)
+
+            fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+            ax = fig.subplots()
+            value = lower_bound_value(results.instances[instance]) if bound else None
+            regret_over_log(ax, cells, bound=value, colors=colors)
+            ax.set_title(title, fontsize="medium")
+            ax.legend(fontsize="small")
+            written += _save(fig, out / f"regret_log_{suffix}", formats)
+
+            fig = Figure(figsize=(max(4.0, 0.9 * len(cells) + 2), 4.4), layout="constrained")
+            ax = fig.subplots()
+            final_distribution(ax, cells, kind=distribution, colors=colors)
+            ax.set_title(title, fontsize="medium")
+            written += _save(fig, out / f"final_{suffix}", formats)
+
+            with_cases = [c for c in cells if case_counters(c) and len(c.diagnostic_times)]
+            if with_cases:
+                columns = min(3, len(with_cases))
+                rows = -(-len(with_cases) // columns)
+                fig = Figure(figsize=(4.2 * columns, 3.4 * rows), layout="constrained")
+                axes = np.atleast_1d(fig.subplots(rows, columns, squeeze=False)).ravel()
+                for ax, cell in zip(axes, with_cases):
+                    case_mix(ax, cell)
+                for ax in axes[len(with_cases):]:
+                    ax.set_visible(False)
+                axes[0].legend(fontsize="small", loc="lower left")
+                fig.suptitle(f"case mix: {title}", fontsize="medium")
+                written += _save(fig, out / f"case_mix_{suffix}", formats)
+    return written

@@ -1,0 +1,194 @@
+"""Sweep configuration: parsing, validation errors (file, key, reason), cell groups."""
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxbandit import config, instances, policies
+from jaxbandit.config import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+GOOD = """\
+name = "t"
+seed = 1
+runs = 10
+horizon = [100, 1000]
+times = [1, 10, 50, 100]
+precision = "float32"
+
+[checkpoint]
+every_chunks = 5
+
+[[instances]]
+type = "default"
+name = "graph_star"
+
+[[instances]]
+type = "bandit"
+name = "b3"
+mu = [1.0, 0.5, 0.2]
+sigma = 1.0
+
+[[instances]]
+name = "explicit"
+mu = [0.9, 0.1]
+sigma = [[1.0, "inf"], [0.5, 2.0]]
+
+[[instances]]
+type = "graph"
+name = "g5"
+mu = [1.0, 0.8, 0.7, 0.5, 0.2]
+adjacency = [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0, 1, 0], [0, 0, 0, 0, 1], [1, 0, 0, 0, 0]]
+
+[[policies]]
+name = "ucb_n"
+alpha = [0.25, 1, 4.01]
+
+[[policies]]
+name = "ts_n"
+label = "TS-N"
+"""
+
+
+def test_valid_config_resolves_instances_policies_and_groups(tmp_path):
+    path = tmp_path / "good.toml"
+    path.write_text(GOOD)
+    cfg = config.load(path)
+    assert cfg.source == str(path)
+    assert [s.label for s in cfg.instances] == ["graph_star", "b3", "explicit", "g5"]
+    assert cfg.instances[0].instance == instances.default_instances()["graph_star"]
+    assert cfg.instances[1].instance == instances.bandit([1.0, 0.5, 0.2], 1.0)
+    assert np.isinf(cfg.instances[2].instance.sigma[0, 1])
+    assert cfg.horizons == (100, 1000)
+    np.testing.assert_array_equal(cfg.times_for(100), [1, 10, 50, 100])
+    np.testing.assert_array_equal(cfg.times_for(1000), [1, 10, 50, 100, 1000])
+    assert cfg.checkpoint_every_chunks == 5 and cfg.checkpoint_every_seconds is None
+    assert [p.grid for p in cfg.policies] == [({"alpha": 0.25}, {"alpha": 1}, {"alpha": 4.01}), ({},)]
+
+    groups = cfg.plan()
+    # per horizon and policy, one group per K: {5: graph_star, g5}, {3: b3}, {2: explicit}
+    assert len(groups) == 2 * 2 * 3
+    first = groups[0]
+    assert (first.policy_name, first.num_arms, first.horizon) == ("ucb_n", 5, 100)
+    assert [(c.instance, c.params["alpha"]) for c in first.cells] == [
+        (name, a) for name in ("graph_star", "g5") for a in (0.25, 1, 4.01)
+    ]
+    # cells that share an instance share its noise stream
+    assert [c.instance_index for c in first.cells] == [0, 0, 0, 3, 3, 3]
+    assert len({g.id for g in groups}) == len(groups) == len({g.fingerprint for g in groups})
+
+
+def test_fingerprint_tracks_results_not_checkpoint_cadence():
+    cfg = config.loads(GOOD, "a")
+    same = config.loads(GOOD.replace("every_chunks = 5", "every_chunks = 7"), "b")
+    other = config.loads(GOOD.replace("runs = 10", "runs = 11"), "c")
+    assert cfg.fingerprint() == same.fingerprint() != other.fingerprint()
+    assert [g.fingerprint for g in cfg.plan()] == [g.fingerprint for g in same.plan()]
+
+
+def test_dict_input_random_batches_and_optional_policies():
+    cfg = config.load(
+        {
+            "runs": 2,
+            "horizon": 10,
+            "instances": [{"type": "random", "name": "r", "seed": 5, "num_arms": 3, "num_instances": 2}],
+            "policies": [{"name": "ucb"}, {"name": "not_a_policy_yet", "optional": True}],
+        }
+    )
+    assert cfg.source == "<dict>"
+    assert [s.label for s in cfg.instances] == ["r/0", "r/1"]
+    assert cfg.instances[1].instance == instances.random(5, 3, num_instances=2)[1]
+    assert cfg.skipped_policies == ("not_a_policy_yet",)
+
+
+def test_demo_config_file_matches_the_built_in_one_and_examples_validate():
+    assert (REPO / "scripts" / "configs" / "demo.toml").read_text() == config.DEMO_CONFIG
+    demo = config.demo_config()
+    assert [s.label for s in demo.instances] == list(instances.default_instances())
+    assert {"ucb", "ucb_n", "ts_n"} <= {p.name for p in demo.policies}
+    assert ("lp_explore" in policies.REGISTRY) == ("lp_explore" in {p.name for p in demo.policies})
+    examples = sorted((REPO / "scripts" / "configs").glob("*.toml"))
+    assert len(examples) >= 2
+    for path in examples:
+        config.load(path)  # every example is valid
+
+
+def _edit(text, old, new):
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+BAD = [
+    # (edit of GOOD, key named, reason fragment)
+    (("runs = 10", "runs = 10\nrun = 3"), "run", "unknown key"),
+    (("runs = 10", 'runs = "10"'), "runs", "must be an integer >= 1, got string '10'"),
+    (("runs = 10", "runs = 0"), "runs", "must be an integer >= 1"),
+    (("seed = 1", "seed = true"), "seed", "got boolean"),
+    (("horizon = [100, 1000]", "horizon = []"), "horizon", "non-empty"),
+    (("horizon = [100, 1000]", "horizon = [100, 1.5]"), "horizon[1]", "got float"),
+    (('precision = "float32"', 'precision = "float16"'), "precision", "float16"),
+    (("times = [1, 10, 50, 100]", "times = [1, 50, 10]"), "times", "strictly increasing"),
+    (("times = [1, 10, 50, 100]", "times = [1, 5000]"), "times", "<= the horizon 1000"),
+    (("times = [1, 10, 50, 100]", 'times = "geometric"'), "times", "number of grid points"),
+    (("every_chunks = 5", "every_chunk = 5"), "checkpoint.every_chunk", "unknown key"),
+    (("every_chunks = 5", "every_seconds = -1"), "checkpoint.every_seconds", "> 0"),
+    (('type = "default"\nname = "graph_star"', 'type = "default"\nname = "graph_starr"'), "instances[0].name", "unknown default instance 'graph_starr'"),
+    (('type = "default"\nname = "graph_star"', 'type = "deflt"\nname = "graph_star"'), "instances[0].type", "unknown instance type 'deflt'"),
+    (('type = "default"\nname = "graph_star"', 'type = "default"\nname = "graph_star"\nmu = [1, 2]'), "instances[0].mu", "unknown key"),
+    (("sigma = 1.0", "sigma = 1.0\nsigmas = 2.0"), "instances[1].sigmas", "unknown key"),
+    (("mu = [1.0, 0.5, 0.2]", 'mu = [1.0, "inf", 0.2]'), "instances[1].mu", "finite"),
+    (("mu = [1.0, 0.5, 0.2]", 'mu = [1.0, "x", 0.2]'), "instances[1].mu", "must be numbers"),
+    (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, "inf", 1.0], [0.5, 2.0, 1.0]]'), "instances[2].sigma", "must have shape (2, 2)"),
+    (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [["inf", "inf"], ["inf", 2.0]]'), "instances[2].sigma", "observed by no row"),
+    (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, -1.0], [0.5, 2.0]]'), "instances[2].sigma", ">= 0"),
+    (('name = "explicit"\nmu = [0.9, 0.1]', 'name = "explicit"\nmu = [0.9, 0.1]\ntype = "explicit"\nextra = 1'), "instances[2].extra", "unknown key"),
+    (("adjacency = [[0, 1, 0, 0, 0], ", "adjacency = [[0, 1, 0, 0], "), "instances[3].adjacency", "rectangular"),
+    (("adjacency = [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0], ", "adjacency = [[0, 1, 0, 0, 0], "), "instances[3].adjacency", "must have shape (5, 5)"),
+    (('name = "b3"', 'name = "graph_star"'), "instances[1].name", "duplicate instance name"),
+    (('name = "ucb_n"', 'name = "ucb_x"'), "policies[0].name", "unknown policy 'ucb_x'"),
+    (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, -1]"), "policies[0].alpha", "alpha must be a finite number > 0"),
+    (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 0.25]"), "policies[0].alpha", "repeated"),
+    (("alpha = [0.25, 1, 4.01]", "alpha = []"), "policies[0].alpha", "empty grid"),
+    (("alpha = [0.25, 1, 4.01]", "alpha = [[1, 2]]"), "policies[0].alpha", "must be scalars"),
+    (("alpha = [0.25, 1, 4.01]", "beta = 2"), "policies[0].beta", "unknown key"),
+    (('label = "TS-N"', 'label = "TS-N"\noptional = "yes"'), "policies[1].optional", "true or false"),
+    (('label = "TS-N"', 'label = "ucb_n"'), "policies[1].label", "duplicate policy label"),
+    (("[[policies]]\nname = \"ucb_n\"", "[[policies]]\nlabel = \"x\""), "policies[0].name", "missing"),
+    (("runs = 10\n", ""), "runs", "missing required key"),
+    (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),
+    (("seed = 1", "seed = nan"), "seed", 'non-finite numbers must be written as the string "inf"'),
+    (("seed = 1", "seed = = 1"), "", "invalid TOML"),
+]
+
+
+@pytest.mark.parametrize("edit, key, reason", BAD, ids=[f"{i}:{b[1]}" for i, b in enumerate(BAD)])
+def test_bad_config_names_file_key_and_reason(tmp_path, edit, key, reason):
+    path = tmp_path / "bad.toml"
+    path.write_text(_edit(GOOD, *edit))
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert (err.source, err.key) == (str(path), key)
+    message = str(err)
+    assert message.startswith(f"{path}: ")
+    assert (f"key '{key}'" if key else "top level") in message
+    assert reason in message
+
+
+def test_bad_config_dicts_and_missing_files(tmp_path):
+    with pytest.raises(ConfigError, match=r"<dict>: key 'instances': must be a non-empty array of tables"):
+        config.load({"runs": 1, "horizon": 5, "instances": [], "policies": [{"name": "ucb"}]})
+    with pytest.raises(ConfigError, match=r"<dict>: key 'policies': no policy to run"):
+        config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}],
+                     "policies": [{"name": "nope", "optional": True}]})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"missing.toml: top level: cannot read the file"):
+        config.load(tmp_path / "missing.toml")
+    good = config.loads(GOOD)
+    raw = copy.deepcopy(good.raw)
+    raw["instances"][1]["mu"] = "1, 2"
+    with pytest.raises(ConfigError, match=r"key 'instances\[1\].mu': must be numbers"):
+        config.load(raw)
