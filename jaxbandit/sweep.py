@@ -113,6 +113,7 @@ def run(
             meta_path = out / "groups" / f"{group.id}.json"
             if meta_path.is_file() and io.read_json(meta_path).get("fingerprint") == group.fingerprint:
                 cells_done += len(group.cells)
+                bar.set_description_str(f"cells {cells_done}/{total_cells}", refresh=False)
                 bar.update(len(group.cells) * cfg.runs * group.horizon)
                 logger.info("group %s (%s) already finished; skipped", group.id, group.policy_name)
                 continue

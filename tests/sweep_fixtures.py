@@ -24,7 +24,7 @@ from jaxbandit.base import Policy
 
 REPO = Path(__file__).resolve().parents[1]
 CASES_POLICY = "test_cases"
-TRACES = {"select": 0}
+TRACES: dict = {}
 
 
 class CasesState(NamedTuple):
@@ -32,14 +32,23 @@ class CasesState(NamedTuple):
     cases: jnp.ndarray  # (3,) int32
 
 
-def cases_policy(alpha: float = 1.0) -> Policy:
+def cases_factory(name: str):
+    """A factory of test policies registered as ``name`` (a new name: a new engine)."""
+
+    def factory(alpha: float = 1.0) -> Policy:
+        return _cases_policy(name, alpha)
+
+    return factory
+
+
+def _cases_policy(name: str, alpha: float) -> Policy:
     inner = policies.make("ucb_n", alpha=alpha)
 
     def init_fn(ctx):
         return CasesState(inner.init_fn(ctx), jnp.zeros(3, jnp.int32))
 
     def select_fn(key, state, t, ctx):
-        TRACES["select"] += 1  # runs at trace time only
+        TRACES[name] = TRACES.get(name, 0) + 1  # runs at trace time only
         return inner.select_fn(key, state.inner, t, ctx)
 
     def update_fn(state, arm, values, ctx):
@@ -49,9 +58,10 @@ def cases_policy(alpha: float = 1.0) -> Policy:
     def diagnostics_fn(state):
         return {"case_a": state.cases[0], "case_b": state.cases[1], "case_c": state.cases[2]}
 
-    return Policy(CASES_POLICY, dict(inner.params), init_fn, select_fn, update_fn, diagnostics_fn)
+    return Policy(name, dict(inner.params), init_fn, select_fn, update_fn, diagnostics_fn)
 
 
+cases_policy = cases_factory(CASES_POLICY)
 policies.register(CASES_POLICY, cases_policy)
 
 BASE = {

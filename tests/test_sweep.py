@@ -1,0 +1,173 @@
+"""Sweeps: one compile per grid, resumption bit for bit, refusal of a changed config,
+labelled results, and identical results on 4 (forced host) devices."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import jaxbandit as jb
+from jaxbandit import config, io, policies, sweep
+from jaxbandit.simulate import SimulationRun
+from tests import sweep_fixtures as fx
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted sweep every other run is compared with."""
+    out = tmp_path_factory.mktemp("reference")
+    results = sweep.run(fx.base_config(), out, progress=False)
+    return out, results
+
+
+def test_results_are_labelled_arrays(reference):
+    out, results = reference
+    assert results.complete and results.missing == ()
+    assert len(results.cells) == 2 * 3 + 2
+    labels = [(c.instance, c.label) for c in results.cells]
+    assert labels[:3] == [("bandit", "cases(alpha=0.5)"), ("bandit", "cases(alpha=1.0)"), ("bandit", "cases(alpha=2.0)")]
+    assert labels[6:] == [("bandit", "ts_n"), ("graph_star", "ts_n")]
+    assert results.instance_labels == ["bandit", "graph_star"]
+    assert results.instances["graph_star"] == jb.instances.default_instances()["graph_star"]
+    cell = results.select(instance="graph_star", policy="cases", params={"alpha": 2.0})[0]
+    assert cell.times[-1] == 1500 and cell.regret.shape == (6, len(cell.times))
+    assert cell.regret.dtype == np.float64 and cell.counts.shape == (6, 5)
+    np.testing.assert_array_equal(cell.counts.sum(axis=1), 1500)
+    assert sorted(cell.diagnostics) == ["case_a", "case_b", "case_c"]
+    # case counters over time: cumulative means at chunk boundaries, ending at T
+    assert cell.diagnostic_times[-1] == 1500 and np.all(np.diff(cell.diagnostic_times) > 0)
+    history = sum(cell.diagnostic_history[k] for k in ("case_a", "case_b", "case_c"))
+    np.testing.assert_allclose(history, cell.diagnostic_times)
+    # metadata of every group: config, seed, device, versions, wall time
+    meta = results.groups[cell.group]
+    assert meta["seed"] == 3 and meta["device"]["device_count"] >= 1 and meta["wall_time"] > 0
+    assert meta["versions"]["jax"] == __import__("jax").__version__
+    assert json.loads((out / "sweep.json").read_text())["config"]["runs"] == 6
+
+
+def test_summary_csv(reference):
+    out, results = reference
+    lines = (out / "summary.csv").read_text().splitlines()
+    assert lines[0] == "instance,policy,policy_name,params,horizon,runs,mean,stderr,median,q05,q95"
+    assert len(lines) == 1 + len(results.cells)
+    row = results.summary()[7]
+    final = results.cells[7].final_regret
+    assert row["instance"] == "graph_star" and row["policy"] == "ts_n"
+    assert row["mean"] == pytest.approx(final.mean())
+    assert row["stderr"] == pytest.approx(final.std(ddof=1) / np.sqrt(6))
+    assert row["q05"] == pytest.approx(np.quantile(final, 0.05))
+    assert row["q95"] == pytest.approx(np.quantile(final, 0.95))
+
+
+def test_grid_cells_equal_separate_simulations(reference):
+    """Each cell of a batched grid is the run a lone simulation with that instance,
+    that alpha and that noise stream would give (params really are per cell)."""
+    _, results = reference
+    cell = results.select(instance="graph_star", params={"alpha": 2.0})[0]
+    alone = SimulationRun(
+        policies.make(fx.CASES_POLICY, alpha=2.0), jb.instances.stack([results.instances["graph_star"]]),
+        1500, 6, 3, cell.times, noise_index=np.array([1]), chunk_size=128,
+    )  # fmt: skip
+    alone.advance()
+    np.testing.assert_array_equal(alone.result().regret[0], cell.regret)
+    # the grid values give different runs; the same instance shares noise across policies
+    others = results.select(instance="graph_star", policy="cases")
+    assert not np.array_equal(others[0].regret, others[2].regret)
+
+
+def test_grid_compiles_once(tmp_path):
+    """A 3-value grid on 2 instances is ONE compiled program: select_fn traced once."""
+    name = "test_cases_traced"
+    policies.register(name, fx.cases_factory(name))
+    cfg = fx.base_config(
+        horizon=300, policies=[{"name": name, "alpha": [0.5, 1.0, 2.0]}], checkpoint={"every_chunks": 1}
+    )
+    assert len(config.load(cfg).plan()) == 1
+    results = sweep.run(cfg, tmp_path / "a", progress=False)
+    assert len(results.cells) == 6 and results.groups["g000"]["num_cells"] == 6
+    assert fx.TRACES[name] == 1
+    # the compiled engine is reused by a new sweep of other values, and by resumption
+    cfg["policies"][0]["alpha"] = [0.3, 0.7, 3.0]
+    sweep.run(cfg, tmp_path / "b", progress=False)
+    assert fx.TRACES[name] == 1
+
+
+def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
+    ref_dir, _ = reference
+    out = tmp_path / "sweep"
+    cfg = fx.base_config()
+
+    def stop_at(group, rounds):
+        def hook(group_id, rounds_done):
+            if group_id == group and rounds_done >= rounds:
+                raise Interrupted(group_id)
+
+        return hook
+
+    # interrupted mid-cell in the first group, after checkpoints every 2 chunks
+    with pytest.raises(Interrupted):
+        sweep.run(cfg, out, progress=False, after_chunk=stop_at("g000", 5 * 128))
+    assert (out / "checkpoints" / "g000.npz").is_file()
+    assert not (out / "groups" / "g000.json").exists()
+    saved = io.read_npz(out / "checkpoints" / "g000.npz")
+    assert int(saved["sweep/diagnostic_times"][-1]) == 4 * 128  # the last saved chunk
+    partial = io.load(out)
+    assert partial.missing == ("g000", "g001") and not partial.cells
+
+    # resumed (with another checkpoint cadence: not part of the fingerprint), then
+    # interrupted again in the second group
+    cfg["checkpoint"] = {"every_chunks": 3}
+    with pytest.raises(Interrupted):
+        sweep.run(cfg, out, progress=False, after_chunk=stop_at("g001", 8 * 128))
+    assert not (out / "checkpoints" / "g000.npz").exists()
+    first_group = (out / "groups" / "g000.json").stat().st_mtime_ns
+    assert io.load(out).missing == ("g001",)
+
+    resumed_from = []
+    sweep.run(cfg, out, progress=False, after_chunk=lambda g, r: resumed_from.append((g, r)))
+    assert resumed_from[0] == ("g001", 7 * 128)  # continued after the checkpoint at chunk 6
+    assert (out / "groups" / "g000.json").stat().st_mtime_ns == first_group  # skipped
+    fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
+    assert json.loads((out / "groups" / "g001.json").read_text())["resumed_from_round"] == 6 * 128
+    assert (out / "summary.csv").read_text() == (ref_dir / "summary.csv").read_text()
+
+
+def test_changed_config_is_refused(tmp_path, reference):
+    ref_dir, _ = reference
+    before = sorted(p.name for p in ref_dir.rglob("*"))
+    with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: runs, seed\)"):
+        sweep.run(fx.base_config(runs=7, seed=4), ref_dir, progress=False)
+    assert sorted(p.name for p in ref_dir.rglob("*")) == before
+    (tmp_path / "notes.txt").write_text("unrelated")
+    with pytest.raises(sweep.SweepMismatchError, match="not empty and is not a sweep directory"):
+        sweep.run(fx.base_config(), tmp_path, progress=False)
+
+
+def test_progress_bar_reports_cells_and_rate(tmp_path, reference, capsys):
+    ref_dir, _ = reference
+    # an existing complete sweep: every group is skipped, the bar still accounts for it
+    sweep.run(fx.base_config(), ref_dir, progress=True)
+    err = capsys.readouterr().err
+    assert "cells 8/8" in err and "72.0k/72.0k" in err and "run-rounds/s" in err
+
+
+@pytest.mark.slow
+def test_four_devices_give_identical_results(tmp_path, reference):
+    """The runs axis sharded over 4 forced host devices (6 runs: padded) = 1 device."""
+    ref_dir, _ = reference
+    path = fx.write_config_toml(tmp_path / "c.toml", fx.base_config())
+    proc = fx.cli_process(
+        ["run", str(path), "--out", str(tmp_path / "out"), "--quiet"],
+        env_extra={"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    meta = json.loads((tmp_path / "out" / "groups" / "g000.json").read_text())
+    assert meta["device"]["device_count"] == 4
+    fx.assert_identical(fx.result_arrays(tmp_path / "out"), fx.result_arrays(ref_dir))
