@@ -89,6 +89,10 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_bound(args) -> int:
+    return _bound(list(args.args))
+
+
+def _bound(argv: list) -> int:
     if importlib.util.find_spec("jaxbandit.lower_bound") is None:
         module = None
     else:
@@ -101,7 +105,7 @@ def _cmd_bound(args) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    return int(bound_main(list(args.args)) or 0)
+    return int(bound_main(argv) or 0)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,6 +155,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bound"]:  # every argument, options included, belongs to 'bound'
+        return _bound(argv[1:])
     args = _parser().parse_args(argv)
     _configure_logging(getattr(args, "quiet", False))
     from jaxbandit.config import ConfigError

@@ -1,0 +1,111 @@
+"""The ``jaxbandit`` command line, in process (shared compiles) and as a real process
+killed with SIGKILL mid-cell and resumed."""
+
+import importlib
+import importlib.util
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from jaxbandit import cli, config, sweep
+from tests import sweep_fixtures as fx
+
+
+@pytest.fixture(scope="module")
+def config_path(tmp_path_factory):
+    return fx.write_config_toml(tmp_path_factory.mktemp("cli") / "sweep.toml", fx.base_config())
+
+
+def test_check_shows_the_cell_groups(config_path, capsys):
+    assert cli.main(["check", str(config_path)]) == 0
+    out = capsys.readouterr().out
+    assert "valid. 2 instances, 2 policies, 8 cells in 2 compiled groups, 6 runs each." in out
+    assert "g000: test_cases  K=5 T=1500: 6 cells" in out
+
+
+def test_bad_config_is_reported_with_file_and_key(tmp_path, capsys):
+    path = fx.write_config_toml(tmp_path / "bad.toml", fx.base_config(runs=-1))
+    assert cli.main(["run", str(path), "--out", str(tmp_path / "out")]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"jaxbandit: error: {path}: key 'runs': must be an integer >= 1, got -1" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_then_plot_then_refuse_a_changed_config(config_path, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["run", str(config_path), "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert f"8 cells in {out}" in printed.out
+    assert "group g001: ts_n, K=5, 2 cells x 6 runs, horizon 1500" in printed.err  # --quiet: log lines
+    assert "run-rounds/s]" not in printed.err  # and no progress bar
+    assert (out / "config.toml").read_text() == config_path.read_text()
+
+    assert cli.main(["plot", str(out), "--format", "png", "--no-bound", "--distribution", "violin"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert len(listed) == 1 + 8 and all((out / "plots").joinpath(p.split("/")[-1]).is_file() for p in listed[1:])
+
+    changed = fx.write_config_toml(tmp_path / "changed.toml", fx.base_config(horizon=1600))
+    assert cli.main(["run", str(changed), "--out", str(out)]) == cli.EXIT_USAGE
+    assert "different sweep configuration (changed keys: horizon)" in capsys.readouterr().err
+
+
+def test_demo_runs_end_to_end_and_says_where_the_plots_are(tmp_path, monkeypatch, capsys):
+    small = fx.base_config(instances=fx.BASE["instances"][:1], policies=[{"name": "ts_n"}])
+    small["instances"] = fx.BASE["instances"]
+    monkeypatch.setattr(config, "demo_config", lambda: config.load(small))
+    assert cli.main(["demo", "--out", str(tmp_path / "demo"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"plots (6 figures, PNG and PDF): {tmp_path / 'demo' / 'plots'}" in out
+    assert len(list((tmp_path / "demo" / "plots").glob("*.pdf"))) == 6
+
+
+def test_bound_delegates_or_says_it_is_not_available(capsys):
+    spec = importlib.util.find_spec("jaxbandit.lower_bound")
+    module = importlib.import_module("jaxbandit.lower_bound") if spec else None
+    if getattr(module, "bound_main", None) is None:
+        assert cli.main(["bound", "--help"]) == cli.EXIT_USAGE
+        assert "'bound' is not available" in capsys.readouterr().err
+    else:
+        calls = []
+        original = module.bound_main
+        try:
+            module.bound_main = lambda argv: calls.append(argv) or 0
+            assert cli.main(["bound", "--mu", "1,0.5"]) == 0
+        finally:
+            module.bound_main = original
+        assert calls == [["--mu", "1,0.5"]]
+
+
+@pytest.mark.slow
+def test_kill_9_mid_cell_then_resume_is_bit_identical(tmp_path):
+    """A real process killed with SIGKILL right after its first checkpoint; the same
+    command then resumes from that chunk and ends bit-identical to an in-process run."""
+    cfg = fx.base_config(
+        horizon=60000, chunk_size=1024, policies=[{"name": "ts_n"}], checkpoint={"every_chunks": 1}
+    )  # fmt: skip
+    path = fx.write_config_toml(tmp_path / "long.toml", cfg)
+    out = tmp_path / "out"
+    args = ["run", str(path), "--out", str(out), "--quiet"]
+    proc = fx.cli_process(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = out / "checkpoints" / "g000.npz"
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    if (out / "groups" / "g000.json").exists():
+        pytest.skip("the cell finished before the kill; nothing interrupted")
+    assert checkpoint.exists()
+
+    resumed = fx.cli_process(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr
+    assert "group g000: resuming from round" in stderr
+    meta = json.loads((out / "groups" / "g000.json").read_text())
+    assert 0 < meta["resumed_from_round"] < 60000
+
+    sweep.run(cfg, tmp_path / "reference", progress=False)
+    fx.assert_identical(fx.result_arrays(out), fx.result_arrays(tmp_path / "reference"))

@@ -1,0 +1,79 @@
+"""Figures of a sweep: every figure written, non-empty, in PNG and PDF; the pieces."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from jaxbandit import plotting, sweep
+from tests import sweep_fixtures as fx
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return sweep.run(fx.base_config(), tmp_path_factory.mktemp("plots"), progress=False)
+
+
+def _check_images(paths, stems):
+    by_suffix = {(p.stem, p.suffix) for p in paths}
+    for stem in stems:
+        assert (stem, ".png") in by_suffix and (stem, ".pdf") in by_suffix, stem
+    for path in paths:
+        data = path.read_bytes()
+        if path.suffix == ".csv":
+            assert data.startswith(b"instance,policy,")
+            continue
+        assert len(data) > 2000, path
+        assert data.startswith(PNG_MAGIC if path.suffix == ".png" else b"%PDF"), path
+
+
+def test_plot_sweep_writes_every_figure(results, monkeypatch):
+    monkeypatch.setitem(sys.modules, "jaxbandit.lower_bound", None)  # bound not available: no line
+    paths = plotting.plot_sweep(results.directory)
+    stems = [f"{kind}_{inst}" for inst in ("bandit", "graph_star") for kind in ("regret", "regret_log", "final", "case_mix")]
+    assert sorted({p.stem for p in paths if p.suffix != ".csv"}) == sorted(stems)
+    assert all(p.parent == results.directory / "plots" for p in paths if p.suffix != ".csv")
+    assert paths[0] == results.directory / "summary.csv"
+    _check_images(paths, stems)
+
+
+def test_violin_logx_and_formats(results, tmp_path):
+    paths = plotting.plot_sweep(results, tmp_path, logx=True, distribution="violin", formats=("png",), bound=False)
+    assert {p.suffix for p in paths} == {".png", ".csv"}
+    assert len([p for p in paths if p.suffix == ".png"]) == 8
+    with pytest.raises(ValueError, match="distribution must be 'box' or 'violin'"):
+        plotting.plot_sweep(results, tmp_path, distribution="bar")
+
+
+def test_lower_bound_line_uses_the_lp_module_when_present(results, monkeypatch):
+    class Bound:
+        value, status = 7.5, 0
+
+    fake = types.ModuleType("jaxbandit.lower_bound")
+    fake.lower_bound = lambda instance: Bound()
+    monkeypatch.setitem(sys.modules, "jaxbandit.lower_bound", fake)
+    assert plotting.lower_bound_value(results.instances["bandit"]) == 7.5
+    Bound.status = 1  # not optimal: no line rather than a wrong one
+    assert plotting.lower_bound_value(results.instances["bandit"]) is None
+    monkeypatch.setitem(sys.modules, "jaxbandit.lower_bound", None)
+    assert plotting.lower_bound_value(results.instances["bandit"]) is None
+
+    ax = Figure().subplots()
+    plotting.regret_over_log(ax, results.select(instance="bandit"), bound=7.5)
+    assert "LP lower bound (7.5)" in [line.get_label() for line in ax.get_lines()]
+    assert len(ax.get_lines()) == 5  # 4 cells + the bound
+
+
+def test_case_mix_shares_sum_to_one(results):
+    cell = results.select(instance="graph_star", params={"alpha": 1.0})[0]
+    assert plotting.case_counters(cell) == ["case_a", "case_b", "case_c"]
+    ax = Figure().subplots()
+    plotting.case_mix(ax, cell)
+    stacked = np.stack([np.asarray(c.get_paths()[0].vertices) for c in ax.collections])
+    assert len(ax.collections) == 3 and np.nanmax(stacked[..., 1]) == pytest.approx(1.0)
+    ts_cell = results.select(policy="ts_n")[0]
+    assert plotting.case_counters(ts_cell) == []
