@@ -181,7 +181,7 @@ def test_lp_policies_explore_or_exploit_on_a_hand_built_state():
         (ucb_lp(c=2.0, alpha=1.0), lambda s, t: int(jnp.argmax(ucb_n_index(s, jnp.int32(t), jnp.float32(1.0))))),
     ]:
         ctx = _context(inst, policy.params)
-        state = policy.init_fn(ctx)
+        state = jax.jit(policy.init_fn)(ctx)
         state = lp_baselines.LPExplorationState(_stats(inst, plays), state.initial_rounds, state.explore_weights, state.lp_status)
         scale = 1.0 / 0.25 if policy.name == "eps_greedy_lp" else 2.0  # c / d**2, or c
         seen = set()
@@ -294,6 +294,7 @@ def test_eps_greedy_lp_equals_eps_greedy_on_a_standard_bandit():
     np.testing.assert_array_equal(a.counts, b.counts)
 
 
+@pytest.mark.slow
 def test_lp_based_policies_beat_ucb_on_a_star_graph():
     # Star on 8 arms: the hub (arm 0, gap 0.3) observes every arm; the leaves only
     # themselves.  The cover is the hub alone (gamma* = 1).  400 runs x 5000 rounds,
