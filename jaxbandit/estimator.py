@@ -6,11 +6,12 @@ For each arm ``j``: ``zeta_j = sum_i N_i W[i, j]`` (the weighted number of sampl
 Numerics (float32 must stay accurate over 10**7 rounds):
 
 * ``zeta`` and the weighted sum are accumulated with Kahan compensation, so adding a
-  weight of 1 to 1.7e7 is not lost (plain float32 addition would drop it);
+  weight of 1 to 1.7e7 is not lost (plain float32 addition drops it);
 * observations are centred on the first value seen for the arm (``shift``), so a large
   mean does not cancel catastrophically in the running sum;
-* a noise-free observation (``sigma = 0``, ``W = inf``) is the limit sigma -> 0: the arm's
-  mean becomes known exactly (``exact``) and ``zeta = inf``; no NaN is ever formed.
+* a noise-free observation (``sigma = 0``, ``W = inf``) is the limit sigma -> 0: its
+  weight is capped at :func:`max_weight` (1.8e15 in float32), which makes it exact to
+  rounding against any realistic amount of noisy data, and no ``inf`` or NaN is formed.
 
 Before an arm is observed its estimate is 0 and ``zeta`` is 0 (policies treat
 ``zeta = 0`` as "unexplored"); nothing is divided by zero.
@@ -20,24 +21,32 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxbandit._types import Array
 
-__all__ = ["EstimatorState", "init", "update", "mean", "weighted_counts", "kahan_add"]
+__all__ = ["EstimatorState", "init", "update", "mean", "weighted_counts", "kahan_add", "max_weight"]
 
 
 class EstimatorState(NamedTuple):
     """Sufficient statistics of one run (all ``(num_arms,)``)."""
 
     counts: Array  # int32 N_i: plays of each arm
-    zeta: Array  # finite part of the weighted number of samples
-    zeta_error: Array  # Kahan compensation of zeta
-    shift: Array  # first finite-noise observation of each arm (centring)
-    weighted_sum: Array  # sum of W * (X - shift) over finite-noise observations
-    weighted_sum_error: Array  # Kahan compensation of weighted_sum
-    exact: Array  # bool: a noise-free observation has been seen
-    exact_value: Array  # that observation
+    zeta: Array  # weighted number of samples (Kahan sum)
+    zeta_error: Array  # its compensation: the true sum is zeta - zeta_error
+    shift: Array  # first observation of each arm (centring)
+    weighted_sum: Array  # sum of W * (X - shift) (Kahan sum)
+    weighted_sum_error: Array  # its compensation
+
+
+def max_weight(dtype) -> float:
+    """Largest precision used: ``sqrt(finfo.max) * 1e-4`` (1.8e15 in float32).
+
+    Sums of 10**8 such weights and their products with O(1e4) observations stay finite.
+    """
+    return float(np.sqrt(np.finfo(dtype).max) * 1e-4)
 
 
 def kahan_add(total: Array, error: Array, increment: Array) -> tuple[Array, Array]:
@@ -57,8 +66,6 @@ def init(num_arms: int, dtype=jnp.float32) -> EstimatorState:
         shift=zeros,
         weighted_sum=zeros,
         weighted_sum_error=zeros,
-        exact=jnp.zeros(num_arms, bool),
-        exact_value=zeros,
     )
 
 
@@ -74,38 +81,32 @@ def update(state: EstimatorState, arm: Array, values: Array, precision_row: Arra
     Returns:
         The updated :class:`EstimatorState`.
     """
-    dtype = state.zeta.dtype.type
-    noise_free = jnp.isinf(precision_row)
-    weight = jnp.where(noise_free, dtype(0), precision_row).astype(dtype)
-    observed = weight > 0
-    first = observed & (state.zeta == 0)
-    shift = jnp.where(first, values, state.shift)
-    centred = jnp.where(observed, values - shift, dtype(0))
+    dtype = state.zeta.dtype
+    weight = jnp.minimum(precision_row.astype(dtype), max_weight(dtype))
+    shift = jnp.where((state.zeta == 0) & (weight > 0), values, state.shift)
     zeta, zeta_error = kahan_add(state.zeta, state.zeta_error, weight)
     weighted_sum, weighted_sum_error = kahan_add(
-        state.weighted_sum, state.weighted_sum_error, weight * centred
+        state.weighted_sum, state.weighted_sum_error, weight * (values - shift)
     )
+    num_arms = state.counts.shape[0]
     return EstimatorState(
-        counts=state.counts.at[arm].add(1),
+        counts=state.counts + jax.nn.one_hot(arm, num_arms, dtype=jnp.int32),
         zeta=zeta,
         zeta_error=zeta_error,
         shift=shift,
         weighted_sum=weighted_sum,
         weighted_sum_error=weighted_sum_error,
-        exact=state.exact | noise_free,
-        exact_value=jnp.where(noise_free & ~state.exact, values, state.exact_value),
     )
 
 
 def mean(state: EstimatorState) -> Array:
     """``(num_arms,)`` estimated means ``mu_hat`` (0 for arms not yet observed)."""
-    safe_zeta = jnp.where(state.zeta > 0, state.zeta, jnp.ones_like(state.zeta))
-    weighted = state.shift + (state.weighted_sum - state.weighted_sum_error) / safe_zeta
-    weighted = jnp.where(state.zeta > 0, weighted, jnp.zeros_like(weighted))
-    return jnp.where(state.exact, state.exact_value, weighted)
+    observed = state.zeta > 0
+    safe_zeta = jnp.where(observed, state.zeta, jnp.ones_like(state.zeta))
+    estimate = state.shift + (state.weighted_sum - state.weighted_sum_error) / safe_zeta
+    return jnp.where(observed, estimate, jnp.zeros_like(estimate))
 
 
 def weighted_counts(state: EstimatorState) -> Array:
-    """``(num_arms,)`` weighted number of samples ``zeta`` (``inf`` once seen noise-free)."""
-    zeta = state.zeta - state.zeta_error
-    return jnp.where(state.exact, jnp.asarray(jnp.inf, zeta.dtype), zeta)
+    """``(num_arms,)`` weighted number of samples ``zeta`` (0 before any observation)."""
+    return state.zeta - state.zeta_error

@@ -251,19 +251,15 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         return EngineCarry(state, counts, regret, next_record, carry.round + 1)
 
     def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
-        def body(carry, t):
-            # ``t`` is a scalar shared by every run, so this cond is a real branch (the
-            # rounds past the horizon in the last chunk are skipped, not computed).
-            carry = jax.lax.cond(
-                t < horizon,
-                lambda c: one_round(c, t, times, noise_keys, policy_keys, env, ctx),
-                lambda c: c,
-                carry,
-            )
-            return carry, None
+        # A loop with a traced trip count: the last chunk simply runs fewer rounds.  (A
+        # ``cond(t < horizon)`` around each round would copy the whole carry every round,
+        # which cost a third of the throughput.)
+        num_rounds = jnp.clip(horizon - t0, 0, chunk_size)
 
-        carry, _ = jax.lax.scan(body, carry, t0 + jnp.arange(chunk_size, dtype=jnp.int32))
-        return carry
+        def body(i, carry):
+            return one_round(carry, t0 + i, times, noise_keys, policy_keys, env, ctx)
+
+        return jax.lax.fori_loop(0, num_rounds, body, carry)
 
     diagnostics = jax.jit(
         lambda state: jax.vmap(jax.vmap(policy.diagnostics_fn))(state)

@@ -11,7 +11,7 @@ INF = np.inf
 
 
 def _numpy_estimate(arms, values, sigma):
-    """Direct eq. (1): weighted sums over the observed samples, float64."""
+    """Direct eq. (1): weighted sums over the observed samples, float64 (no sigma = 0)."""
     k = sigma.shape[0]
     weights = np.zeros(k)
     sums = np.zeros(k)
@@ -68,9 +68,9 @@ def test_noise_free_observation_is_the_sigma_to_zero_limit():
     values = np.array([[5.0, 1.0], [7.0, 2.0], [4.2, 3.0], [9.0, 4.0]])
     state = _run_estimator(arms, values, sigma, jnp.float32)
     mean, zeta = estimator.mean(state), estimator.weighted_counts(state)
-    assert not np.any(np.isnan(mean)) and not np.any(np.isnan(zeta))
-    assert float(mean[0]) == pytest.approx(4.2)  # exact sample wins over noisy ones
-    assert np.isinf(zeta[0])
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(zeta))
+    assert float(mean[0]) == pytest.approx(4.2, abs=1e-6)  # exact sample wins over noisy ones
+    assert float(zeta[0]) >= estimator.max_weight(np.float32)
     assert float(mean[1]) == pytest.approx(2.5)
     # the same as a tiny sigma, numerically
     tiny = _run_estimator(arms, values, np.array([[1e-6, 1.0], [1.0, 1.0]]), jnp.float32)

@@ -28,7 +28,7 @@ __all__ = ["greedy", "eps_greedy"]
 
 def _update(state: EstimatorPolicyState, arm, values, ctx):
     num_arms = ctx.sigma.shape[-1]
-    initial = state.stats.counts.sum() < num_arms
+    initial = state.initial_rounds < num_arms
     return estimator_update(state, arm, values, ctx.precision, initial)
 
 

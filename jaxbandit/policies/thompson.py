@@ -47,7 +47,7 @@ def ts() -> Policy:
 
     def update_fn(state, arm, values, ctx):
         num_arms = ctx.sigma.shape[-1]
-        initial = state.stats.counts.sum() < num_arms
+        initial = state.initial_rounds < num_arms
         return estimator_update(state, arm, values, own_arm_precision(ctx), initial)
 
     return Policy("ts", {}, _init, select_fn, update_fn, _diagnostics)
@@ -63,7 +63,7 @@ def ts_n() -> Policy:
 
     def update_fn(state, arm, values, ctx):
         num_arms = ctx.sigma.shape[-1]
-        initial = state.stats.counts.sum() < num_arms
+        initial = state.initial_rounds < num_arms
         return estimator_update(state, arm, values, ctx.precision, initial)
 
     return Policy("ts_n", {}, _init, select_fn, update_fn, _diagnostics)

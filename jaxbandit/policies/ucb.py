@@ -63,7 +63,7 @@ def ucb(alpha: float = 1.0) -> Policy:
 
     def update_fn(state, arm, values, ctx):
         num_arms = ctx.sigma.shape[-1]
-        return estimator_update(state, arm, values, own_arm_precision(ctx), jnp.asarray(state.stats.counts.sum() < num_arms))
+        return estimator_update(state, arm, values, own_arm_precision(ctx), state.initial_rounds < num_arms)
 
     return Policy("ucb", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics)
 
@@ -93,7 +93,7 @@ def ucb_n(alpha: float = 1.0) -> Policy:
 
     def update_fn(state, arm, values, ctx):
         num_arms = ctx.sigma.shape[-1]
-        initial = state.stats.counts.sum() < num_arms
+        initial = state.initial_rounds < num_arms
         return estimator_update(state, arm, values, ctx.precision, initial)
 
     return Policy("ucb_n", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics)

@@ -1,0 +1,34 @@
+"""Helpers shared by the benchmark scripts: machine description and timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import timeit
+
+import jax
+
+
+def machine() -> dict:
+    """What the numbers were measured on."""
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+    }
+
+
+def best_time(fn, repeat: int = 5) -> float:
+    """Minimum wall time of ``fn()`` over ``repeat`` calls (``fn`` must block)."""
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
+
+
+def emit(record: dict) -> None:
+    """Print one JSON line (and flush, so partial output survives interruption)."""
+    print(json.dumps(record), flush=True)

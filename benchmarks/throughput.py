@@ -1,0 +1,132 @@
+"""Engine throughput: run-rounds per second for each policy, the bare observation
+sampling, and the same UCB-N work by a vectorized NumPy loop, in one process.
+
+Usage:  python benchmarks/throughput.py [--quick] [--policies ucb_n,ts_n] [--arms 10,50]
+        [--runs 1000,10000] [--rounds 2048]
+
+Prints one JSON line per case: {"case", "num_arms", "runs", "run_rounds_per_s",
+"ratio_vs_numpy", "ratio_vs_sampling", "config", "machine"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxbandit as jb  # noqa: E402
+from benchmarks._common import best_time, emit, machine  # noqa: E402
+from jaxbandit import environment, rng  # noqa: E402
+
+
+def instance(num_arms: int) -> jb.Instance:
+    return jb.instances.random(0, num_arms, inf_prob=0.3)
+
+
+def time_policy(name: str, inst: jb.Instance, runs: int, rounds: int, chunk: int) -> float:
+    """Seconds for ``rounds`` rounds of ``runs`` runs (compile excluded)."""
+    policy = jb.policies.make(name)
+    warm = jb.SimulationRun(policy, inst, chunk, runs, seed=0, chunk_size=chunk)
+    warm.advance()  # compiles
+
+    def go():
+        sim = jb.SimulationRun(policy, inst, rounds, runs, seed=1, chunk_size=chunk)
+        sim.advance()
+
+    return best_time(go, repeat=3)
+
+
+def time_sampling(inst: jb.Instance, runs: int, rounds: int) -> float:
+    """Bare observation sampling: the environment step alone, round-robin arms."""
+    env = environment.make_params(inst.mu, inst.sigma)
+    keys = rng.run_keys(rng.stream_key(0, rng.NOISE_STREAM), 0, jnp.arange(runs))
+    num_arms = inst.num_arms
+
+    @jax.jit
+    def run(keys):
+        def body(total, t):
+            arm = t % num_arms
+            values = jax.vmap(environment.observe, (0, None, None, None))(keys, t, arm, env)
+            return total + values, None
+
+        total, _ = jax.lax.scan(body, jnp.zeros((runs, num_arms)), jnp.arange(rounds, dtype=jnp.int32))
+        return total
+
+    jax.block_until_ready(run(keys))
+    return best_time(lambda: jax.block_until_ready(run(keys)), repeat=3)
+
+
+def numpy_ucb_n(mu, sigma, runs: int, rounds: int, seed: int = 0) -> np.ndarray:
+    """UCB-N with the weighted estimator: runs as arrays, a Python loop over rounds."""
+    gen = np.random.default_rng(seed)
+    k = mu.size
+    with np.errstate(divide="ignore"):
+        precision = 1.0 / sigma**2
+    noise_sd = np.where(np.isfinite(sigma), sigma, 0.0)
+    weights = np.zeros((runs, k))
+    sums = np.zeros((runs, k))
+    counts = np.zeros((runs, k), np.int64)
+    rows = np.arange(runs)
+    for t in range(1, rounds + 1):
+        if t <= k:
+            arms = np.full(runs, np.argmin(sigma[:, t - 1]))
+        else:
+            index = sums / weights + np.sqrt(2 * np.log(t) / weights)
+            arms = np.argmax(index, axis=1)
+        z = gen.standard_normal((runs, k))
+        values = mu + noise_sd[arms] * z
+        w = precision[arms]
+        weights += w
+        sums += w * values
+        counts[rows, arms] += 1
+    return counts
+
+
+def time_numpy(inst: jb.Instance, runs: int, rounds: int) -> float:
+    numpy_ucb_n(inst.mu, inst.sigma, runs, 50)  # warm caches
+    return best_time(lambda: numpy_ucb_n(inst.mu, inst.sigma, runs, rounds), repeat=2)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policies", default="ucb_n,ucb,ts_n,ts,greedy,eps_greedy")
+    parser.add_argument("--arms", default="10,50")
+    parser.add_argument("--runs", default="1000,10000")
+    parser.add_argument("--rounds", type=int, default=2048, help="rounds timed per case")
+    parser.add_argument("--numpy-rounds", type=int, default=300)
+    parser.add_argument("--quick", action="store_true", help="K=10, runs=1000, fewer rounds")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.arms, args.runs, args.rounds = "10", "1000", 1024
+    info = machine()
+    for num_arms in [int(x) for x in args.arms.split(",")]:
+        inst = instance(num_arms)
+        for runs in [int(x) for x in args.runs.split(",")]:
+            config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}
+            numpy_rate = runs * args.numpy_rounds / time_numpy(inst, runs, args.numpy_rounds)
+            sampling_rate = runs * args.rounds / time_sampling(inst, runs, args.rounds)
+            emit({"case": "numpy_ucb_n", **config, "run_rounds_per_s": numpy_rate, "machine": info})
+            emit({"case": "bare_sampling", **config, "run_rounds_per_s": sampling_rate, "ratio_vs_numpy": sampling_rate / numpy_rate, "machine": info})
+            for name in args.policies.split(","):
+                rate = runs * args.rounds / time_policy(name, inst, runs, args.rounds, chunk=512)
+                emit(
+                    {
+                        "case": name,
+                        **config,
+                        "run_rounds_per_s": rate,
+                        "ratio_vs_numpy": rate / numpy_rate,
+                        "ratio_vs_sampling": rate / sampling_rate,
+                        "machine": info,
+                    }
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
