@@ -265,6 +265,11 @@ def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, descriptio
             if writer:
                 io.save_npz(checkpoint_path, arrays)
 
+        every_chunks, every_seconds = cfg.checkpoint_every_chunks, cfg.checkpoint_every_seconds
+        if jax.process_count() > 1 and every_seconds is not None:
+            # Hosts must take the same checkpoint decisions (gathering the state is a
+            # collective); their clocks differ, so count chunks instead of seconds.
+            every_chunks, every_seconds = every_chunks or 100, None
         session_start = time.perf_counter()
         last_save, chunks_since_save = time.monotonic(), 0
         next_record = int(np.searchsorted(times, diagnostic_times[-1], side="right")) if diagnostic_times else 0
@@ -280,8 +285,8 @@ def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, descriptio
                 record_diagnostics()
                 next_record = int(np.searchsorted(times, sim.rounds_done, side="right"))
             if not sim.done and (
-                (cfg.checkpoint_every_chunks is not None and chunks_since_save >= cfg.checkpoint_every_chunks)
-                or (cfg.checkpoint_every_seconds is not None and time.monotonic() - last_save >= cfg.checkpoint_every_seconds)
+                (every_chunks is not None and chunks_since_save >= every_chunks)
+                or (every_seconds is not None and time.monotonic() - last_save >= every_seconds)
             ):
                 save_checkpoint()
                 last_save, chunks_since_save = time.monotonic(), 0

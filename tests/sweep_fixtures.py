@@ -4,10 +4,12 @@ Every test sweep uses the same shapes (cells, runs, time grid, chunk size) so th
 engine compiles once per policy for the whole test session.  ``cases`` is a test policy:
 UCB-N plus ``case_a/b/c`` counters (which arm mod 3 was played), standing in for the
 diagnostics of ``lp_explore``; it also counts how often its ``select_fn`` is traced.
+It is registered only while a test module that uses it runs (:func:`registered`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -62,7 +64,16 @@ def _cases_policy(name: str, alpha: float) -> Policy:
 
 
 cases_policy = cases_factory(CASES_POLICY)
-policies.register(CASES_POLICY, cases_policy)
+
+
+@contextlib.contextmanager
+def registered():
+    """The test policy in the registry, for the duration of a test module only."""
+    policies.register(CASES_POLICY, cases_policy)
+    try:
+        yield
+    finally:
+        policies.REGISTRY.pop(CASES_POLICY, None)
 
 BASE = {
     "name": "test",
@@ -129,5 +140,8 @@ def cli_process(args, env_extra=None, **kwargs) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(env_extra or {})
-    code = "import sys, tests.sweep_fixtures; from jaxbandit.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = (
+        "import sys; from tests import sweep_fixtures as fx; from jaxbandit.cli import main\n"
+        "with fx.registered(): sys.exit(main(sys.argv[1:]))"
+    )
     return subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=REPO, **kwargs)

@@ -14,6 +14,12 @@ from jaxbandit import cli, config, sweep
 from tests import sweep_fixtures as fx
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _test_policy():
+    with fx.registered():
+        yield
+
+
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory):
     return fx.write_config_toml(tmp_path_factory.mktemp("cli") / "sweep.toml", fx.base_config())

@@ -10,6 +10,12 @@ from matplotlib.figure import Figure
 from jaxbandit import plotting, sweep
 from tests import sweep_fixtures as fx
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_policy():
+    with fx.registered():
+        yield
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

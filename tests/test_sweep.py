@@ -13,6 +13,12 @@ from jaxbandit.simulate import SimulationRun
 from tests import sweep_fixtures as fx
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _test_policy():
+    with fx.registered():
+        yield
+
+
 class Interrupted(Exception):
     pass
 
@@ -80,10 +86,10 @@ def test_grid_cells_equal_separate_simulations(reference):
     assert not np.array_equal(others[0].regret, others[2].regret)
 
 
-def test_grid_compiles_once(tmp_path):
+def test_grid_compiles_once(tmp_path, monkeypatch):
     """A 3-value grid on 2 instances is ONE compiled program: select_fn traced once."""
     name = "test_cases_traced"
-    policies.register(name, fx.cases_factory(name))
+    monkeypatch.setitem(policies.REGISTRY, name, fx.cases_factory(name))
     cfg = fx.base_config(
         horizon=300, policies=[{"name": name, "alpha": [0.5, 1.0, 2.0]}], checkpoint={"every_chunks": 1}
     )
