@@ -13,7 +13,10 @@ runs that need it:
    ``finish_fn`` for every run (runs that did not ask get a placeholder answer and must
    ignore it).
 
-Policies without expensive work leave ``solve_fn`` and ``finish_fn`` as ``None``.
+Policies without expensive work leave ``solve_fn`` and ``finish_fn`` as ``None``.  A
+policy may add a second, rarer stage: ``fallback_solve_fn`` runs (compacted the same
+way) only for the runs whose first answer has ``needs_fallback`` set — e.g. a cheap
+warm-start check first, a full LP solve only where the check fails.
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ class Policy(NamedTuple):
         solve_fn: optional ``(request, ctx) -> answer``.
         finish_fn: optional ``(state, decision, answer, t, ctx) -> (arm, state)``.
         options: static (non-numeric) options, for the record.
+        fallback_solve_fn: optional ``(request, ctx) -> answer`` (same structure as
+            ``solve_fn``'s, which must then have a bool ``needs_fallback`` field).
     """
 
     name: str
@@ -84,3 +89,4 @@ class Policy(NamedTuple):
     solve_fn: Optional[Callable] = None
     finish_fn: Optional[Callable] = None
     options: dict = {}
+    fallback_solve_fn: Optional[Callable] = None

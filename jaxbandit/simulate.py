@@ -155,27 +155,38 @@ def _vmap_cells_runs(fn, run_axes, cell_axes):
     return jax.vmap(jax.vmap(fn, in_axes=run_axes), in_axes=cell_axes)
 
 
-def _solve_compacted(policy: Policy, decision: Decision, ctx: Context, batch: int):
-    """Run ``policy.solve_fn`` only for runs with ``needs_solve``, ``batch`` at a time.
+def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, batch: int):
+    """Run ``solve_fn`` only for runs with ``needs``, ``batch`` at a time.
 
     The requests of the runs that need a solve are gathered into a fixed-size buffer,
     solved as one vmapped batch, and scattered back; a ``while_loop`` repeats until
-    every such run is served, so the result never depends on ``batch``.  Runs that did
-    not ask get a zero answer (``finish_fn`` must ignore it).
+    every such run is served (zero times when none is), so the result never depends on
+    ``batch``.  Runs that did not ask get a zero answer.
+
+    Args:
+        solve_fn: ``(request, ctx) -> answer`` for one run.
+        needs: ``(C, R)`` bool.
+        requests: pytree with leaves ``(C, R, ...)``.
+        ctx: :class:`Context` with leaves ``(C, ...)``.
+        batch: buffer size.
+
+    Returns:
+        Answers with leaves ``(C, R, ...)``.
     """
-    num_cells, num_runs = decision.needs_solve.shape
+    num_cells, num_runs = needs.shape
     total_runs = num_cells * num_runs
     flat = lambda x: x.reshape((total_runs,) + x.shape[2:])
-    needs = flat(decision.needs_solve)
-    requests = jax.tree_util.tree_map(flat, decision.request)
+    needs = flat(needs)
+    requests = jax.tree_util.tree_map(flat, requests)
     position = jnp.cumsum(needs.astype(jnp.int32)) - 1
     total = position[-1] + 1
     one_request = jax.tree_util.tree_map(lambda x: x[0], requests)
     one_ctx = jax.tree_util.tree_map(lambda x: x[0], ctx)
-    answer_shape = jax.eval_shape(policy.solve_fn, one_request, one_ctx)
+    answer_shape = jax.eval_shape(solve_fn, one_request, one_ctx)
     answers = jax.tree_util.tree_map(
         lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape
     )
+    batch = min(batch, total_runs)
 
     def serve_batch(loop):
         start, answers = loop
@@ -184,15 +195,31 @@ def _solve_compacted(policy: Policy, decision: Decision, ctx: Context, batch: in
         valid = jnp.arange(batch) < jnp.minimum(total - start, batch)
         batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
         batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
-        solved = jax.vmap(policy.solve_fn)(batch_requests, batch_ctx)
+        solved = jax.vmap(solve_fn)(batch_requests, batch_ctx)
         target = jnp.where(valid, index, total_runs)  # out of range: dropped
         answers = jax.tree_util.tree_map(
             lambda a, s: a.at[target].set(s, mode="drop"), answers, solved
         )
         return start + batch, answers
 
-    _, answers = jax.lax.while_loop(lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers))
+    _, answers = jax.lax.while_loop(
+        lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers)
+    )
     return jax.tree_util.tree_map(lambda x: x.reshape((num_cells, num_runs) + x.shape[1:]), answers)
+
+
+def _solve_requests(policy: Policy, decision: Decision, ctx: Context, batch: int, fallback_batch: int):
+    """Both solve stages: ``solve_fn`` for every run that asks, then
+    ``fallback_solve_fn`` (if any) for those whose answer has ``needs_fallback``."""
+    answers = _solve_compacted(policy.solve_fn, decision.needs_solve, decision.request, ctx, batch)
+    if policy.fallback_solve_fn is None:
+        return answers
+    needs_fallback = decision.needs_solve & answers.needs_fallback
+    fallback = _solve_compacted(
+        policy.fallback_solve_fn, needs_fallback, decision.request, ctx, fallback_batch
+    )
+    expand = lambda x: needs_fallback.reshape(needs_fallback.shape + (1,) * (x.ndim - 2))
+    return jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, fallback)
 
 
 def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
@@ -228,8 +255,10 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             arm = decision.arm
         else:
             num_cells, num_runs = decision.needs_solve.shape
-            batch = solve_batch or max(1, min(num_cells * num_runs, 256))
-            answers = _solve_compacted(policy, decision, ctx, batch)
+            batch = solve_batch or min(num_cells * num_runs, 256)
+            # Full solves are rare once warm starts work: a small second buffer.
+            fallback_batch = max(1, batch // 8)
+            answers = _solve_requests(policy, decision, ctx, batch, fallback_batch)
             arm, state = finish(state, decision, answers, round_number, ctx)
         arm = arm.astype(jnp.int32)
         values = observe(noise_keys, t, arm, env)

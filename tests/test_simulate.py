@@ -151,3 +151,69 @@ def test_ucb_regret_matches_lai_robbins_constant():
     assert abs(ratio[-1] - 4.0) < 0.05 * 4.0, (ratio, standard_error)
     assert standard_error[-1] < 0.05
     assert ratio[0] < ratio[1] < ratio[2]
+
+
+# -- the compacted solve path (policies with solve_fn / fallback_solve_fn) ------------
+
+from typing import NamedTuple  # noqa: E402
+
+import jax.numpy as jnp  # noqa: E402
+
+from jaxbandit import estimator  # noqa: E402
+from jaxbandit.base import Decision, Policy  # noqa: E402
+import importlib  # noqa: E402
+from jaxbandit.policies._common import estimator_update  # noqa: E402
+
+
+class _Answer(NamedTuple):
+    arm: jnp.ndarray
+    needs_fallback: jnp.ndarray
+
+
+def _needs(state, t):
+    # run-dependent: depends on the run's own counts
+    return (t % 3 == 0) & (state.stats.counts[0] % 2 == 0)
+
+
+def _first_stage(mean):
+    return _Answer(jnp.argmin(mean).astype(jnp.int32), mean[0] > mean[1])
+
+
+def _second_stage(mean):
+    return _Answer(jnp.argmax(mean[::-1]).astype(jnp.int32), jnp.asarray(False))
+
+
+def _toy_policy(name: str, compacted: bool) -> Policy:
+    """Greedy, except that some run-dependent rounds play the answer of a 'solve'."""
+
+    def select_fn(key, state, t, ctx):
+        mean = estimator.mean(state.stats)
+        greedy = jnp.argmax(mean).astype(jnp.int32)
+        needs = _needs(state, t)
+        if compacted:
+            return Decision(greedy, needs, mean)
+        first = _first_stage(mean)
+        answer = jnp.where(first.needs_fallback, _second_stage(mean).arm, first.arm)
+        return Decision(jnp.where(needs, answer, greedy), jnp.asarray(False))
+
+    def update_fn(state, arm, values, ctx):
+        return estimator_update(state, arm, values, ctx.precision, jnp.asarray(False))
+
+    def finish_fn(state, decision, answer, t, ctx):
+        return jnp.where(decision.needs_solve, answer.arm, decision.arm), state
+
+    return Policy(
+        name, {}, importlib.import_module("jaxbandit.policies.ucb")._init, select_fn, update_fn, lambda s: {},
+        solve_fn=(lambda request, ctx: _first_stage(request)) if compacted else None,
+        finish_fn=finish_fn if compacted else None,
+        fallback_solve_fn=(lambda request, ctx: _second_stage(request)) if compacted else None,
+    )
+
+
+def test_compacted_solves_equal_dense_evaluation_for_any_buffer_size():
+    batch = instances.stack([GENERAL, instances.full_information(GENERAL.mu)])
+    dense = jb.simulate(_toy_policy("toy_dense", False), batch, 200, 13, seed=2)
+    for solve_batch in (1, 4, None):
+        compacted = jb.simulate(_toy_policy("toy_compacted", True), batch, 200, 13, seed=2, solve_batch=solve_batch)
+        np.testing.assert_array_equal(compacted.regret, dense.regret)
+        np.testing.assert_array_equal(compacted.counts, dense.counts)
