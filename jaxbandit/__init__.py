@@ -1,13 +1,16 @@
 """jaxbandit: vectorized Monte Carlo simulation of Gaussian bandits with side observations."""
 
-from jaxbandit import base, environment, estimator, instances, policies, rng
+from jaxbandit import base, config, environment, estimator, instances, io, policies, rng, sweep
 from jaxbandit.base import Context, Decision, Policy
+from jaxbandit.config import ConfigError
 from jaxbandit.instances import Instance
+from jaxbandit.io import load
 from jaxbandit.simulate import Result, SimulationRun, geometric_times, simulate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigError",
     "Context",
     "Decision",
     "Instance",
@@ -19,6 +22,10 @@ __all__ = [
     "estimator",
     "geometric_times",
     "instances",
+    "io",
+    "load",
+    "config",
+    "sweep",
     "policies",
     "rng",
     "simulate",

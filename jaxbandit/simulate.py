@@ -346,6 +346,16 @@ def make_context(
     return env, ctx
 
 
+def _to_host(array) -> np.ndarray:
+    """A (possibly sharded) device array as one numpy array.  With several processes
+    (multi-host ``jax.distributed``) the shards of the other hosts are gathered."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return np.asarray(array)
+
+
 class SimulationRun:
     """A simulation in progress: advance it chunk by chunk, checkpoint it, resume it.
 
@@ -472,10 +482,15 @@ class SimulationRun:
                 progress(self.rounds_done, self.horizon)
         return self.rounds_done
 
+    def diagnostics(self) -> dict:
+        """The policy's per-run counters now: ``{name: (C, runs) numpy}``."""
+        values = self._sim.diagnostics(self.carry.state)
+        return {k: _to_host(v)[:, : self.runs] for k, v in values.items()}
+
     def checkpoint(self) -> dict:
         """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`)."""
         leaves = jax.tree_util.tree_leaves(self.carry)
-        arrays = {f"leaf_{i:04d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+        arrays = {f"leaf_{i:04d}": _to_host(leaf) for i, leaf in enumerate(leaves)}
         arrays["wall_time"] = np.asarray(self.wall_time)
         return arrays
 
@@ -501,11 +516,9 @@ class SimulationRun:
         if not self.done:
             raise RuntimeError(f"simulation not finished: {self.rounds_done} of {self.horizon} rounds done.")
         runs = self.runs
-        diagnostics = {
-            k: np.asarray(v)[:, :runs] for k, v in self._sim.diagnostics(self.carry.state).items()
-        }
-        regret = np.asarray(self.carry.regret, dtype=np.float64)[:, :runs]
-        counts = np.asarray(self.carry.counts).astype(np.int64)[:, :runs]
+        diagnostics = self.diagnostics()
+        regret = _to_host(self.carry.regret).astype(np.float64)[:, :runs]
+        counts = _to_host(self.carry.counts).astype(np.int64)[:, :runs]
         single = not self.instance.is_batch and all(np.ndim(v) == 0 for v in self.params.values())
         if single:
             regret, counts = regret[0], counts[0]

@@ -203,12 +203,7 @@ def _progress_bar(total: int, enabled: bool):
 
 def _current_diagnostics(sim: SimulationRun) -> dict:
     """``{name: (C, runs)}`` policy counters now (between chunks)."""
-    public = getattr(sim, "diagnostics", None)
-    if callable(public):
-        values = public()
-    else:  # engine internals until SimulationRun grows a public accessor
-        values = sim._sim.diagnostics(sim.carry.state)
-    return {k: np.asarray(v)[:, : sim.runs] for k, v in values.items()}
+    return sim.diagnostics()
 
 
 def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, description: str) -> None:
