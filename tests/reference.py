@@ -81,3 +81,88 @@ def arms_from_regret(regret_per_round: np.ndarray, gaps: np.ndarray) -> np.ndarr
     """Recover the arm sequence from regret recorded every round (gaps must be distinct)."""
     increments = np.diff(np.concatenate([[0.0], regret_per_round]))
     return np.array([int(np.argmin(np.abs(gaps - inc))) for inc in increments])
+
+
+def lower_bound_highs(mean, sigma):
+    """Canonical c* of the paper's LP at ``mean`` with HiGHS (scipy.optimize.linprog).
+
+    Stage 1 minimises ``Delta @ c``; stage 2 minimises ``sum c`` among the optima
+    (the canonical solution).  Returns ``(c, ok)``; ``ok`` is False on a tie for the best
+    mean or a solver failure.
+    """
+    from scipy.optimize import linprog
+
+    mean = np.asarray(mean, np.float64)
+    sigma = np.asarray(sigma, np.float64)
+    best = int(np.argmax(mean))
+    if np.sum(mean == mean[best]) > 1:
+        return None, False
+    gaps = mean[best] - mean
+    min_gap = np.min(gaps[gaps > 0])
+    with np.errstate(divide="ignore"):
+        precision = 1.0 / sigma**2
+    rhs = np.where(np.arange(mean.size) == best, 2 / min_gap**2, 2 / np.where(gaps > 0, gaps, 1.0) ** 2)
+    a_ub, b_ub = -precision.T, -rhs  # W^T c >= b
+    first = linprog(gaps, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if first.status != 0:
+        return None, False
+    optimum = first.fun
+    a2 = np.vstack([a_ub, gaps])
+    b2 = np.append(b_ub, optimum + 1e-9 * max(1.0, abs(optimum)))
+    second = linprog(np.ones_like(gaps), A_ub=a2, b_ub=b2, bounds=(0, None), method="highs")
+    if second.status != 0:
+        return None, False
+    return second.x, True
+
+
+def lp_explore_arms(mu, sigma, horizon, z, alpha=4.5, gamma=0.5, rule="largest_deficit"):
+    """Arm sequence of the paper's Algorithm 1 on noise ``z`` (NumPy + HiGHS, one run).
+
+    Written from the paper's pseudocode (with the Case B typo fixed) independently of
+    the JAX policy; corner cases follow the policy's documented fallbacks.
+    """
+    mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
+    k = mu.size
+    est = WeightedEstimate(sigma)
+    best_observer = np.argmin(sigma, axis=0)
+    sbar_squared = np.max(np.min(sigma, axis=0)) ** 2
+    exploration_rounds = 0
+    arms = np.zeros(horizon, np.int64)
+    cases = []
+    for t in range(1, horizon + 1):
+        if t <= k:
+            arm, case = int(best_observer[t - 1]), "initial"
+        else:
+            mean, zeta = est.mean, est.weights
+            s = 4 * alpha * np.log(t)
+            top = np.max(mean)
+            tie = np.sum(mean == top) > 1
+            if not tie:
+                gaps = top - mean
+                min_gap = np.min(gaps[gaps > 0])
+                b = np.where(gaps > 0, 2 / np.where(gaps > 0, gaps, 1.0) ** 2, 2 / min_gap**2)
+            if not tie and np.all(zeta >= s * b):
+                arm, case = int(np.argmax(mean)), "A"
+            elif tie or np.min(zeta) < exploration_rounds**gamma / (2 * sbar_squared) / k:
+                arm, case = int(best_observer[np.argmin(zeta)]), "B"
+                exploration_rounds += 1
+            else:
+                c, ok = lower_bound_highs(mean, sigma)
+                exploration_rounds += 1
+                case = "C"
+                if not ok:
+                    arm = int(best_observer[np.argmin(zeta)])
+                else:
+                    target = s * c
+                    deficient = est.counts < target
+                    if not deficient.any():
+                        arm = int(np.argmax(mean))
+                    elif rule == "largest_deficit":
+                        ratio = np.where(deficient, est.counts / np.where(deficient, target, 1.0), np.inf)
+                        arm = int(np.argmin(ratio))
+                    else:
+                        arm = int(np.flatnonzero(deficient)[0])
+        arms[t - 1] = arm
+        cases.append(case)
+        est.add(arm, observe(mu, sigma, arm, z[t - 1]))
+    return arms, cases
