@@ -175,104 +175,355 @@ def _scale(cost, matrix, rhs) -> _Scaled:
     return _Scaled(full, rhs * row_scale, objectives, column_scale, valid)
 
 
+def _two_sum(a, b):
+    """``a + b = s + e`` exactly (Knuth)."""
+    s = a + b
+    b_virtual = s - a
+    return s, (a - (s - b_virtual)) + (b - b_virtual)
+
+
+def _two_product(a, b):
+    """``a * b = p + e`` exactly (Dekker, with Veltkamp splitting; no FMA needed)."""
+    digits = jnp.finfo(a.dtype).nmant + 1
+    factor = jnp.asarray(2.0 ** ((digits + 1) // 2) + 1, a.dtype)
+
+    def split(v):
+        c = factor * v
+        high = c - (c - v)
+        return high, v - high
+
+    p = a * b
+    a_high, a_low = split(a)
+    b_high, b_low = split(b)
+    error = a_low * b_low - (((p - a_high * b_high) - a_low * b_high) - a_high * b_low)
+    return p, error
+
+
+def _residual(matrix, x, rhs):
+    """``rhs - matrix @ x`` in about twice the working precision (Ogita-Rump-Oishi Dot2).
+
+    The basic solution of a covering LP often has one huge component (a free arm) next
+    to small ones that are differences of large terms; a residual in working precision
+    cannot refine those.
+    """
+    products, errors = _two_product(matrix, x[None, :])
+
+    def add_column(j, carry):
+        total, compensation = carry
+        total, error = _two_sum(total, -products[:, j])
+        return total, compensation + error - errors[:, j]
+
+    total, compensation = jax.lax.fori_loop(
+        0, x.shape[0], add_column, (rhs, jnp.zeros_like(rhs))
+    )
+    return total + compensation
+
+
+def _gauss_jordan(matrix, rhs):
+    """Solve ``matrix @ X = rhs`` by Gauss-Jordan elimination with partial pivoting.
+
+    Written out (``m`` rank-one updates) rather than calling LAPACK: batched small
+    factorisations are slow on CPU under ``vmap``, and this runs the same on any device.
+
+    Args:
+        matrix: ``(m, m)``.
+        rhs: ``(m, r)``.
+
+    Returns:
+        ``(m, r)``; non-finite where ``matrix`` is singular.
+    """
+    m = matrix.shape[0]
+    augmented = jnp.concatenate([matrix, rhs], axis=1)
+
+    def eliminate(k, carry):
+        augmented, used, pivot_rows = carry
+        candidates = jnp.where(used, -1, jnp.abs(augmented[:, k]))
+        p = jnp.argmax(candidates)
+        row = augmented[p] / augmented[p, k]
+        factors = augmented[:, k].at[p].add(-1.0)  # row p becomes `row`
+        augmented = augmented - factors[:, None] * row[None, :]
+        return augmented, used.at[p].set(True), pivot_rows.at[k].set(p.astype(jnp.int32))
+
+    augmented, _, pivot_rows = jax.lax.fori_loop(
+        0, m, eliminate, (augmented, jnp.zeros((m,), bool), jnp.zeros((m,), jnp.int32))
+    )
+    return augmented[pivot_rows, m:]
+
+
 def _tableau(scaled: _Scaled, basis) -> _Tableau:
-    """Build the tableau of ``basis`` from the original data: one ``m x m`` solve."""
+    """Build the tableau of ``basis`` from the original data: one ``m x m`` elimination.
+
+    The basic values get one step of iterative refinement with an extra-precise
+    residual, so they are accurate to about ``eps`` even when they cancel.
+    """
     basis = jnp.sort(basis)  # a canonical order makes warm and cold results bit-equal
     matrix = scaled.matrix
-    augmented = jnp.concatenate([matrix, scaled.rhs[:, None]], axis=1)
-    body = jnp.linalg.solve(matrix[:, basis], augmented)
-    objectives = jnp.concatenate(
-        [scaled.objectives, jnp.zeros((2, 1), matrix.dtype)], axis=1
+    m = basis.shape[0]
+    n = matrix.shape[1] - m
+    basis_matrix = matrix[:, basis]
+    solved = _gauss_jordan(basis_matrix, jnp.concatenate([matrix, scaled.rhs[:, None]], axis=1))
+    body, values = solved[:, :-1], solved[:, -1]
+    inverse = -body[:, n:]  # the surplus columns of M are -I
+    values = values + inverse @ _residual(basis_matrix, values, scaled.rhs)
+    # Duals y = g_B B^-1 of both objectives, refined the same way; the reduced costs
+    # g - y M then follow with an extra-precise product too.
+    weights = scaled.objectives[:, basis]  # (2, m)
+    duals = weights @ inverse
+    duals = duals + jax.vmap(lambda r: r @ inverse)(
+        jax.vmap(lambda y, g: _residual(basis_matrix.T, y, g))(duals, weights)
     )
-    reduced = objectives - scaled.objectives[:, basis] @ body
+    reduced = jax.vmap(lambda y, g: _residual(matrix.T, y, g))(duals, scaled.objectives)
+    objective_values = jnp.sum(weights * values[None, :], axis=1)
+    body = jnp.concatenate([body, values[:, None]], axis=1)
+    reduced = jnp.concatenate([reduced, -objective_values[:, None]], axis=1)
     return _Tableau(jnp.concatenate([body, reduced], axis=0), basis)
+
+
+# Largest eps * cond(B) of a certified basis.  The basic values get one step of
+# iterative refinement with an extra-precise residual, which contracts their error by
+# about eps * cond(B): at 1e-2 the refined values are accurate to ~1e-2 * eps * cond.
+_CONDITION_LIMIT = 1e-2
+
+
+class _Magnitudes(NamedTuple):
+    """Absolute values that bound the rounding error of tableau quantities."""
+
+    inverse: Array  # (m, m) |B^-1|, read off the tableau (its surplus block is -B^-1)
+    basis_matrix: Array  # (m, m) |B|
+    body: Array  # (m, N) |B^-1 M|
+    matrix: Array  # (m, N) |M|
+
+
+def _magnitudes(tableau: _Tableau, scaled: _Scaled) -> _Magnitudes:
+    rows, basis = tableau
+    m = basis.shape[0]
+    total = scaled.matrix.shape[1]
+    n = total - m
+    matrix = jnp.abs(scaled.matrix)
+    return _Magnitudes(
+        inverse=jnp.abs(rows[:m, n:total]),
+        basis_matrix=matrix[:, basis],
+        body=jnp.abs(rows[:m, :total]),
+        matrix=matrix,
+    )
+
+
+def _reduced_cost_noise(reduced, costs, weights, magnitudes: _Magnitudes, tolerance):
+    """How negative a reduced cost ``d = g - g_B B^-1 M = g - y M`` may be and still be 0.
+
+    ``tolerance`` times its terms ``|g_j| + |y| |M_j| + |g_B| |B^-1 M_j|`` (relative
+    dual feasibility; the last term is how the tableau computes it), plus ``256 eps``
+    times the largest of those: ``y`` is computed from ``B^-1`` with an error relative
+    to the whole row.  The duals are the surplus block of ``d`` (``d_{n+i} = y_i``).
+
+    Args:
+        reduced: ``(L, N)`` reduced costs, one row per objective.
+        costs: ``(L, N)`` the objectives' costs ``g``.
+        weights: ``(L, m)`` the objectives' costs of the basic variables ``g_B``.
+
+    Returns:
+        ``(L, N)`` non-negative.
+    """
+    m, total = magnitudes.matrix.shape
+    duals = jnp.abs(reduced[:, total - m :])
+    magnitude = (
+        jnp.abs(costs) + duals @ magnitudes.matrix + jnp.abs(weights) @ magnitudes.body
+    )
+    floor = jnp.max(magnitude, axis=1, keepdims=True)
+    return tolerance * magnitude + 0 * jnp.finfo(costs.dtype).eps * floor
+
+
+def _row_scales(rows, scaled: _Scaled, m, n):
+    """Magnitude of each basic value ``(B^-1 b')_i``: ``(|B^-1| |b'|)_i``."""
+    return jnp.abs(rows[:m, n : n + m]) @ jnp.abs(scaled.rhs)
+
+
+class _Step(NamedTuple):
+    """What the current basis calls for: a dual pivot, a primal pivot, or nothing."""
+
+    primal_feasible: Array  # every basic value >= -tolerance * its magnitude
+    farkas: Array  # a violated row with no negative entry: proven infeasible
+    dual_feasible: Array  # no nonbasic column improves an objective noticeably
+    strictly_dual_feasible: Array  # every nonbasic column is strictly worse (unique optimum)
+    leave: Array  # pivot row
+    enter: Array  # pivot column
+    can_pivot: Array
+
+
+def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = False) -> _Step:
+    """Classify the basis and pick the next pivot (dual simplex first, primal clean-up).
+
+    Primal infeasible: dual simplex step on the most infeasible row (relative to its
+    magnitude), entering column by the lexicographic ratio test.  Primal feasible but a
+    nonbasic column would lower ``cost @ x`` (or, at tied cost, ``sum(x)``) by more than
+    ``tolerance`` times its current value: primal simplex step on the column with the
+    largest such improvement.  Reduced costs within their rounding-error level never
+    count, and tiny ones only when they pay off over a long step: the result is
+    accurate *relative to the objective*.
+    """
+    rows, basis = tableau
+    m = basis.shape[0]
+    total = scaled.matrix.shape[1]
+    n = total - m
+    dtype = rows.dtype
+    nonbasic = _nonbasic_mask(basis, total)
+    values = rows[:m, -1]
+    body = rows[:m, :total]
+    magnitudes = _magnitudes(tableau, scaled)
+
+    # -- primal feasibility and the dual simplex step --------------------------------
+    violation = values / jnp.maximum(_row_scales(rows, scaled, m, n), jnp.finfo(dtype).tiny)
+    leave_dual = jnp.argmin(violation)
+    primal_feasible = violation[leave_dual] >= -tolerance
+    # Pivots below tolerance * (largest entry of the row) make B nearly singular; they
+    # are used only when there is nothing else.  Entries within rounding error never.
+    pivot_row = body[leave_dual]
+    row_size = jnp.max(jnp.abs(pivot_row))
+    entry_noise = 64 * jnp.finfo(dtype).eps * (magnitudes.inverse[leave_dual] @ magnitudes.matrix)
+    usable = nonbasic & (pivot_row < -entry_noise)
+    stable = usable & (pivot_row < -tolerance * row_size)
+    dual_candidates = jnp.where(jnp.any(stable), stable, usable)
+    farkas = ~primal_feasible & ~jnp.any(dual_candidates)
+    enter_dual = _entering_column(
+        tableau, magnitudes, scaled, leave_dual, dual_candidates, tolerance
+    )
+
+    # -- dual feasibility and the primal clean-up step -------------------------------
+    reduced = rows[m : m + 2, :total]
+    noise = _reduced_cost_noise(
+        reduced, scaled.objectives, scaled.objectives[:, basis], magnitudes, tolerance
+    )
+    cost_tied = jnp.abs(reduced[0]) <= noise[0]
+    improving = nonbasic[None, :] & (reduced < -noise)
+    improving_sum = improving[1] & cost_tied
+    relative = reduced / jnp.maximum(noise, jnp.finfo(dtype).tiny)
+    by_cost = jnp.any(improving[0])
+    enter_primal = jnp.where(
+        by_cost,
+        jnp.argmin(jnp.where(improving[0], relative[0], jnp.inf)),
+        jnp.argmin(jnp.where(improving_sum, relative[1], jnp.inf)),
+    )
+    # Primal ratio test on the entering column.  An entry blocks if it exceeds
+    # tolerance times its own magnitude (|B^-1| |M_q|): entries of one column can differ
+    # by many orders (a free arm's huge value next to small ones).
+    column = body[:, enter_primal]
+    matrix_column = scaled.matrix[:, enter_primal]
+    if precise:  # one step of refinement with an extra-precise residual
+        inverse = -body[:, n:]
+        column = column + inverse @ _residual(scaled.matrix[:, basis], column, matrix_column)
+    blocking = column > tolerance * (magnitudes.inverse @ jnp.abs(matrix_column))
+    safe_column = jnp.where(blocking, column, jnp.ones_like(column))
+    ratios = jnp.where(blocking, jnp.maximum(values, 0) / safe_column, jnp.inf)
+    leave_primal = jnp.argmin(ratios)
+    # Both objectives are >= 0 on x >= 0, so an unblocked improving column is noise.
+    dual_feasible = ~(by_cost | jnp.any(improving_sum)) | ~jnp.any(blocking)
+    strictly = jnp.all(
+        ~nonbasic | (reduced[0] > noise[0]) | (cost_tied & (reduced[1] > noise[1]))
+    )
+
+    dual_step = ~primal_feasible
+    return _Step(
+        primal_feasible=primal_feasible,
+        farkas=farkas,
+        dual_feasible=dual_feasible,
+        strictly_dual_feasible=strictly,
+        leave=jnp.where(dual_step, leave_dual, leave_primal),
+        enter=jnp.where(dual_step, enter_dual, enter_primal),
+        can_pivot=jnp.where(dual_step, ~farkas, ~dual_feasible),
+    )
 
 
 class _Verdict(NamedTuple):
     finite: Array
-    primal_feasible: Array
+    well_conditioned: Array  # eps * cond(B) small enough to trust the verdict
     optimal: Array  # primal feasible and lexicographically dual feasible
     strictly_dual_feasible: Array  # valid dual simplex start, unique optimum
-    infeasible: Array  # a verified Farkas row
+    infeasible: Array  # a Farkas row
+
+
+def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance) -> _Verdict:
+    finite = jnp.all(jnp.isfinite(tableau.rows))
+    rows = jnp.where(finite, tableau.rows, jnp.zeros_like(tableau.rows))
+    tableau = _Tableau(rows, tableau.basis)
+    step = _next_step(tableau, scaled, tolerance, precise=True)
+    # Skeel's condition number max_i (|B^-1| |B| 1)_i bounds the relative error of the
+    # basic solution by about eps * cond: beyond `_CONDITION_LIMIT` nothing is certified.
+    magnitudes = _magnitudes(tableau, scaled)
+    condition = jnp.max(magnitudes.inverse @ jnp.sum(magnitudes.basis_matrix, axis=1))
+    well_conditioned = jnp.finfo(rows.dtype).eps * condition <= _CONDITION_LIMIT
+    return _Verdict(
+        finite=finite,
+        well_conditioned=well_conditioned,
+        optimal=finite & well_conditioned & step.primal_feasible & step.dual_feasible,
+        strictly_dual_feasible=finite & step.strictly_dual_feasible,
+        infeasible=finite & step.farkas,
+    )
 
 
 def _basic_point(tableau: _Tableau, num_variables: int):
     m = tableau.basis.shape[0]
     values = jnp.zeros((num_variables + m,), tableau.rows.dtype)
-    values = values.at[tableau.basis].set(tableau.rows[:m, -1])
-    return values
+    return values.at[tableau.basis].set(tableau.rows[:m, -1])
 
 
 def _nonbasic_mask(basis, size):
     return jnp.ones((size,), bool).at[basis].set(False)
 
 
-def _inverse_abs(rows, m, n):
-    """``|B^-1|`` read off the tableau (its surplus block is ``-B^-1``)."""
-    return jnp.abs(rows[:m, n : n + m])
+def _entering_column(
+    tableau: _Tableau, magnitudes: _Magnitudes, scaled: _Scaled, leave, candidates, tolerance
+):
+    """Lexicographic ratio test on row ``leave`` among the ``candidates`` columns.
 
-
-def _row_scales(rows, scaled: _Scaled, m, n):
-    """Rounding-error scale of each basic value ``(B^-1 b')_i``: ``(|B^-1| |b'|)_i``."""
-    return _inverse_abs(rows, m, n) @ jnp.abs(scaled.rhs)
-
-
-def _reduced_cost_scales(rows, weights, scaled: _Scaled, m, n):
-    """Rounding-error scale of reduced costs ``g - g_B B^-1 M``, one row per objective.
-
-    Args:
-        weights: ``(L, m)`` the objectives' costs of the basic variables, ``g_B``.
-
-    Returns:
-        ``(L, N)`` the componentwise bound ``|g| + |g_B| |B^-1| |M|`` (up to ``eps``).
+    Levels: cost, sum(x), then x[0], ..., x[n-1], whose reduced costs are ``-rows[r]``
+    for a basic ``x[k]`` in row ``r`` and ``e_k`` for a nonbasic one.  At each level a
+    Harris-style bound keeps every column whose ratio is within rounding error of the
+    minimum (so no reduced cost turns negative beyond its rounding error); the next
+    level breaks the tie, and the first index breaks what is left.
     """
-    through_basis = jnp.abs(weights) @ _inverse_abs(rows, m, n)  # (L, m)
-    return through_basis @ jnp.abs(scaled.matrix)
-
-
-def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance) -> _Verdict:
     rows, basis = tableau
     m = basis.shape[0]
-    total = scaled.matrix.shape[1]
+    total = rows.shape[1] - 1
     n = total - m
-    finite = jnp.all(jnp.isfinite(rows))
-    rows = jnp.where(finite, rows, jnp.zeros_like(rows))
-    nonbasic = _nonbasic_mask(basis, total)
-
-    # Primal: each basic value >= -tolerance * its rounding-error scale, the same test
-    # the pivot loop stops on.
-    values = rows[:m, -1]
-    primal_feasible = jnp.all(values >= -tolerance * _row_scales(rows, scaled, m, n))
-
-    # Dual: reduced costs >= -tolerance * their rounding-error scale, lexicographically:
-    # a cost-level tie (|d0| within tolerance) must have a non-negative sum level.
-    reduced = rows[m : m + 2, :total]
-    slack = tolerance * (
-        scaled.objectives + _reduced_cost_scales(rows, scaled.objectives[:, basis], scaled, m, n)
-    )
-    cost_tied = jnp.abs(reduced[0]) <= slack[0]
-    dual_feasible = jnp.all(
-        ~nonbasic | ((reduced[0] >= -slack[0]) & (~cost_tied | (reduced[1] >= -slack[1])))
-    )
-    strictly = jnp.all(~nonbasic | (reduced[0] > slack[0]) | (cost_tied & (reduced[1] > slack[1])))
-
-    # Farkas: a row whose basic value is clearly negative while every nonbasic entry is
-    # >= 0 (relative to the row's largest entry): then no x >= 0 satisfies it.
-    entries = jnp.where(nonbasic[None, :], rows[:m, :total], jnp.zeros((m, total), rows.dtype))
-    entry_scale = jnp.max(jnp.abs(entries), axis=1)
-    row_scale = _row_scales(rows, scaled, m, n)
-    farkas_row = (values < -tolerance * row_scale) & jnp.all(
-        entries >= -tolerance * entry_scale[:, None], axis=1
+    pivot_row = rows[leave, :total]
+    denominator = jnp.where(candidates, -pivot_row, jnp.ones_like(pivot_row))
+    row_of = jnp.full((total,), -1, jnp.int32).at[basis].set(jnp.arange(m, dtype=jnp.int32))
+    objective_noise = _reduced_cost_noise(
+        rows[m : m + 2, :total],
+        scaled.objectives,
+        scaled.objectives[:, basis],
+        magnitudes,
+        tolerance,
     )
 
-    primal_feasible = primal_feasible & finite
-    return _Verdict(
-        finite=finite,
-        primal_feasible=primal_feasible,
-        optimal=primal_feasible & dual_feasible & finite,
-        strictly_dual_feasible=strictly & finite,
-        infeasible=jnp.any(farkas_row) & finite & ~primal_feasible,
-    )
+    def level_values(level):
+        """Reduced costs of objective ``level`` and their rounding-error level."""
+        k = jnp.clip(level - 2, 0, n - 1)
+        k_row = row_of[k]
+        unit = (jnp.arange(total) == k).astype(rows.dtype)
+        lexicographic = jnp.where(k_row >= 0, -rows[jnp.maximum(k_row, 0), :total], unit)
+        weights = (jnp.arange(m) == k_row).astype(rows.dtype)[None, :]
+        lexicographic_noise = _reduced_cost_noise(
+            lexicographic[None, :], unit[None, :], weights, magnitudes, tolerance
+        )[0]
+        first_two = jnp.minimum(level, 1)
+        values = jnp.where(level < 2, rows[m + first_two, :total], lexicographic)
+        noise = jnp.where(level < 2, objective_noise[first_two], lexicographic_noise)
+        return values, noise
+
+    def cond(carry):
+        level, remaining = carry
+        return (level < n + 2) & (jnp.sum(remaining) > 1)
+
+    def body(carry):
+        level, remaining = carry
+        values, noise = level_values(level)
+        ratio = jnp.where(remaining, values / denominator, jnp.inf)
+        bound = jnp.min(jnp.where(remaining, (values + noise) / denominator, jnp.inf))
+        return level + 1, remaining & (ratio <= bound)
+
+    _, remaining = jax.lax.while_loop(cond, body, (jnp.int32(0), candidates))
+    return jnp.argmax(remaining)
 
 
 class _PivotState(NamedTuple):
@@ -281,83 +532,23 @@ class _PivotState(NamedTuple):
     running: Array
 
 
-def _entering_column(rows, basis, leave, candidates, scaled: _Scaled, tolerance):
-    """Lexicographic ratio test on row ``leave`` among the ``candidates`` columns.
-
-    Levels: cost, sum(x), then x[0], ..., x[n-1], whose reduced costs are ``-rows[r]``
-    for a basic ``x[k]`` in row ``r`` and ``e_k`` for a nonbasic one.  At each level a
-    Harris-style bound keeps every column whose ratio is within rounding error of the
-    minimum (so no reduced cost turns negative beyond its tolerance); the next level
-    breaks the tie, and the first index breaks what is left.
-    """
-    m = basis.shape[0]
-    total = rows.shape[1] - 1
-    n = total - m
-    pivot_row = rows[leave, :total]
-    denominator = jnp.where(candidates, -pivot_row, jnp.ones_like(pivot_row))
-    row_of = jnp.full((total,), -1, jnp.int32).at[basis].set(jnp.arange(m, dtype=jnp.int32))
-    objective_scales = scaled.objectives + _reduced_cost_scales(
-        rows, scaled.objectives[:, basis], scaled, m, n
-    )
-
-    def level_values(level):
-        """Reduced costs of objective ``level`` and their rounding-error scales."""
-        k = jnp.clip(level - 2, 0, n - 1)
-        k_row = row_of[k]
-        is_basic = k_row >= 0
-        unit = (jnp.arange(total) == k).astype(rows.dtype)
-        weights = jnp.where(jnp.arange(m) == k_row, 1, 0).astype(rows.dtype)[None, :]
-        lexicographic = jnp.where(is_basic, -rows[jnp.maximum(k_row, 0), :total], unit)
-        lexicographic_scale = unit + _reduced_cost_scales(rows, weights, scaled, m, n)[0]
-        level_01 = jnp.minimum(level, 1)
-        values = jnp.where(level < 2, rows[m + level_01, :total], lexicographic)
-        scales = jnp.where(level < 2, objective_scales[level_01], lexicographic_scale)
-        return values, scales
-
-    def cond(carry):
-        level, remaining = carry
-        return (level < n + 2) & (jnp.sum(remaining) > 1)
-
-    def body(carry):
-        level, remaining = carry
-        values, scales = level_values(level)
-        ratio = jnp.where(remaining, values / denominator, jnp.inf)
-        bound = jnp.min(jnp.where(remaining, (values + tolerance * scales) / denominator, jnp.inf))
-        return level + 1, remaining & (ratio <= bound)
-
-    _, remaining = jax.lax.while_loop(cond, body, (jnp.int32(0), candidates))
-    return jnp.argmax(remaining)
+def _pivot(tableau: _Tableau, leave, enter) -> _Tableau:
+    """Rank-one tableau update; the pivot row becomes ``row / pivot``."""
+    rows, basis = tableau
+    column = rows[:, enter].at[leave].add(-1.0)
+    rows = rows - column[:, None] * (rows[leave] / rows[leave, enter])[None, :]
+    return _Tableau(rows, basis.at[leave].set(enter.astype(jnp.int32)))
 
 
 def _pivot_loop(tableau: _Tableau, scaled: _Scaled, num_iterations, max_iterations, tolerance):
-    """Dual simplex pivots until primal feasible, a Farkas row, or the budget."""
-    m = tableau.basis.shape[0]
-    total = scaled.matrix.shape[1]
-    n = total - m
+    """Simplex pivots until optimal, a Farkas row, no usable pivot, or the budget."""
 
     def step(state: _PivotState) -> _PivotState:
-        rows, basis = state.tableau
-        # Leaving row: the largest infeasibility relative to its rounding-error scale.
-        row_scale = _row_scales(rows, scaled, m, n)
-        violation = rows[:m, -1] / jnp.maximum(row_scale, jnp.finfo(rows.dtype).tiny)
-        leave = jnp.argmin(violation)
-        feasible = violation[leave] >= -tolerance
-        pivot_row = rows[leave, :total]
-        nonbasic = _nonbasic_mask(basis, total)
-        candidates = nonbasic & (pivot_row < -tolerance * jnp.max(jnp.abs(pivot_row)))
-        stop = feasible | ~jnp.any(candidates)
-        enter = _entering_column(rows, basis, leave, candidates, scaled, tolerance)
-        # Rank-one update; the pivot row becomes row / pivot.
-        pivot = rows[leave, enter]
-        column = rows[:, enter].at[leave].add(-1.0)
-        new_rows = rows - column[:, None] * (rows[leave] / pivot)[None, :]
-        new_rows = jnp.where(stop, rows, new_rows)
-        new_basis = jnp.where(stop, basis, basis.at[leave].set(enter.astype(jnp.int32)))
-        return _PivotState(
-            _Tableau(new_rows, new_basis),
-            state.num_iterations + jnp.where(stop, 0, 1).astype(jnp.int32),
-            ~stop,
-        )
+        next_step = _next_step(state.tableau, scaled, tolerance)
+        go = next_step.can_pivot
+        pivoted = _pivot(state.tableau, next_step.leave, next_step.enter)
+        new = jax.tree.map(lambda a, b: jnp.where(go, a, b), pivoted, state.tableau)
+        return _PivotState(new, state.num_iterations + go.astype(jnp.int32), go)
 
     def cond(state: _PivotState):
         return state.running & (state.num_iterations < max_iterations)
@@ -405,7 +596,7 @@ def solve(
     *,
     initial_basis: ArrayLike | None = None,
     max_iterations: int | None = None,
-    max_refactorizations: int = 3,
+    max_refactorizations: int = 8,
     feasibility_tolerance: float | None = None,
 ) -> LPSolution:
     """Solve ``min cost @ x  s.t.  A x >= b, x >= 0`` (``cost >= 0``) exactly.
@@ -465,8 +656,16 @@ def solve(
         )
 
     def body(carry: Carry) -> Carry:
+        # One pivot chosen on the fresh tableau with precise magnitudes, then cheap ones.
+        step = _next_step(carry.tableau, scaled, tolerance, precise=True)
+        tableau = jax.tree.map(
+            lambda a, b: jnp.where(step.can_pivot, a, b),
+            _pivot(carry.tableau, step.leave, step.enter),
+            carry.tableau,
+        )
+        num_iterations = carry.num_iterations + step.can_pivot.astype(jnp.int32)
         basis, num_iterations = _pivot_loop(
-            carry.tableau, scaled, carry.num_iterations, max_iterations, tolerance
+            tableau, scaled, num_iterations, max_iterations, tolerance
         )
         tableau = _tableau(scaled, basis)
         return Carry(tableau, _verdict(tableau, scaled, tolerance), num_iterations, carry.rounds + 1)
