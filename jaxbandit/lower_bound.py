@@ -1,0 +1,493 @@
+"""The asymptotic regret lower bound of the paper (§5, Theorem 1) as a linear program.
+
+For means ``mu`` (K,) and precision ``W = 1 / sigma**2`` (K, K) (row = arm played,
+column = arm observed), with ``i*`` the smallest index among the maximisers of ``mu``,
+``Delta_i = mu_i* - mu_i`` and ``Delta_min`` the smallest positive gap::
+
+    c*(mu) = argmin  sum_i c_i Delta_i
+             s.t.    sum_j W[j, i] c_j >= 2 / Delta_i**2     (i != i*)
+                     sum_j W[j, i] c_j >= 2 / Delta_min**2   (i  = i*)
+                     c >= 0,
+
+and ``liminf R_T / log T >= sum_i c*_i Delta_i`` (:attr:`LowerBound.value`).
+
+* ``c*`` is the canonical optimum of :func:`jaxbandit.lp.solve`: among the optimal
+  ``c`` the one with the smallest ``sum(c)`` (then the lexicographically smallest).
+  ``c_i*`` costs nothing, so without this rule the optimal set is unbounded.
+* Noise-free observations (``W[j, i] = inf``, ``sigma = 0``) are taken as the limit
+  ``sigma -> 0``: any ``c_j > 0`` then satisfies constraint ``i``, so the constraint is
+  dropped (its row of ``A`` and ``b_i`` are 0; ``observed_exactly[i]`` is True).  The
+  value is the infimum; ``c*`` may put ``c_j = 0`` on the noise-free observer (an
+  arbitrarily small positive amount suffices).
+* Ties for the best mean make ``i*`` and ``Delta_min`` ill-defined: status
+  ``TIED_BEST_ARM``.  An arm that no row observes makes the LP infeasible.
+
+Inside ``jit``/``vmap`` these come back as status codes; :func:`lower_bound` (host side)
+raises a ``ValueError`` for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbandit import lp
+from jaxbandit._types import Array, ArrayLike
+from jaxbandit.instances import Instance
+
+__all__ = [
+    "LowerBoundStatus",
+    "LowerBoundProblem",
+    "LowerBoundSolution",
+    "LPWarmStart",
+    "LowerBound",
+    "lower_bound_problem",
+    "solve_lower_bound",
+    "initial_warm_start",
+    "check_warm_start",
+    "solve_lower_bound_warm",
+    "lower_bound",
+    "bound_main",
+]
+
+
+class LowerBoundStatus(lp.LPStatus):
+    """:class:`jaxbandit.lp.LPStatus` codes plus the ones specific to the bound."""
+
+    TIED_BEST_ARM = 5  # several arms share the best mean: i* and Delta_min undefined
+
+    NAMES = {**lp.LPStatus.NAMES, 5: "tied_best_arm"}
+
+
+class LowerBoundProblem(NamedTuple):
+    """The LP ``min cost @ c  s.t.  A c >= b, c >= 0`` of one instance.
+
+    Attributes:
+        cost: ``(K,)`` the gaps ``Delta`` (``cost[i*] = 0``).
+        A: ``(K, K)`` ``W^T`` (row ``i`` = information about arm ``i``); rows observed
+            exactly (some ``W[j, i] = inf``) are zero.
+        b: ``(K,)`` ``2 / Delta_i**2``, ``2 / Delta_min**2`` at ``i*``, 0 on rows observed
+            exactly.
+        best_arm: ``()`` int32 ``i*``.
+        min_gap: ``()`` ``Delta_min`` (1 when undefined, with a tie status).
+        observed_exactly: ``(K,)`` bool, the dropped (noise-free) constraints.
+        status: ``()`` int32, ``OPTIMAL`` (0, the problem is well defined) or
+            ``TIED_BEST_ARM``.
+    """
+
+    cost: Array
+    A: Array
+    b: Array
+    best_arm: Array
+    min_gap: Array
+    observed_exactly: Array
+    status: Array
+
+
+class LowerBoundSolution(NamedTuple):
+    """Result of :func:`solve_lower_bound` (leading batch axis under ``vmap``).
+
+    Attributes:
+        c: ``(K,)`` the canonical ``c*`` (meaningful when ``status == 0``).
+        value: ``()`` ``sum_i c*_i Delta_i``; ``+inf`` unless ``status == 0``.
+        status: ``()`` int32 :class:`LowerBoundStatus`.
+        num_iterations: ``()`` int32 simplex pivots.
+        basis: ``(K,)`` int32 optimal basis, for warm starts.
+    """
+
+    c: Array
+    value: Array
+    status: Array
+    num_iterations: Array
+    basis: Array
+
+
+class LPWarmStart(NamedTuple):
+    """State a policy carries between solves: the last optimal basis.
+
+    Attributes:
+        basis: ``(K,)`` int32 sorted basic-variable indices among ``(c, surplus)``.
+    """
+
+    basis: Array
+
+
+def _check_shapes(mu, precision):
+    mu = jnp.asarray(mu)
+    if mu.ndim != 1 or mu.shape[0] < 2:
+        raise ValueError(f"mu must have shape (K,) with K >= 2, got shape {mu.shape}.")
+    if not jnp.issubdtype(mu.dtype, jnp.floating):
+        raise TypeError(f"mu must be a floating-point array, got dtype {mu.dtype}.")
+    precision = jnp.asarray(precision, mu.dtype)
+    num_arms = mu.shape[0]
+    if precision.shape != (num_arms, num_arms):
+        raise ValueError(
+            f"precision must have shape {(num_arms, num_arms)} to match mu, "
+            f"got shape {precision.shape}."
+        )
+    return mu, precision
+
+
+def lower_bound_problem(mu: ArrayLike, precision: ArrayLike) -> LowerBoundProblem:
+    """Build the lower-bound LP of one instance (pure, jit/vmap-able).
+
+    Args:
+        mu: ``(K,)`` means (float32 or float64; sets the dtype).
+        precision: ``(K, K)`` ``W = 1 / sigma**2``, ``inf`` allowed (noise-free).
+
+    Returns:
+        A :class:`LowerBoundProblem`.
+    """
+    mu, precision = _check_shapes(mu, precision)
+    dtype = mu.dtype
+    top = jnp.max(mu)
+    best_arm = jnp.argmax(mu).astype(jnp.int32)
+    gaps = top - mu
+    tied = jnp.sum(mu == top) > 1
+    positive = gaps > 0
+    min_gap = jnp.min(jnp.where(positive, gaps, jnp.inf))
+    min_gap = jnp.where(jnp.isfinite(min_gap), min_gap, jnp.ones((), dtype))
+    # Arms tied with i* have gap 0; they only occur with the tie status.
+    rhs = 2 / jnp.square(jnp.where(positive, gaps, min_gap))
+    matrix = precision.T
+    observed_exactly = jnp.any(jnp.isinf(matrix), axis=1)
+    matrix = jnp.where(observed_exactly[:, None], jnp.zeros_like(matrix), matrix)
+    rhs = jnp.where(observed_exactly, jnp.zeros_like(rhs), rhs)
+    status = jnp.where(tied, LowerBoundStatus.TIED_BEST_ARM, LowerBoundStatus.OPTIMAL)
+    return LowerBoundProblem(
+        cost=gaps,
+        A=matrix,
+        b=rhs,
+        best_arm=best_arm,
+        min_gap=min_gap,
+        observed_exactly=observed_exactly,
+        status=status.astype(jnp.int32),
+    )
+
+
+def _finish(problem: LowerBoundProblem, solution: lp.LPSolution) -> LowerBoundSolution:
+    tied = problem.status != LowerBoundStatus.OPTIMAL
+    status = jnp.where(tied, problem.status, solution.status).astype(jnp.int32)
+    value = jnp.where(tied, jnp.inf, solution.objective).astype(solution.x.dtype)
+    return LowerBoundSolution(solution.x, value, status, solution.num_iterations, solution.basis)
+
+
+def solve_lower_bound(
+    mu: ArrayLike,
+    precision: ArrayLike,
+    *,
+    initial_basis: ArrayLike | None = None,
+    max_iterations: int | None = None,
+) -> LowerBoundSolution:
+    """Solve the lower-bound LP of one instance (pure, jit/vmap-able).
+
+    Args:
+        mu: ``(K,)`` means.
+        precision: ``(K, K)`` ``1 / sigma**2``.
+        initial_basis: optional ``(K,)`` warm-start basis (see :func:`jaxbandit.lp.solve`).
+        max_iterations: pivot budget (default ``6 K``).
+
+    Returns:
+        A :class:`LowerBoundSolution`.
+    """
+    problem = lower_bound_problem(mu, precision)
+    solution = lp.solve(
+        problem.cost,
+        problem.A,
+        problem.b,
+        initial_basis=initial_basis,
+        max_iterations=max_iterations,
+    )
+    return _finish(problem, solution)
+
+
+def initial_warm_start(num_arms: int) -> LPWarmStart:
+    """The warm start before any solve (the all-surplus basis, ``c = 0``)."""
+    return LPWarmStart(lp.surplus_basis(num_arms, num_arms))
+
+
+def check_warm_start(
+    mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart
+) -> tuple[Array, LowerBoundSolution]:
+    """Cheap check of the previous basis at new data: one ``K x K`` elimination.
+
+    Under ``vmap`` run this for the whole batch, gather the lanes with ``ok == False``
+    and run :func:`solve_lower_bound` (with ``initial_basis=warm.basis``) on those only.
+
+    Returns:
+        ``(ok, solution)``: when ``ok`` the solution is exactly the canonical optimum a
+        full solve returns.
+    """
+    problem = lower_bound_problem(mu, precision)
+    check = lp.check_basis(problem.cost, problem.A, problem.b, warm.basis)
+    solution = _finish(problem, check.solution)
+    return check.ok & (problem.status == LowerBoundStatus.OPTIMAL), solution
+
+
+def solve_lower_bound_warm(
+    mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart
+) -> tuple[LowerBoundSolution, LPWarmStart, Array]:
+    """Check the warm start; fall back to the full solve when the check fails.
+
+    Under ``vmap`` both branches run for every lane (``lax.cond`` becomes a select);
+    use :func:`check_warm_start` plus a compacted :func:`solve_lower_bound` to avoid it.
+
+    Returns:
+        ``(solution, new_warm, used_full_solve)``; the solution equals a cold solve's.
+    """
+    ok, checked = check_warm_start(mu, precision, warm)
+    solution = jax.lax.cond(
+        ok,
+        lambda: checked,
+        lambda: solve_lower_bound(mu, precision, initial_basis=warm.basis),
+    )
+    new_warm = LPWarmStart(
+        jnp.where(solution.status == LowerBoundStatus.OPTIMAL, solution.basis, warm.basis)
+    )
+    return solution, new_warm, ~ok
+
+
+# -- host side -----------------------------------------------------------------------
+
+
+class LowerBound(NamedTuple):
+    """Host-side result of :func:`lower_bound` (numpy arrays).
+
+    Attributes:
+        c: ``(K,)`` or ``(num_instances, K)`` the canonical ``c*``.
+        value: ``()`` or ``(num_instances,)`` ``sum_i c*_i Delta_i`` (the constant of the
+            bound ``R_T >~ value * log T``); ``inf`` where not solved.
+        status: ``()`` or ``(num_instances,)`` int32 :class:`LowerBoundStatus`.
+        best_arm: ``()`` or ``(num_instances,)`` ``i*``.
+        gaps: same shape as ``c``, ``Delta``.
+    """
+
+    c: np.ndarray
+    value: np.ndarray
+    status: np.ndarray
+    best_arm: np.ndarray
+    gaps: np.ndarray
+
+    def curve(self, times: ArrayLike) -> np.ndarray:
+        """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``."""
+        times = np.asarray(times, dtype=np.float64)
+        if np.any(times < 1):
+            raise ValueError(f"times must be >= 1, got min {times.min()}.")
+        return np.multiply.outer(np.asarray(self.value, np.float64), np.log(times))
+
+
+_batched_solve = jax.jit(jax.vmap(solve_lower_bound))
+
+
+def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolution:
+    if np.dtype(dtype) == np.float64:
+        with jax.enable_x64(True):
+            out = _batched_solve(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
+            return jax.tree.map(np.asarray, out)
+    out = _batched_solve(jnp.asarray(mu, jnp.float32), jnp.asarray(precision, jnp.float32))
+    return jax.tree.map(np.asarray, out)
+
+
+def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> LowerBound:
+    """The lower bound ``c*(mu)`` and ``value = sum_i c*_i Delta_i`` of an instance.
+
+    A batch :class:`~jaxbandit.instances.Instance` gives batched arrays (one compiled,
+    vmapped solve).  float32 instances the float32 solver cannot certify (a
+    ``NUMERICAL_ERROR``/``MAX_ITERATIONS`` status) are solved again in float64.
+
+    Args:
+        instance: a single or batch ``Instance``.
+        dtype: ``np.float64`` (default) or ``np.float32``, the working precision.
+        throw: raise ``ValueError`` when an instance has a tie for the best mean, an
+            unobservable arm or an unsolved LP; otherwise report it in ``status``.
+
+    Returns:
+        A :class:`LowerBound`.
+    """
+    if not isinstance(instance, Instance):
+        raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
+    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+    mu = np.atleast_2d(instance.mu)
+    precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
+    out = _solve_batch(mu, precision, dtype)
+    retry = np.isin(out.status, (lp.LPStatus.NUMERICAL_ERROR, lp.LPStatus.MAX_ITERATIONS))
+    if np.dtype(dtype) == np.float32 and retry.any():
+        again = _solve_batch(mu[retry], precision[retry], np.float64)
+        out = jax.tree.map(lambda a, b: _assign(a, retry, b), out, again)
+    if throw:
+        _raise_for_status(out.status, mu, precision)
+    squeeze = (lambda a: a[0]) if not instance.is_batch else (lambda a: a)
+    return LowerBound(
+        c=squeeze(out.c.astype(dtype)),
+        value=squeeze(out.value.astype(dtype)),
+        status=squeeze(out.status.astype(np.int32)),
+        best_arm=squeeze(np.argmax(mu, axis=-1)),
+        gaps=squeeze((np.max(mu, axis=-1, keepdims=True) - mu).astype(dtype)),
+    )
+
+
+def _assign(target: np.ndarray, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    result = np.array(target, dtype=np.result_type(target, values), copy=True)
+    result[mask] = values
+    return result.astype(target.dtype)
+
+
+def _raise_for_status(status: np.ndarray, mu: np.ndarray, precision: np.ndarray) -> None:
+    for index in np.flatnonzero(status != LowerBoundStatus.OPTIMAL):
+        prefix = f"instance {index}: " if len(status) > 1 else ""
+        code = int(status[index])
+        if code == LowerBoundStatus.TIED_BEST_ARM:
+            top = np.flatnonzero(mu[index] == mu[index].max()).tolist()
+            raise ValueError(
+                f"{prefix}mu has a tie for the best mean (arms {top}): mu={mu[index].tolist()}; "
+                "the lower bound needs a unique best arm."
+            )
+        unobserved = np.flatnonzero(np.all(precision[index] == 0, axis=0))
+        if code == LowerBoundStatus.INFEASIBLE and unobserved.size:
+            raise ValueError(
+                f"{prefix}arm {int(unobserved[0])} is observed by no row of sigma, so the "
+                "lower-bound LP is infeasible (its mean can never be estimated)."
+            )
+        raise ValueError(
+            f"{prefix}the lower-bound LP was not solved: status {code} "
+            f"({LowerBoundStatus.NAMES.get(code, 'unknown')}) for mu={mu[index].tolist()}."
+        )
+
+
+# -- command line (``jaxbandit bound``) ------------------------------------------------
+
+
+def _parse_vector(text: str, name: str) -> np.ndarray:
+    try:
+        return np.array([float(v) for v in text.replace(" ", "").split(",") if v], dtype=np.float64)
+    except ValueError as err:
+        raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.") from err
+
+
+def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
+    rows = [r for r in text.replace(" ", "").split(";") if r]
+    if len(rows) == 1 and "," not in rows[0]:  # one number: standard bandit
+        value = _parse_vector(rows[0], "sigma")[0]
+        matrix = np.full((num_arms, num_arms), np.inf)
+        np.fill_diagonal(matrix, value)
+        return matrix
+    matrix = [_parse_vector(r, "sigma") for r in rows]
+    if len({len(r) for r in matrix}) != 1:
+        raise ValueError(f"sigma rows must have equal lengths, got {[len(r) for r in matrix]}.")
+    return np.array(matrix)
+
+
+def _as_float_array(value, name: str) -> np.ndarray:
+    """JSON/TOML values with ``"inf"`` strings allowed."""
+    try:
+        return np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return np.vectorize(lambda v: float(v), otypes=[np.float64])(np.array(value, dtype=object))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.") from err
+
+
+def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
+    if path.endswith(".npz"):
+        with np.load(path) as data:
+            missing = {"mu", "sigma"} - set(data.files)
+            if missing:
+                raise ValueError(f"{path} must contain arrays 'mu' and 'sigma', missing {sorted(missing)}.")
+            return np.array(data["mu"], np.float64), np.array(data["sigma"], np.float64)
+    if path.endswith(".json"):
+        with open(path) as f:
+            data = json.load(f)
+    elif path.endswith(".toml"):
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover
+            import tomli as tomllib
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    else:
+        raise ValueError(f"--file must end in .json, .toml or .npz, got {path!r}.")
+    if not isinstance(data, dict) or "mu" not in data or "sigma" not in data:
+        raise ValueError(f"{path} must define 'mu' and 'sigma'.")
+    mu = _as_float_array(data["mu"], "mu")
+    sigma = _as_float_array(data["sigma"], "sigma")
+    if sigma.ndim == 0:
+        sigma = _parse_sigma(str(float(sigma)), mu.shape[-1])
+    return mu, sigma
+
+
+def _bound_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jaxbandit bound",
+        description=(
+            "Asymptotic regret lower bound (paper §5): the LP optimum c* and "
+            "value = sum_i c*_i Delta_i, so that R_T >~ value * log T."
+        ),
+    )
+    parser.add_argument("--mu", help="means, e.g. 1,0.5,0.2")
+    parser.add_argument(
+        "--sigma",
+        help="noise matrix, rows separated by ';' (e.g. '1,inf;inf,1'), or one number for a standard bandit",
+    )
+    parser.add_argument("--file", help="JSON/TOML with keys mu and sigma ('inf' allowed), or .npz")
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def bound_main(argv: list[str] | None = None) -> int:
+    """``jaxbandit bound``: print the lower bound of one instance.
+
+    Returns:
+        0 on success, 1 if the LP is not solved, 2 on bad input (message on stderr).
+    """
+    parser = _bound_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse already printed the message
+        return int(exit_.code or 0) and 2
+    try:
+        if args.file is not None:
+            if args.mu is not None or args.sigma is not None:
+                raise ValueError("give either --file or --mu/--sigma, not both.")
+            mu, sigma = _read_file(args.file)
+        else:
+            if args.mu is None or args.sigma is None:
+                raise ValueError("give --mu and --sigma (or --file).")
+            mu = _parse_vector(args.mu, "mu")
+            sigma = _parse_sigma(args.sigma, mu.shape[0])
+        instance = Instance(mu, sigma)
+        if instance.is_batch:
+            raise ValueError(f"bound takes one instance, got mu of shape {mu.shape}.")
+        result = lower_bound(instance, dtype=np.dtype(args.dtype), throw=False)
+        if int(result.status) == LowerBoundStatus.TIED_BEST_ARM:  # bad input, not a failure
+            _raise_for_status(np.atleast_1d(result.status), instance.mu[None], instance.precision[None])
+    except (ValueError, OSError) as err:
+        print(f"jaxbandit bound: error: {err}", file=sys.stderr)
+        return 2
+    status = int(result.status)
+    if args.json:
+        print(json.dumps({
+            "mu": instance.mu.tolist(),
+            "best_arm": int(result.best_arm),
+            "c": np.asarray(result.c, np.float64).tolist(),
+            "value": float(result.value),
+            "status": status,
+            "status_name": LowerBoundStatus.NAMES[status],
+            "dtype": args.dtype,
+        }))
+    else:
+        print(f"status: {status} ({LowerBoundStatus.NAMES[status]})")
+        print(f"best arm: {int(result.best_arm)}")
+        print(f"value: {float(result.value):.10g}   (regret >~ value * log T)")
+        for arm, (c, gap) in enumerate(zip(result.c, result.gaps)):
+            print(f"  arm {arm}: c* = {float(c):.10g}   Delta = {float(gap):.6g}")
+    return 0 if status == LowerBoundStatus.OPTIMAL else 1
