@@ -159,7 +159,7 @@ def lp_explore_arms(mu, sigma, horizon, z, alpha=4.5, gamma=0.5, rule="largest_d
                         arm = int(np.argmax(mean))
                     elif rule == "largest_deficit":
                         ratio = np.where(deficient, est.counts / np.where(deficient, target, 1.0), np.inf)
-                        arm = int(np.argmin(ratio))
+                        arm = int(np.flatnonzero(ratio <= ratio.min() * (1 + 1e-5))[0])
                     else:
                         arm = int(np.flatnonzero(deficient)[0])
         arms[t - 1] = arm

@@ -8,6 +8,7 @@ from typing import Callable
 from jaxbandit.base import Policy
 from jaxbandit.policies.greedy import eps_greedy, greedy
 from jaxbandit.policies.lp_baselines import eps_greedy_lp, ucb_lp
+from jaxbandit.policies.lp_explore import lp_explore
 from jaxbandit.policies.oracle_etc import oracle_etc
 from jaxbandit.policies.thompson import ts, ts_n
 from jaxbandit.policies.ucb import ucb, ucb_n
@@ -26,6 +27,7 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "eps_greedy_lp": eps_greedy_lp,
     "ucb_lp": ucb_lp,
     "oracle_etc": oracle_etc,
+    "lp_explore": lp_explore,
 }
 
 

@@ -1,0 +1,268 @@
+"""``lp_explore``: Algorithm 1 of the paper (§6), asymptotically optimal for any ``sigma``.
+
+Rounds ``1..K`` (initial): for arm ``j = t - 1`` play ``argmin_i sigma[i, j]`` (smallest
+index on ties).  Then, with ``s = 4 alpha log t`` and the weighted estimates of eq. (1):
+
+* **Case A** — if ``N(t) / s`` is feasible for the LP at ``mu_hat``, i.e.
+  ``zeta_i >= s b_i(mu_hat)`` for every ``i`` (``b`` the LP's right-hand side), play
+  ``argmax mu_hat``.
+* **Case B** — elif ``min_i zeta_i < beta(n_e) / K`` with ``beta(x) = x**gamma / (2 sbar**2)``,
+  ``sbar = max_i min_j sigma[j, i]``: for ``j = argmin_k zeta_k`` play
+  ``argmin_k sigma[k, j]`` (the pseudocode's ``sigma_{k,i}`` is a typo for
+  ``sigma_{k,j}``, and its ``4a`` is ``4 alpha``); ``n_e += 1``.
+* **Case C** — else solve the LP at ``mu_hat`` and play an arm with ``N_i < s c*_i``;
+  ``n_e += 1``.  The paper leaves the choice open: ``case_c_rule="largest_deficit"``
+  (default) plays the smallest ``N_i / (s c*_i)`` (ratios within a relative 1e-5 are
+  ties, broken by the smallest index), ``"smallest_index"`` the first such arm.
+
+Corner cases (never NaN; each is counted in the diagnostics):
+
+* a tie for the best estimated mean makes the LP ill-defined (``Delta_min`` and the
+  constraint of the best arm): the round is treated as Case B (collect the most
+  informative sample of the least-explored arm), counted in ``tie_fallbacks``;
+* an LP that is not solved to a verified optimum (status != optimal): Case B's arm is
+  played, counted in ``lp_failures``;
+* no arm with ``N_i < s c*_i`` in Case C (impossible in exact arithmetic, since then
+  ``N / s`` would be feasible and Case A would hold): ``argmax mu_hat`` is played,
+  counted in ``no_arm_fallbacks``.
+
+LP solves use the canonical optimum of :mod:`jaxbandit.lp` (smallest ``sum c`` among the
+optima), so the algorithm is deterministic.  Each run keeps the optimal basis of its last
+solve; the next Case C round first *verifies* that basis at the new estimates (one
+``K x K`` solve) and runs the full simplex only when the check fails — the answer is the
+same either way.  The engine solves only for the runs in Case C that round, in a compact
+batch (see :mod:`jaxbandit.base`).
+
+Defaults: ``alpha = 4.5`` (the theorem needs ``alpha > 4``; smaller values explore less
+and often do better in practice, but void the guarantee and emit a
+:class:`TheoryWarning`), ``gamma = 0.5`` (any value in (0, 1) is covered by the theorem;
+0.5 balances the uniform-exploration budget ``n_e**gamma`` against how fast the LP
+estimate becomes reliable).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from jaxbandit import estimator, lp
+from jaxbandit._types import Array
+from jaxbandit.base import Context, Decision, Policy
+from jaxbandit.policies._common import check_positive, check_unit_interval, log_round
+
+__all__ = ["lp_explore", "LPExploreState", "TheoryWarning", "CASE_C_RULES", "Case"]
+
+CASE_C_RULES = ("largest_deficit", "smallest_index")
+RATIO_TIE_TOLERANCE = 1e-5  # relative; see finish_fn
+
+
+class TheoryWarning(UserWarning):
+    """A hyper-parameter outside the range covered by the paper's regret guarantee."""
+
+
+class Case:
+    """Which branch of Algorithm 1 a round took (stored in the request)."""
+
+    INITIAL = 0
+    A = 1
+    B = 2
+    C = 3
+    TIE = 4  # tie for the best mean: played as Case B
+
+
+class Counters(NamedTuple):
+    """Per-run counts of rounds by case, LP work and fallbacks (all int32 scalars)."""
+
+    initial_rounds: Array
+    case_a: Array
+    case_b: Array
+    case_c: Array
+    lp_warm_solves: Array
+    lp_full_solves: Array
+    lp_failures: Array
+    no_arm_fallbacks: Array
+    tie_fallbacks: Array
+
+
+class LPExploreState(NamedTuple):
+    stats: estimator.EstimatorState
+    exploration_rounds: Array  # n_e, int32
+    basis: Array  # (K,) int32, optimal basis of the run's last LP solve (warm start)
+    counters: Counters
+
+
+class LPRequest(NamedTuple):
+    mean: Array  # (K,) mu_hat
+    basis: Array  # (K,) warm-start basis
+    case: Array  # int32 Case code
+    case_b_arm: Array  # int32, the Case B arm (LP-failure fallback)
+
+
+class LPAnswer(NamedTuple):
+    c: Array  # (K,) c*(mu_hat)
+    status: Array  # int32 lp.LPStatus
+    basis: Array  # (K,) optimal basis
+    needs_fallback: Array  # bool: the warm-start check failed, run the full solve
+    full_solve: Array  # bool: this answer came from the full solve
+
+
+class _Problem(NamedTuple):
+    cost: Array
+    A: Array
+    b: Array
+    status: Array
+
+
+def _lower_bound_lp(mean, precision):
+    """The LP of eq. (3) at ``mean``: ``min Delta @ c  s.t.  W^T c >= b, c >= 0``."""
+    dtype = mean.dtype
+    top = jnp.max(mean)
+    gaps = top - mean
+    tie = jnp.sum(mean == top) > 1
+    positive = gaps > 0
+    min_gap = jnp.min(jnp.where(positive, gaps, jnp.inf))
+    b = 2 / jnp.square(jnp.where(positive, gaps, min_gap))
+    b = jnp.where(tie, jnp.zeros_like(b), b)
+    # W = inf (noise-free) is capped as in the estimator, so Case A and the LP agree.
+    weights = jnp.minimum(precision.astype(dtype), estimator.max_weight(dtype))
+    return _Problem(gaps, weights.T, b, tie.astype(jnp.int32))
+
+
+def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "largest_deficit") -> Policy:
+    """Algorithm 1 of the paper (see the module docstring).
+
+    Args:
+        alpha: exploration scale ``> 0``; the guarantee needs ``alpha > 4`` (default 4.5).
+        gamma: uniform-exploration exponent in (0, 1) (default 0.5).
+        case_c_rule: ``"largest_deficit"`` (default) or ``"smallest_index"``.
+
+    Returns:
+        A two-phase :class:`~jaxbandit.base.Policy` (its LP solves are batched by the engine).
+    """
+    alpha = check_positive("alpha", alpha)
+    gamma = check_unit_interval("gamma", gamma)
+    if case_c_rule not in CASE_C_RULES:
+        raise ValueError(f"case_c_rule must be one of {CASE_C_RULES}, got {case_c_rule!r}.")
+    if alpha <= 4:
+        warnings.warn(
+            f"lp_explore: alpha={alpha} <= 4 is outside the paper's regret guarantee (alpha > 4).",
+            TheoryWarning,
+            stacklevel=2,
+        )
+
+    def init_fn(ctx: Context) -> LPExploreState:
+        num_arms = ctx.sigma.shape[-1]
+        zero = jnp.zeros((), jnp.int32)
+        return LPExploreState(
+            stats=estimator.init(num_arms, ctx.sigma.dtype),
+            exploration_rounds=zero,
+            basis=lp.surplus_basis(num_arms, num_arms),
+            counters=Counters(*([zero] * len(Counters._fields))),
+        )
+
+    def select_fn(key, state: LPExploreState, t, ctx: Context) -> Decision:
+        del key  # deterministic
+        num_arms = ctx.sigma.shape[-1]
+        dtype = ctx.sigma.dtype
+        best_observer = jnp.argmin(ctx.sigma, axis=0).astype(jnp.int32)  # (K,)
+        mean = estimator.mean(state.stats)
+        zeta = estimator.weighted_counts(state.stats)
+        problem = _lower_bound_lp(mean, ctx.precision)
+        scale = 4 * ctx.params["alpha"] * log_round(t, dtype)
+        tie = problem.status != 0
+        case_a = ~tie & jnp.all(zeta >= scale * problem.b)
+        # beta(n_e) / K with sbar^2 floored at the smallest variance the estimator uses.
+        sbar_squared = jnp.maximum(jnp.max(jnp.min(jnp.square(ctx.sigma), axis=0)), 1 / estimator.max_weight(dtype))
+        beta = state.exploration_rounds.astype(dtype) ** ctx.params["gamma"] / (2 * sbar_squared)
+        case_b = jnp.min(zeta) < beta / num_arms
+        case = jnp.select(
+            [t <= num_arms, tie, case_a, case_b],
+            [Case.INITIAL, Case.TIE, Case.A, Case.B],
+            Case.C,
+        ).astype(jnp.int32)
+        case_b_arm = best_observer[jnp.argmin(zeta)]
+        initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
+        greedy_arm = jnp.argmax(mean).astype(jnp.int32)
+        arm = jnp.select([case == Case.INITIAL, case == Case.A], [initial_arm, greedy_arm], case_b_arm)
+        request = LPRequest(mean=mean, basis=state.basis, case=case, case_b_arm=case_b_arm)
+        return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
+
+    def solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
+        problem = _lower_bound_lp(request.mean, ctx.precision)
+        check = lp.check_basis(problem.cost, problem.A, problem.b, request.basis)
+        solution = check.solution
+        return LPAnswer(solution.x, solution.status, solution.basis, ~check.ok, jnp.asarray(False))
+
+    def fallback_solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
+        problem = _lower_bound_lp(request.mean, ctx.precision)
+        solution = lp.solve(problem.cost, problem.A, problem.b, initial_basis=request.basis)
+        return LPAnswer(solution.x, solution.status, solution.basis, jnp.asarray(False), jnp.asarray(True))
+
+    def finish_fn(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx: Context):
+        request: LPRequest = decision.request
+        dtype = ctx.sigma.dtype
+        case_c = decision.needs_solve
+        solved = case_c & (answer.status == lp.LPStatus.OPTIMAL)
+        target = 4 * ctx.params["alpha"] * log_round(t, dtype) * answer.c  # s c*
+        counts = state.stats.counts.astype(dtype)
+        deficient = counts < target
+        if case_c_rule == "largest_deficit":
+            ratio = jnp.where(deficient, counts / jnp.where(deficient, target, 1), jnp.inf)
+            # Ratios equal up to RATIO_TIE_TOLERANCE are ties (arms that share a binding
+            # constraint get c* equal up to rounding), broken by the smallest index, so
+            # the choice does not hinge on the last bits of the LP solution.
+            near_best = ratio <= jnp.min(ratio) * (1 + RATIO_TIE_TOLERANCE)
+            lp_arm = jnp.argmax(near_best).astype(jnp.int32)
+        else:
+            lp_arm = jnp.argmax(deficient).astype(jnp.int32)  # first True
+        any_deficient = jnp.any(deficient)
+        greedy_arm = jnp.argmax(request.mean).astype(jnp.int32)
+        case_c_arm = jnp.where(solved, jnp.where(any_deficient, lp_arm, greedy_arm), request.case_b_arm)
+        arm = jnp.where(case_c, case_c_arm, decision.arm)
+
+        case = request.case
+        counters = state.counters
+        count = lambda flag: flag.astype(jnp.int32)
+        counters = Counters(
+            initial_rounds=counters.initial_rounds + count(case == Case.INITIAL),
+            case_a=counters.case_a + count(case == Case.A),
+            case_b=counters.case_b + count((case == Case.B) | (case == Case.TIE)),
+            case_c=counters.case_c + count(case_c),
+            lp_warm_solves=counters.lp_warm_solves + count(case_c & ~answer.full_solve),
+            lp_full_solves=counters.lp_full_solves + count(case_c & answer.full_solve),
+            lp_failures=counters.lp_failures + count(case_c & ~solved),
+            no_arm_fallbacks=counters.no_arm_fallbacks + count(solved & ~any_deficient),
+            tie_fallbacks=counters.tie_fallbacks + count(case == Case.TIE),
+        )
+        explored = (case == Case.B) | (case == Case.C) | (case == Case.TIE)
+        new_state = LPExploreState(
+            stats=state.stats,
+            exploration_rounds=state.exploration_rounds + count(explored),
+            basis=jnp.where(solved, answer.basis, state.basis),
+            counters=counters,
+        )
+        return arm, new_state
+
+    def update_fn(state: LPExploreState, arm, values, ctx: Context) -> LPExploreState:
+        stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
+        return LPExploreState(stats, state.exploration_rounds, state.basis, state.counters)
+
+    def diagnostics_fn(state: LPExploreState) -> dict:
+        out = state.counters._asdict()
+        out["exploration_rounds"] = state.exploration_rounds
+        return out
+
+    return Policy(
+        name="lp_explore",
+        params={"alpha": alpha, "gamma": gamma},
+        init_fn=init_fn,
+        select_fn=select_fn,
+        update_fn=update_fn,
+        diagnostics_fn=diagnostics_fn,
+        solve_fn=solve_fn,
+        finish_fn=finish_fn,
+        options={"case_c_rule": case_c_rule},
+        fallback_solve_fn=fallback_solve_fn,
+    )
