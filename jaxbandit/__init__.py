@@ -1,10 +1,11 @@
 """jaxbandit: vectorized Monte Carlo simulation of Gaussian bandits with side observations."""
 
-from jaxbandit import base, config, environment, estimator, instances, io, policies, rng, sweep
+from jaxbandit import base, config, environment, estimator, instances, io, lp, policies, rng, sweep
 from jaxbandit.base import Context, Decision, Policy
 from jaxbandit.config import ConfigError
 from jaxbandit.instances import Instance
 from jaxbandit.io import load
+from jaxbandit.lower_bound import LowerBound, lower_bound
 from jaxbandit.simulate import Result, SimulationRun, geometric_times, simulate
 
 __version__ = "0.1.0"
@@ -14,6 +15,7 @@ __all__ = [
     "Context",
     "Decision",
     "Instance",
+    "LowerBound",
     "Policy",
     "Result",
     "SimulationRun",
@@ -24,6 +26,8 @@ __all__ = [
     "instances",
     "io",
     "load",
+    "lower_bound",
+    "lp",
     "config",
     "sweep",
     "policies",

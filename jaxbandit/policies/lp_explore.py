@@ -48,6 +48,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from jaxbandit import estimator, lp
+from jaxbandit.lower_bound import LowerBoundProblem, lower_bound_problem
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy
 from jaxbandit.policies._common import check_positive, check_unit_interval, log_round
@@ -108,26 +109,9 @@ class LPAnswer(NamedTuple):
     full_solve: Array  # bool: this answer came from the full solve
 
 
-class _Problem(NamedTuple):
-    cost: Array
-    A: Array
-    b: Array
-    status: Array
-
-
-def _lower_bound_lp(mean, precision):
+def _lower_bound_lp(mean, precision) -> LowerBoundProblem:
     """The LP of eq. (3) at ``mean``: ``min Delta @ c  s.t.  W^T c >= b, c >= 0``."""
-    dtype = mean.dtype
-    top = jnp.max(mean)
-    gaps = top - mean
-    tie = jnp.sum(mean == top) > 1
-    positive = gaps > 0
-    min_gap = jnp.min(jnp.where(positive, gaps, jnp.inf))
-    b = 2 / jnp.square(jnp.where(positive, gaps, min_gap))
-    b = jnp.where(tie, jnp.zeros_like(b), b)
-    # W = inf (noise-free) is capped as in the estimator, so Case A and the LP agree.
-    weights = jnp.minimum(precision.astype(dtype), estimator.max_weight(dtype))
-    return _Problem(gaps, weights.T, b, tie.astype(jnp.int32))
+    return lower_bound_problem(mean, precision)
 
 
 def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "largest_deficit") -> Policy:
