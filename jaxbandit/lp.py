@@ -29,6 +29,7 @@ runs until the slowest LP of the batch is done (at most ``max_iterations`` pivot
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -373,7 +374,7 @@ def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = Fa
 
     # -- primal feasibility and the dual simplex step --------------------------------
     violation = values / jnp.maximum(_row_scales(rows, scaled, m, n), jnp.finfo(dtype).tiny)
-    leave_dual = jnp.argmin(violation)
+    leave_dual = jnp.argmin(violation).astype(jnp.int32)
     primal_feasible = violation[leave_dual] >= -tolerance
     # Pivots below tolerance * (largest entry of the row) make B nearly singular; they
     # are used only when there is nothing else.  Entries within rounding error never.
@@ -400,8 +401,8 @@ def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = Fa
     by_cost = jnp.any(improving[0])
     enter_primal = jnp.where(
         by_cost,
-        jnp.argmin(jnp.where(improving[0], relative[0], jnp.inf)),
-        jnp.argmin(jnp.where(improving_sum, relative[1], jnp.inf)),
+        jnp.argmin(jnp.where(improving[0], relative[0], jnp.inf)).astype(jnp.int32),
+        jnp.argmin(jnp.where(improving_sum, relative[1], jnp.inf)).astype(jnp.int32),
     )
     # Primal ratio test on the entering column.  An entry blocks if it exceeds
     # tolerance times its own magnitude (|B^-1| |M_q|): entries of one column can differ
@@ -414,7 +415,7 @@ def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = Fa
     blocking = column > tolerance * (magnitudes.inverse @ jnp.abs(matrix_column))
     safe_column = jnp.where(blocking, column, jnp.ones_like(column))
     ratios = jnp.where(blocking, jnp.maximum(values, 0) / safe_column, jnp.inf)
-    leave_primal = jnp.argmin(ratios)
+    leave_primal = jnp.argmin(ratios).astype(jnp.int32)
     # Both objectives are >= 0 on x >= 0, so an unblocked improving column is noise.
     dual_feasible = ~(by_cost | jnp.any(improving_sum)) | ~jnp.any(blocking)
     strictly = jnp.all(
@@ -434,6 +435,7 @@ def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = Fa
 
 
 class _Verdict(NamedTuple):
+    step: _Step  # the next pivot, chosen on the fresh tableau with refined values
     finite: Array
     well_conditioned: Array  # eps * cond(B) small enough to trust the verdict
     optimal: Array  # primal feasible and lexicographically dual feasible
@@ -452,6 +454,7 @@ def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance) -> _Verdict:
     condition = jnp.max(magnitudes.inverse @ jnp.sum(magnitudes.basis_matrix, axis=1))
     well_conditioned = jnp.finfo(rows.dtype).eps * condition <= _CONDITION_LIMIT
     return _Verdict(
+        step=step,
         finite=finite,
         well_conditioned=well_conditioned,
         optimal=finite & well_conditioned & step.primal_feasible & step.dual_feasible,
@@ -500,9 +503,9 @@ def _entering_column(
         """Reduced costs of objective ``level`` and their rounding-error level."""
         k = jnp.clip(level - 2, 0, n - 1)
         k_row = row_of[k]
-        unit = (jnp.arange(total) == k).astype(rows.dtype)
+        unit = (jnp.arange(total, dtype=jnp.int32) == k).astype(rows.dtype)
         lexicographic = jnp.where(k_row >= 0, -rows[jnp.maximum(k_row, 0), :total], unit)
-        weights = (jnp.arange(m) == k_row).astype(rows.dtype)[None, :]
+        weights = (jnp.arange(m, dtype=jnp.int32) == k_row).astype(rows.dtype)[None, :]
         lexicographic_noise = _reduced_cost_noise(
             lexicographic[None, :], unit[None, :], weights, magnitudes, tolerance
         )[0]
@@ -523,7 +526,7 @@ def _entering_column(
         return level + 1, remaining & (ratio <= bound)
 
     _, remaining = jax.lax.while_loop(cond, body, (jnp.int32(0), candidates))
-    return jnp.argmax(remaining)
+    return jnp.argmax(remaining).astype(jnp.int32)
 
 
 class _PivotState(NamedTuple):
@@ -589,6 +592,9 @@ def _check_inputs(cost, matrix, rhs):
     return cost, matrix, rhs
 
 
+@functools.partial(
+    jax.jit, static_argnames=("max_iterations", "max_refactorizations", "feasibility_tolerance")
+)
 def solve(
     cost: ArrayLike,
     A: ArrayLike,
@@ -656,8 +662,8 @@ def solve(
         )
 
     def body(carry: Carry) -> Carry:
-        # One pivot chosen on the fresh tableau with precise magnitudes, then cheap ones.
-        step = _next_step(carry.tableau, scaled, tolerance, precise=True)
+        # The pivot the verdict chose on the fresh tableau, then the pivot loop.
+        step = carry.verdict.step
         tableau = jax.tree.map(
             lambda a, b: jnp.where(step.can_pivot, a, b),
             _pivot(carry.tableau, step.leave, step.enter),
@@ -682,6 +688,7 @@ def solve(
     return _solution(carry.tableau, scaled, cost, status, carry.num_iterations)
 
 
+@functools.partial(jax.jit, static_argnames=("feasibility_tolerance",))
 def check_basis(
     cost: ArrayLike,
     A: ArrayLike,

@@ -1,0 +1,174 @@
+"""Tests of the generic small-LP solver (jaxbandit.lp) against scipy's HiGHS.
+
+The bandit-LP sweep over instance families lives in test_lower_bound.py; here: the
+standard form on hand-made and random dense LPs (mixed signs, infeasible ones), the
+status codes, the canonical-solution rule, jit/vmap equivalence and the basis check.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from jaxbandit import lp
+
+Status = lp.LPStatus
+
+
+def highs(cost, matrix, rhs, method="highs-ds"):
+    """scipy reference for ``min cost @ x  s.t.  A x >= b, x >= 0``."""
+    return linprog(cost, A_ub=-matrix, b_ub=-rhs, bounds=(0, None), method=method)
+
+
+def lexicographic_reference(cost, matrix, rhs):
+    """The canonical optimum by a chain of linprog stages: cost, sum(x), x[0], x[1], ..."""
+    n = len(cost)
+    objectives = [cost, np.ones(n)] + list(np.eye(n))
+    a_ub, b_ub = [-matrix], [-rhs]
+    x = None
+    for objective in objectives:
+        result = linprog(objective, A_ub=np.vstack(a_ub), b_ub=np.concatenate(b_ub), method="highs-ds")
+        assert result.status == 0
+        x = result.x
+        # Keep this objective at its optimum (a relative slack absorbs HiGHS' tolerance).
+        a_ub.append(objective[None, :])
+        b_ub.append([result.fun + 1e-9 * max(1.0, abs(result.fun))])
+    return x
+
+
+@pytest.fixture(scope="module")
+def solve64():
+    with jax.enable_x64(True):
+        yield jax.jit(jax.vmap(lp.solve))
+
+
+def test_hand_made_lp_and_shapes():
+    with jax.enable_x64(True):
+        cost = np.array([1.0, 2.0])
+        matrix = np.array([[1.0, 1.0], [1.0, 3.0]])
+        rhs = np.array([2.0, 3.0])
+        solution = lp.solve(cost, matrix, rhs)
+        np.testing.assert_allclose(solution.x, [1.5, 0.5], rtol=1e-12)
+        assert float(solution.objective) == pytest.approx(2.5, rel=1e-12)
+        assert int(solution.status) == Status.OPTIMAL
+        assert solution.x.dtype == jnp.float64
+        assert solution.status.dtype == jnp.int32 and solution.num_iterations.dtype == jnp.int32
+        assert solution.basis.shape == (2,)
+    solution32 = lp.solve(cost.astype(np.float32), matrix.astype(np.float32), rhs.astype(np.float32))
+    assert solution32.x.dtype == jnp.float32
+    np.testing.assert_allclose(solution32.x, [1.5, 0.5], rtol=1e-6)
+
+
+def test_status_codes_never_nan():
+    with jax.enable_x64(True):
+        infeasible = lp.solve(np.ones(2), np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([1.0, 1.0]))
+        assert int(infeasible.status) == Status.INFEASIBLE
+        assert np.isinf(infeasible.objective) and np.all(np.isfinite(infeasible.x))
+        # Farkas with mixed signs: x0 - x1 >= 1 and x1 - x0 >= 1.
+        farkas = lp.solve(np.ones(2), np.array([[1.0, -1.0], [-1.0, 1.0]]), np.ones(2))
+        assert int(farkas.status) == Status.INFEASIBLE
+        for bad in (
+            dict(cost=np.array([1.0, np.nan])),
+            dict(cost=np.array([1.0, -1.0])),
+            dict(matrix=np.array([[1.0, np.inf], [0.0, 1.0]])),
+        ):
+            args = dict(cost=np.ones(2), matrix=np.eye(2), rhs=np.ones(2)) | bad
+            out = lp.solve(args["cost"], args["matrix"], args["rhs"])
+            assert int(out.status) == Status.INVALID_INPUT
+            assert np.all(np.isfinite(out.x)) and not np.isnan(out.objective)
+        capped = lp.solve(np.ones(3), np.ones((3, 3)) + np.eye(3), np.ones(3), max_iterations=0)
+        assert int(capped.status) == Status.MAX_ITERATIONS
+        assert np.all(np.isfinite(capped.x))
+
+
+def test_input_validation_is_host_side():
+    with pytest.raises(ValueError, match="cost must have shape"):
+        lp.solve(np.ones(3, np.float32), np.eye(2, dtype=np.float32), np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="A must have shape"):
+        lp.solve(np.ones(2, np.float32), np.ones(2, np.float32), np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="initial_basis"):
+        lp.solve(np.ones(2, np.float32), np.eye(2, dtype=np.float32), np.ones(2, np.float32), initial_basis=[0])
+
+
+def _random_lps(seed, count, m, n):
+    """Dense LPs with mixed-sign A and b: some infeasible, some with x = 0 optimal."""
+    rng = np.random.default_rng(seed)
+    cost = rng.uniform(0, 1, (count, n)) * (rng.uniform(size=(count, n)) < 0.9)
+    matrix = rng.normal(size=(count, m, n))
+    rhs = rng.normal(size=(count, m))
+    return cost, matrix, rhs
+
+
+@pytest.mark.parametrize("m,n", [(4, 6), (8, 5)])
+def test_random_dense_lps_against_highs(solve64, m, n):
+    cost, matrix, rhs = _random_lps(m * 100 + n, 150, m, n)
+    with jax.enable_x64(True):
+        out = jax.tree.map(np.asarray, solve64(cost, matrix, rhs))
+    seen = set()
+    for k in range(len(cost)):
+        reference = highs(cost[k], matrix[k], rhs[k])
+        if reference.status == 2:
+            assert out.status[k] == Status.INFEASIBLE, k
+            seen.add("infeasible")
+        elif reference.status == 0:
+            assert out.status[k] == Status.OPTIMAL, k
+            scale = max(abs(reference.fun), 1e-12)
+            assert abs(out.objective[k] - reference.fun) <= 1e-7 * scale, k
+            residual = matrix[k] @ out.x[k] - rhs[k]
+            assert np.all(residual >= -1e-9 * (np.abs(matrix[k]) @ out.x[k] + np.abs(rhs[k]))), k
+            assert np.all(out.x[k] >= 0)
+            seen.add("optimal")
+    assert seen == {"infeasible", "optimal"}
+
+
+def test_canonical_solution_is_lexicographic_minimum(solve64):
+    """Duplicated and zero-cost columns make the optimum non-unique."""
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(12):
+        base = rng.uniform(0.1, 1, (4, 3))
+        matrix = np.concatenate([base, base[:, :1], rng.uniform(0.1, 1, (4, 1))], axis=1)  # col 3 == col 0
+        cost = np.array([1.0, 1.3, 0.0, 1.0, 0.0])
+        cost[4] = 0.0  # two free columns
+        cases.append((cost, matrix, rng.uniform(0.5, 2, 4)))
+    cost, matrix, rhs = map(np.stack, zip(*cases))
+    with jax.enable_x64(True):
+        out = jax.tree.map(np.asarray, solve64(cost, matrix, rhs))
+    for k in range(len(cases)):
+        expected = lexicographic_reference(cost[k], matrix[k], rhs[k])
+        assert out.status[k] == Status.OPTIMAL
+        np.testing.assert_allclose(out.x[k], expected, rtol=1e-6, atol=1e-8)
+
+
+def test_jit_equals_eager_and_vmap_equals_loop():
+    cost, matrix, rhs = _random_lps(7, 4, 3, 4)
+    cost, matrix, rhs = (a.astype(np.float32) for a in (cost, matrix, rhs))
+    batched = jax.jit(jax.vmap(lp.solve))(cost, matrix, rhs)
+    for k in range(4):
+        eager = lp.solve(cost[k], matrix[k], rhs[k])
+        for name in ("status", "num_iterations", "basis"):
+            np.testing.assert_array_equal(getattr(batched, name)[k], getattr(eager, name))
+        np.testing.assert_allclose(batched.x[k], eager.x, rtol=1e-6, atol=0)
+
+
+def test_check_basis_accepts_the_optimal_basis_only():
+    cost, matrix, rhs = _random_lps(11, 30, 5, 5)
+    matrix = np.abs(matrix)
+    rhs = np.abs(rhs) + 0.1
+    with jax.enable_x64(True):
+        solve = jax.jit(jax.vmap(lp.solve))
+        check = jax.jit(jax.vmap(lp.check_basis))
+        cold = solve(cost, matrix, rhs)
+        again = check(cost, matrix, rhs, cold.basis)
+        surplus = jnp.broadcast_to(lp.surplus_basis(5, 5), (30, 5))
+        not_ok = check(cost, matrix, rhs, surplus)
+        warm = jax.jit(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))(
+            cost, matrix, rhs, cold.basis
+        )
+    unique = np.asarray(again.ok)
+    assert unique.mean() > 0.8  # random data: the optimum is unique almost surely
+    np.testing.assert_array_equal(np.asarray(again.solution.x)[unique], np.asarray(cold.x)[unique])
+    assert not np.any(np.asarray(not_ok.ok))  # x = 0 is infeasible here
+    np.testing.assert_array_equal(np.asarray(warm.x), np.asarray(cold.x))
+    assert np.all(np.asarray(warm.num_iterations)[unique] == 0)
