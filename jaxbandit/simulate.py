@@ -258,7 +258,13 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             batch = solve_batch or min(num_cells * num_runs, 256)
             # Full solves are rare once warm starts work: a small second buffer.
             fallback_batch = max(1, batch // 8)
-            answers = _solve_requests(policy, decision, ctx, batch, fallback_batch)
+            solve = lambda: _solve_requests(policy, decision, ctx, batch, fallback_batch)
+            placeholder = jax.tree_util.tree_map(
+                lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(solve)
+            )
+            # Most rounds of a long run need no solve at all: a scalar predicate, so this
+            # is a real branch and such rounds skip the compaction entirely.
+            answers = jax.lax.cond(jnp.any(decision.needs_solve), solve, lambda: placeholder)
             arm, state = finish(state, decision, answers, round_number, ctx)
         arm = arm.astype(jnp.int32)
         values = observe(noise_keys, t, arm, env)

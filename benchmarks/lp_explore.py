@@ -1,0 +1,192 @@
+"""``lp_explore`` (the paper's Algorithm 1): run-rounds per second against ``ucb_n`` in the
+same process, and end to end against a NumPy + SciPy (HiGHS) implementation of the same
+algorithm (runs as arrays, a Python loop over rounds, one ``linprog`` per Case C
+run-round).
+
+Usage:  python benchmarks/lp_explore.py [--arms 5,10,20] [--runs 1000,10000]
+        [--rounds 4096] [--numpy-runs 100] [--numpy-rounds 2000]
+        [--long-horizon 1000000 --long-runs 1000]
+
+Prints one JSON line per case: ``lp_explore_no_lp_rounds`` (an instance where every
+round after the initial ones is Case A: the cost of a round without LP), ``ucb_n`` and
+``lp_explore`` on a random general instance (whatever case mix it has over ``--rounds``;
+``mean_case_counts`` says which), ``numpy_highs_vs_engine`` and, with
+``--long-horizon``, one long run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+from scipy.optimize import linprog  # noqa: E402
+
+import jaxbandit as jb  # noqa: E402
+from benchmarks._common import best_time, emit, machine  # noqa: E402
+
+
+def instance(num_arms: int) -> jb.Instance:
+    """A general side-information instance (random, asymmetric, with inf entries)."""
+    return jb.instances.random(3, num_arms, inf_prob=0.3)
+
+
+def engine_time(name: str, inst: jb.Instance, runs: int, horizon: int, chunk: int = 1024, **params):
+    """Seconds for ``horizon`` rounds of ``runs`` runs (compile excluded), and diagnostics."""
+    policy = jb.policies.make(name, **params)
+    jb.SimulationRun(policy, inst, chunk, runs, seed=0, chunk_size=chunk).advance()  # compile
+    holder = {}
+
+    def go():
+        sim = jb.SimulationRun(policy, inst, horizon, runs, seed=1, chunk_size=chunk)
+        sim.advance()
+        holder["sim"] = sim
+
+    seconds = best_time(go, repeat=2)
+    diagnostics = {k: float(v.mean()) for k, v in holder["sim"].diagnostics().items()}
+    return seconds, diagnostics
+
+
+def numpy_lp_explore(mu, sigma, runs: int, horizon: int, alpha=4.5, gamma=0.5, seed=0):
+    """Algorithm 1 with runs as NumPy arrays and one HiGHS ``linprog`` per Case C run-round."""
+    gen = np.random.default_rng(seed)
+    k = mu.size
+    with np.errstate(divide="ignore"):
+        precision = 1.0 / sigma**2
+    noise_sd = np.where(np.isfinite(sigma), sigma, 0.0)
+    best_observer = np.argmin(sigma, axis=0)
+    sbar_squared = np.max(np.min(sigma, axis=0)) ** 2
+    weights = np.zeros((runs, k))
+    sums = np.zeros((runs, k))
+    counts = np.zeros((runs, k))
+    explored = np.zeros(runs)
+    rows = np.arange(runs)
+    solves = 0
+    for t in range(1, horizon + 1):
+        if t <= k:
+            arms = np.full(runs, best_observer[t - 1])
+        else:
+            mean = sums / weights
+            best = np.argmax(mean, axis=1)
+            gaps = mean[rows, best][:, None] - mean
+            positive = np.where(gaps > 0, gaps, np.inf)
+            min_gap = positive.min(axis=1)
+            b = np.where(gaps > 0, 2 / np.where(gaps > 0, gaps, 1.0) ** 2, 2 / min_gap[:, None] ** 2)
+            s = 4 * alpha * np.log(t)
+            case_a = np.all(weights >= s * b, axis=1)
+            case_b = ~case_a & (weights.min(axis=1) < explored**gamma / (2 * sbar_squared) / k)
+            case_c = ~case_a & ~case_b
+            arms = np.where(case_a, best, best_observer[np.argmin(weights, axis=1)])
+            for r in np.flatnonzero(case_c):
+                result = linprog(gaps[r], A_ub=-precision.T, b_ub=-b[r], bounds=(0, None), method="highs")
+                solves += 1
+                if result.status == 0:
+                    deficient = counts[r] < s * result.x
+                    if deficient.any():
+                        ratio = np.where(deficient, counts[r] / np.where(deficient, s * result.x, 1), np.inf)
+                        arms[r] = np.argmin(ratio)
+                    else:
+                        arms[r] = best[r]
+            explored += ~case_a
+        z = gen.standard_normal((runs, k))
+        values = mu + noise_sd[arms] * z
+        w = precision[arms]
+        weights += w
+        sums += w * values
+        counts[rows, arms] += 1
+    return counts, solves
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arms", default="5,10,20")
+    parser.add_argument("--runs", default="1000,10000")
+    parser.add_argument("--rounds", type=int, default=4096)
+    parser.add_argument("--numpy-runs", type=int, default=100)
+    parser.add_argument("--numpy-rounds", type=int, default=2000)
+    parser.add_argument("--long-horizon", type=int, default=0, help="also time T=this at K=10")
+    parser.add_argument("--long-runs", type=int, default=1000)
+    args = parser.parse_args(argv)
+    info = machine()
+    for num_arms in [int(x) for x in args.arms.split(",")]:
+        inst = instance(num_arms)
+        for runs in [int(x) for x in args.runs.split(",")]:
+            config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}
+            # Rounds where no run needs the LP: full information with large gaps stays
+            # in Case A after the initial rounds.
+            easy = jb.instances.full_information(np.linspace(10.0, 0.0, num_arms))
+            easy_ucb, _ = engine_time("ucb_n", easy, runs, args.rounds)
+            easy_lp, easy_diag = engine_time("lp_explore", easy, runs, args.rounds)
+            emit(
+                {
+                    "case": "lp_explore_no_lp_rounds",
+                    **config,
+                    "run_rounds_per_s": runs * args.rounds / easy_lp,
+                    "cost_ratio_vs_ucb_n": easy_lp / easy_ucb,
+                    "mean_case_counts": easy_diag,
+                    "machine": info,
+                }
+            )
+            ucb_seconds, _ = engine_time("ucb_n", inst, runs, args.rounds)
+            lp_seconds, diag = engine_time("lp_explore", inst, runs, args.rounds)
+            ucb_rate = runs * args.rounds / ucb_seconds
+            lp_rate = runs * args.rounds / lp_seconds
+            emit({"case": "ucb_n", **config, "run_rounds_per_s": ucb_rate, "machine": info})
+            emit(
+                {
+                    "case": "lp_explore",
+                    **config,
+                    "run_rounds_per_s": lp_rate,
+                    "cost_ratio_vs_ucb_n": ucb_rate / lp_rate,
+                    "mean_case_counts": diag,
+                    "machine": info,
+                }
+            )
+        # End to end against NumPy + HiGHS on the same instance and horizon.
+        runs, rounds = args.numpy_runs, args.numpy_rounds
+        start = time.perf_counter()
+        _, solves = numpy_lp_explore(inst.mu, inst.sigma, runs, rounds)
+        numpy_seconds = time.perf_counter() - start
+        jax_seconds, diag = engine_time("lp_explore", inst, runs, rounds)
+        emit(
+            {
+                "case": "numpy_highs_vs_engine",
+                "num_arms": num_arms,
+                "runs": runs,
+                "rounds": rounds,
+                "numpy_run_rounds_per_s": runs * rounds / numpy_seconds,
+                "numpy_linprog_calls": solves,
+                "engine_run_rounds_per_s": runs * rounds / jax_seconds,
+                "speedup": numpy_seconds / jax_seconds,
+                "engine_mean_case_counts": diag,
+                "machine": info,
+            }
+        )
+    if args.long_horizon:
+        inst = instance(10)
+        policy = jb.policies.make("lp_explore")
+        start = time.perf_counter()
+        result = jb.simulate(policy, inst, args.long_horizon, args.long_runs, seed=0)
+        seconds = time.perf_counter() - start
+        emit(
+            {
+                "case": "long_horizon",
+                "num_arms": 10,
+                "runs": args.long_runs,
+                "horizon": args.long_horizon,
+                "seconds_including_compile": seconds,
+                "run_rounds_per_s": args.long_runs * args.long_horizon / seconds,
+                "mean_final_regret": float(result.final_regret.mean()),
+                "mean_case_counts": {k: float(v.mean()) for k, v in result.diagnostics.items()},
+                "machine": info,
+            }
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
