@@ -9,6 +9,7 @@ import sys
 import timeit
 
 import jax
+import numpy as np
 
 
 def machine() -> dict:
@@ -32,3 +33,14 @@ def best_time(fn, repeat: int = 5) -> float:
 def emit(record: dict) -> None:
     """Print one JSON line (and flush, so partial output survives interruption)."""
     print(json.dumps(record), flush=True)
+
+
+def numpy_round(gen, mu, noise_sd, precision, arms, weights, sums, counts) -> None:
+    """One round of the NumPy baselines, in place: draw the samples revealed by ``arms``
+    (``(runs,)``) and add them to the weighted statistics (``(runs, K)`` arrays)."""
+    z = gen.standard_normal(weights.shape)
+    values = mu + noise_sd[arms] * z
+    w = precision[arms]
+    weights += w
+    sums += w * values
+    counts[np.arange(len(arms)), arms] += 1

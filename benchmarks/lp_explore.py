@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from scipy.optimize import linprog  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from benchmarks._common import best_time, emit, machine  # noqa: E402
+from benchmarks._common import best_time, emit, machine, numpy_round  # noqa: E402
 
 
 def instance(num_arms: int) -> jb.Instance:
@@ -92,12 +92,7 @@ def numpy_lp_explore(mu, sigma, runs: int, horizon: int, alpha=4.5, gamma=0.5, s
                     else:
                         arms[r] = best[r]
             explored += ~case_a
-        z = gen.standard_normal((runs, k))
-        values = mu + noise_sd[arms] * z
-        w = precision[arms]
-        weights += w
-        sums += w * values
-        counts[rows, arms] += 1
+        numpy_round(gen, mu, noise_sd, precision, arms, weights, sums, counts)
     return counts, solves
 
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from benchmarks._common import best_time, emit, machine  # noqa: E402
+from benchmarks._common import best_time, emit, machine, numpy_round  # noqa: E402
 from jaxbandit import environment, rng  # noqa: E402
 
 
@@ -72,19 +72,13 @@ def numpy_ucb_n(mu, sigma, runs: int, rounds: int, seed: int = 0) -> np.ndarray:
     weights = np.zeros((runs, k))
     sums = np.zeros((runs, k))
     counts = np.zeros((runs, k), np.int64)
-    rows = np.arange(runs)
     for t in range(1, rounds + 1):
         if t <= k:
             arms = np.full(runs, np.argmin(sigma[:, t - 1]))
         else:
             index = sums / weights + np.sqrt(2 * np.log(t) / weights)
             arms = np.argmax(index, axis=1)
-        z = gen.standard_normal((runs, k))
-        values = mu + noise_sd[arms] * z
-        w = precision[arms]
-        weights += w
-        sums += w * values
-        counts[rows, arms] += 1
+        numpy_round(gen, mu, noise_sd, precision, arms, weights, sums, counts)
     return counts
 
 
