@@ -351,7 +351,9 @@ class _Step(NamedTuple):
     can_pivot: Array
 
 
-def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = False) -> _Step:
+def _next_step(
+    tableau: _Tableau, scaled: _Scaled, tolerance, careful=False, precise: bool = False
+) -> _Step:
     """Classify the basis and pick the next pivot (dual simplex first, primal clean-up).
 
     Primal infeasible: dual simplex step on the most infeasible row (relative to its
@@ -383,7 +385,8 @@ def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = Fa
     entry_noise = 64 * jnp.finfo(dtype).eps * (magnitudes.inverse[leave_dual] @ magnitudes.matrix)
     usable = nonbasic & (pivot_row < -entry_noise)
     stable = usable & (pivot_row < -tolerance * row_size)
-    dual_candidates = jnp.where(jnp.any(stable), stable, usable)
+    # Small pivots are a last resort, and none once one has led to a singular basis.
+    dual_candidates = jnp.where(jnp.any(stable) | careful, stable, usable)
     farkas = ~primal_feasible & ~jnp.any(dual_candidates)
     enter_dual = _entering_column(
         tableau, magnitudes, scaled, leave_dual, dual_candidates, tolerance
@@ -415,7 +418,12 @@ def _next_step(tableau: _Tableau, scaled: _Scaled, tolerance, precise: bool = Fa
     blocking = column > tolerance * (magnitudes.inverse @ jnp.abs(matrix_column))
     safe_column = jnp.where(blocking, column, jnp.ones_like(column))
     ratios = jnp.where(blocking, jnp.maximum(values, 0) / safe_column, jnp.inf)
-    leave_primal = jnp.argmin(ratios).astype(jnp.int32)
+    # Harris: of the rows whose ratio is within tolerance of the minimum, pivot on the
+    # largest entry (a degenerate row with a tiny entry would make B nearly singular).
+    row_scale = _row_scales(rows, scaled, m, n)
+    bound = jnp.min(jnp.where(blocking, (jnp.maximum(values, 0) + tolerance * row_scale) / safe_column, jnp.inf))
+    near_minimum = blocking & (ratios <= bound)
+    leave_primal = jnp.argmax(jnp.where(near_minimum, column, -jnp.inf)).astype(jnp.int32)
     # Both objectives are >= 0 on x >= 0, so an unblocked improving column is noise.
     dual_feasible = ~(by_cost | jnp.any(improving_sum)) | ~jnp.any(blocking)
     strictly = jnp.all(
@@ -443,21 +451,30 @@ class _Verdict(NamedTuple):
     infeasible: Array  # a Farkas row
 
 
-def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance) -> _Verdict:
+def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance, careful=False) -> _Verdict:
     finite = jnp.all(jnp.isfinite(tableau.rows))
     rows = jnp.where(finite, tableau.rows, jnp.zeros_like(tableau.rows))
     tableau = _Tableau(rows, tableau.basis)
-    step = _next_step(tableau, scaled, tolerance, precise=True)
+    step = _next_step(tableau, scaled, tolerance, careful, precise=True)
     # Skeel's condition number max_i (|B^-1| |B| 1)_i bounds the relative error of the
     # basic solution by about eps * cond: beyond `_CONDITION_LIMIT` nothing is certified.
     magnitudes = _magnitudes(tableau, scaled)
     condition = jnp.max(magnitudes.inverse @ jnp.sum(magnitudes.basis_matrix, axis=1))
     well_conditioned = jnp.finfo(rows.dtype).eps * condition <= _CONDITION_LIMIT
+    # What callers measure: the returned (clipped) point satisfies every row to a
+    # relative 4 * tolerance of its activity.
+    m = tableau.basis.shape[0]
+    n = scaled.matrix.shape[1] - m
+    point = jnp.maximum(_basic_point(tableau, n)[:n], 0)
+    structural = scaled.matrix[:, :n]
+    shortfall = _residual(structural, point, scaled.rhs)  # b' - A' x'
+    activity = jnp.abs(structural) @ point + jnp.abs(scaled.rhs)
+    satisfied = jnp.all(shortfall <= 4 * tolerance * activity)
     return _Verdict(
         step=step,
         finite=finite,
         well_conditioned=well_conditioned,
-        optimal=finite & well_conditioned & step.primal_feasible & step.dual_feasible,
+        optimal=finite & well_conditioned & satisfied & step.primal_feasible & step.dual_feasible,
         strictly_dual_feasible=finite & step.strictly_dual_feasible,
         infeasible=finite & step.farkas,
     )
@@ -543,11 +560,13 @@ def _pivot(tableau: _Tableau, leave, enter) -> _Tableau:
     return _Tableau(rows, basis.at[leave].set(enter.astype(jnp.int32)))
 
 
-def _pivot_loop(tableau: _Tableau, scaled: _Scaled, num_iterations, max_iterations, tolerance):
+def _pivot_loop(
+    tableau: _Tableau, scaled: _Scaled, num_iterations, max_iterations, tolerance, careful
+):
     """Simplex pivots until optimal, a Farkas row, no usable pivot, or the budget."""
 
     def step(state: _PivotState) -> _PivotState:
-        next_step = _next_step(state.tableau, scaled, tolerance)
+        next_step = _next_step(state.tableau, scaled, tolerance, careful)
         go = next_step.can_pivot
         pivoted = _pivot(state.tableau, next_step.leave, next_step.enter)
         new = jax.tree.map(lambda a, b: jnp.where(go, a, b), pivoted, state.tableau)
@@ -651,10 +670,11 @@ def solve(
         verdict: _Verdict
         num_iterations: Array
         rounds: Array
+        careful: Array  # a small pivot made B singular: no more small pivots
 
     def done(carry: Carry):
         v = carry.verdict
-        return ~scaled.valid | ~v.finite | v.optimal | v.infeasible
+        return ~scaled.valid | v.optimal | v.infeasible | (carry.careful & ~v.step.can_pivot)
 
     def cond(carry: Carry):
         return ~done(carry) & (carry.rounds <= max_refactorizations) & (
@@ -671,13 +691,23 @@ def solve(
         )
         num_iterations = carry.num_iterations + step.can_pivot.astype(jnp.int32)
         basis, num_iterations = _pivot_loop(
-            tableau, scaled, num_iterations, max_iterations, tolerance
+            tableau, scaled, num_iterations, max_iterations, tolerance, carry.careful
         )
         tableau = _tableau(scaled, basis)
-        return Carry(tableau, _verdict(tableau, scaled, tolerance), num_iterations, carry.rounds + 1)
+        # A singular basis (a pivot on rounding noise): back to the last good one.
+        singular = ~jnp.all(jnp.isfinite(tableau.rows))
+        tableau = jax.tree.map(lambda a, b: jnp.where(singular, a, b), carry.tableau, tableau)
+        careful = carry.careful | singular
+        return Carry(
+            tableau,
+            _verdict(tableau, scaled, tolerance, careful),
+            num_iterations,
+            carry.rounds + 1,
+            careful,
+        )
 
     carry = jax.lax.while_loop(
-        cond, body, Carry(tableau, verdict, jnp.int32(0), jnp.int32(0))
+        cond, body, Carry(tableau, verdict, jnp.int32(0), jnp.int32(0), jnp.bool_(False))
     )
     v = carry.verdict
     status = jnp.select(
