@@ -192,7 +192,7 @@ def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, b
         start, answers = loop
         selected = needs & (position >= start) & (position < start + batch)
         (index,) = jnp.nonzero(selected, size=batch, fill_value=0)
-        valid = jnp.arange(batch) < jnp.minimum(total - start, batch)
+        valid = jnp.arange(batch, dtype=jnp.int32) < jnp.minimum(total - start, batch)
         batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
         batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
         solved = jax.vmap(solve_fn)(batch_requests, batch_ctx)

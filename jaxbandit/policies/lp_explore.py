@@ -181,7 +181,8 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
 
     def fallback_solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
         problem = _lower_bound_lp(request.mean, ctx.precision)
-        solution = lp.solve(problem.cost, problem.A, problem.b, initial_basis=request.basis)
+        # A cold solve: its canonical answer does not depend on the run's history.
+        solution = lp.solve(problem.cost, problem.A, problem.b)
         return LPAnswer(solution.x, solution.status, solution.basis, jnp.asarray(False), jnp.asarray(True))
 
     def finish_fn(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx: Context):
