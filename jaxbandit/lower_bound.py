@@ -173,7 +173,15 @@ def lower_bound_problem(mu: ArrayLike, precision: ArrayLike) -> LowerBoundProble
 
 def _finish(problem: LowerBoundProblem, solution: lp.LPSolution) -> LowerBoundSolution:
     tied = problem.status != LowerBoundStatus.OPTIMAL
-    status = jnp.where(tied, problem.status, solution.status).astype(jnp.int32)
+    # A >= 0 and b >= 0: the LP is infeasible exactly when an arm with b_i > 0 is
+    # observed by no row.  Trust that over a floating-point Farkas row.
+    unobserved = jnp.any(jnp.all(problem.A == 0, axis=1) & (problem.b > 0))
+    status = jnp.where(
+        solution.status == LowerBoundStatus.INFEASIBLE,
+        jnp.where(unobserved, LowerBoundStatus.INFEASIBLE, LowerBoundStatus.NUMERICAL_ERROR),
+        solution.status,
+    )
+    status = jnp.where(tied, problem.status, status).astype(jnp.int32)
     value = jnp.where(tied, jnp.inf, solution.objective).astype(solution.x.dtype)
     return LowerBoundSolution(solution.x, value, status, solution.num_iterations, solution.basis)
 

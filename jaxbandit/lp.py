@@ -621,7 +621,7 @@ def solve(
     *,
     initial_basis: ArrayLike | None = None,
     max_iterations: int | None = None,
-    max_refactorizations: int = 8,
+    max_refactorizations: int | None = None,
     feasibility_tolerance: float | None = None,
 ) -> LPSolution:
     """Solve ``min cost @ x  s.t.  A x >= b, x >= 0`` (``cost >= 0``) exactly.
@@ -635,7 +635,9 @@ def solve(
             answer is unchanged); otherwise the surplus basis is used.
         max_iterations: pivot budget (default ``3 * (m + n)``).
         max_refactorizations: how often a basis that fails verification is re-factorised
-            and pivoted on again.
+            and pivoted on again (default 3 in float64, 0 in float32: float32 rounds
+            rarely rescue a basis and can cycle, and under ``vmap`` every lane waits for
+            them; re-solve the few ``NUMERICAL_ERROR`` lanes in float64 instead).
         feasibility_tolerance: relative tolerance (default :func:`default_tolerance`).
 
     Returns:
@@ -649,6 +651,8 @@ def solve(
     tolerance = jnp.asarray(tolerance, matrix.dtype)
     if max_iterations is None:
         max_iterations = 3 * (m + n)
+    if max_refactorizations is None:
+        max_refactorizations = 3 if matrix.dtype == jnp.float64 else 0
     scaled = _scale(cost, matrix, rhs)
 
     start = surplus_basis(m, n)

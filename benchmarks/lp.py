@@ -1,0 +1,147 @@
+"""Throughput and accuracy of the batched lower-bound LP solve, against a linprog loop.
+
+Prints one JSON line per case:
+* ``solve``: LPs/s of ``jit(vmap(solve_lower_bound))`` at K x batch x dtype, the
+  ``scipy.optimize.linprog(method="highs")`` loop in the same process (on up to
+  ``--reference-size`` of the instances, as LPs/s), the speed-up, and accuracy beside
+  it: the fraction with status OPTIMAL and the max relative objective error against
+  HiGHS (on the same sample).
+* ``warm_check``: the cost of the verified warm-start check (``check_warm_start`` with
+  the previous optimal basis, at means perturbed by 1e-3) against a full solve.
+
+Instances: ``jaxbandit.instances.random`` (general asymmetric sigma with inf entries).
+Timing: ``timeit.repeat(..., number=1, repeat=N)`` minimum, after a warm-up call.
+
+Usage: ``python benchmarks/lp.py [--arms 5 10 20 50] [--batches 1 100 10000]``.
+"""
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import timeit
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import linprog
+
+from jaxbandit import instances
+
+# The package re-exports the function ``lower_bound``; import the module by name.
+lower_bound = importlib.import_module("jaxbandit.lower_bound")
+
+
+def machine():
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "jax": jax.__version__,
+        "device": str(jax.devices()[0]),
+    }
+
+
+def make_batch(num_arms, batch, seed=0):
+    inst = instances.random(seed, num_arms, num_instances=batch)
+    return inst.mu, inst.precision
+
+
+def highs_values(mu, precision):
+    """HiGHS objective of each instance (numpy build of the same LP)."""
+    values = []
+    for m, w in zip(mu, precision):
+        best = int(np.argmax(m))
+        gaps = m[best] - m
+        min_gap = gaps[gaps > 0].min()
+        rhs = 2 / np.square(np.where(gaps > 0, gaps, min_gap))
+        result = linprog(gaps, A_ub=-w.T, b_ub=-rhs, bounds=(0, None), method="highs")
+        values.append(result.fun if result.status == 0 else np.nan)
+    return np.array(values)
+
+
+def best_time(fn, repeat):
+    fn()  # warm-up (compiles)
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
+
+
+def run_solve_case(num_arms, batch, dtype, repeat, reference_size):
+    mu, precision = make_batch(num_arms, batch)
+    solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
+    x64 = dtype == "float64"
+    with jax.enable_x64(x64):
+        args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
+        seconds = best_time(lambda: jax.block_until_ready(solve(*args)), repeat)
+        out = jax.tree.map(np.asarray, solve(*args))
+    sample = min(batch, reference_size)
+    start = timeit.default_timer()
+    reference = highs_values(mu[:sample], precision[:sample])
+    highs_seconds = timeit.default_timer() - start
+    optimal = out.status == 0
+    solved = optimal[:sample] & np.isfinite(reference)
+    error = np.abs(out.value[:sample][solved] - reference[solved]) / np.maximum(reference[solved], 1e-300)
+    return {
+        "case": "solve",
+        "num_arms": num_arms,
+        "batch": batch,
+        "dtype": dtype,
+        "lps_per_second": batch / seconds,
+        "seconds": seconds,
+        "linprog_lps_per_second": sample / highs_seconds,
+        "speedup_vs_linprog": (batch / seconds) / (sample / highs_seconds),
+        "fraction_optimal": float(optimal.mean()),
+        "max_relative_error_vs_highs": float(error.max()) if error.size else None,
+        "accuracy_sample": int(sample),
+        "mean_pivots": float(out.num_iterations.mean()),
+    }
+
+
+def run_warm_case(num_arms, batch, dtype, repeat):
+    mu, precision = make_batch(num_arms, batch, seed=1)
+    rng = np.random.default_rng(2)
+    moved = mu + rng.normal(0, 1e-3, mu.shape)
+    solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
+    check = jax.jit(jax.vmap(lower_bound.check_warm_start))
+    with jax.enable_x64(dtype == "float64"):
+        args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
+        moved_args = (jnp.asarray(moved, dtype), args[1])
+        warm = lower_bound.LPWarmStart(solve(*args).basis)
+        full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat)
+        checked = best_time(lambda: jax.block_until_ready(check(*moved_args, warm)), repeat)
+        ok, _ = check(*moved_args, warm)
+    return {
+        "case": "warm_check",
+        "num_arms": num_arms,
+        "batch": batch,
+        "dtype": dtype,
+        "full_solve_seconds": full,
+        "check_seconds": checked,
+        "full_over_check": full / checked,
+        "fraction_check_ok": float(np.asarray(ok).mean()),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arms", type=int, nargs="+", default=[5, 10, 20, 50])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 100, 10_000])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--reference-size", type=int, default=300)
+    parser.add_argument("--no-warm", action="store_true")
+    args = parser.parse_args()
+    info = machine()
+    for num_arms in args.arms:
+        for batch in args.batches:
+            for dtype in args.dtypes:
+                record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size)
+                print(json.dumps(record | {"machine": info}), flush=True)
+    if not args.no_warm:
+        for num_arms in args.arms:
+            for dtype in args.dtypes:
+                record = run_warm_case(num_arms, max(args.batches), dtype, args.repeat)
+                print(json.dumps(record | {"machine": info}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
