@@ -6,6 +6,8 @@ Prints one JSON line per case:
   ``--reference-size`` of the instances, as LPs/s), the speed-up, and accuracy beside
   it: the fraction with status OPTIMAL and the max relative objective error against
   HiGHS (on the same sample).
+* ``solve_chunked_<n>``: the same through ``solve_lower_bound_batch`` (vmap in chunks
+  of n, so fewer lanes wait for the slowest LP of the batch).
 * ``warm_check``: the cost of the verified warm-start check (``check_warm_start`` with
   the previous optimal basis, at means perturbed by 1e-3) against a full solve.
 
@@ -65,9 +67,14 @@ def best_time(fn, repeat):
     return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
-def run_solve_case(num_arms, batch, dtype, repeat, reference_size):
+def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=None):
     mu, precision = make_batch(num_arms, batch)
-    solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
+    if chunk_size is None:
+        solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
+    else:
+        solve = jax.jit(
+            lambda m, w: lower_bound.solve_lower_bound_batch(m, w, chunk_size=chunk_size)
+        )
     x64 = dtype == "float64"
     with jax.enable_x64(x64):
         args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
@@ -81,7 +88,7 @@ def run_solve_case(num_arms, batch, dtype, repeat, reference_size):
     solved = optimal[:sample] & np.isfinite(reference)
     error = np.abs(out.value[:sample][solved] - reference[solved]) / np.maximum(reference[solved], 1e-300)
     return {
-        "case": "solve",
+        "case": "solve" if chunk_size is None else f"solve_chunked_{chunk_size}",
         "num_arms": num_arms,
         "batch": batch,
         "dtype": dtype,
@@ -129,6 +136,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--reference-size", type=int, default=300)
     parser.add_argument("--no-warm", action="store_true")
+    parser.add_argument(
+        "--chunk", type=int, default=128, help="also time solve_lower_bound_batch for batches >= 1000"
+    )
     args = parser.parse_args()
     info = machine()
     for num_arms in args.arms:
@@ -136,6 +146,11 @@ def main():
             for dtype in args.dtypes:
                 record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size)
                 print(json.dumps(record | {"machine": info}), flush=True)
+                if batch >= 1000 and args.chunk:
+                    record = run_solve_case(
+                        num_arms, batch, dtype, args.repeat, args.reference_size, args.chunk
+                    )
+                    print(json.dumps(record | {"machine": info}), flush=True)
     if not args.no_warm:
         for num_arms in args.arms:
             for dtype in args.dtypes:
