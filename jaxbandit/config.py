@@ -591,7 +591,7 @@ DEMO_CONFIG = """\
 name = "demo"
 seed = 0
 runs = 100
-horizon = 50000
+horizon = 20000
 times = 60
 precision = "float32"
 
