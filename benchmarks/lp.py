@@ -136,16 +136,22 @@ def main():
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--reference-size", type=int, default=300)
     parser.add_argument("--no-warm", action="store_true")
+    parser.add_argument("--no-solve", action="store_true", help="only the warm-start cases")
+    parser.add_argument(
+        "--chunked-only", action="store_true", help="batches >= 1000: skip the plain vmapped solve"
+    )
+    parser.add_argument("--warm-batch", type=int, default=None, help="default: the largest batch")
     parser.add_argument(
         "--chunk", type=int, default=128, help="also time solve_lower_bound_batch for batches >= 1000"
     )
     args = parser.parse_args()
     info = machine()
-    for num_arms in args.arms:
+    for num_arms in args.arms if not args.no_solve else ():
         for batch in args.batches:
             for dtype in args.dtypes:
-                record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size)
-                print(json.dumps(record | {"machine": info}), flush=True)
+                if not (args.chunked_only and batch >= 1000):
+                    record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size)
+                    print(json.dumps(record | {"machine": info}), flush=True)
                 if batch >= 1000 and args.chunk:
                     record = run_solve_case(
                         num_arms, batch, dtype, args.repeat, args.reference_size, args.chunk
@@ -154,7 +160,8 @@ def main():
     if not args.no_warm:
         for num_arms in args.arms:
             for dtype in args.dtypes:
-                record = run_warm_case(num_arms, max(args.batches), dtype, args.repeat)
+                batch = args.warm_batch or max(args.batches)
+                record = run_warm_case(num_arms, batch, dtype, args.repeat)
                 print(json.dumps(record | {"machine": info}), flush=True)
 
 

@@ -195,21 +195,15 @@ def _two_sum(a, b):
     return s, (a - (s - b_virtual)) + (b - b_virtual)
 
 
-def _two_product(a, b):
-    """``a * b = p + e`` exactly (Dekker, with Veltkamp splitting; no FMA needed)."""
-    digits = jnp.finfo(a.dtype).nmant + 1
-    factor = jnp.asarray(2.0 ** ((digits + 1) // 2) + 1, a.dtype)
+def _split(v):
+    """``v = high + low`` with both halves short enough that their products are exact.
 
-    def split(v):
-        c = factor * v
-        high = c - (c - v)
-        return high, v - high
-
-    p = a * b
-    a_high, a_low = split(a)
-    b_high, b_low = split(b)
-    error = a_low * b_low - (((p - a_high * b_high) - a_low * b_high) - a_high * b_low)
-    return p, error
+    ``lax.reduce_precision`` rounds to half the significand; not Veltkamp's
+    ``c - (c - v)``, which a compiler may turn into a fused multiply-add.
+    """
+    digits = jnp.finfo(v.dtype).nmant + 1  # 24 (float32) or 53 (float64)
+    high = jax.lax.reduce_precision(v, jnp.finfo(v.dtype).nexp, digits // 2 - 1)
+    return high, v - high
 
 
 def _residual(matrix, x, rhs):
@@ -217,14 +211,26 @@ def _residual(matrix, x, rhs):
 
     The basic solution of a covering LP often has one huge component (a free arm) next
     to small ones that are differences of large terms; a residual in working precision
-    cannot refine those.
+    cannot refine those.  Every product is formed from half-length operands, so it is
+    exact, and the sums are error-free (Knuth's TwoSum): the result holds even where
+    the compiler contracts a multiply and an add into a fused multiply-add (XLA on CPU
+    does).
     """
-    products, errors = _two_product(matrix, x[None, :])
+    matrix_high, matrix_low = _split(matrix)
+    x_high, x_low = _split(x)
+    parts = (
+        matrix_high * x_high[None, :],
+        matrix_high * x_low[None, :],
+        matrix_low * x_high[None, :],
+        matrix_low * x_low[None, :],
+    )
 
     def add_column(j, carry):
         total, compensation = carry
-        total, error = _two_sum(total, -products[:, j])
-        return total, compensation + error - errors[:, j]
+        for part in parts:
+            total, error = _two_sum(total, -part[:, j])
+            compensation = compensation + error
+        return total, compensation
 
     total, compensation = jax.lax.fori_loop(
         0, x.shape[0], add_column, (rhs, jnp.zeros_like(rhs))
