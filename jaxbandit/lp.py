@@ -218,24 +218,25 @@ def _residual(matrix, x, rhs):
     """
     matrix_high, matrix_low = _split(matrix)
     x_high, x_low = _split(x)
-    parts = (
-        matrix_high * x_high[None, :],
-        matrix_high * x_low[None, :],
-        matrix_low * x_high[None, :],
-        matrix_low * x_low[None, :],
+    terms = jnp.concatenate(
+        [
+            rhs[:, None],
+            -matrix_high * x_high[None, :],
+            -matrix_high * x_low[None, :],
+            -matrix_low * x_high[None, :],
+            -matrix_low * x_low[None, :],
+        ],
+        axis=1,
     )
-
-    def add_column(j, carry):
-        total, compensation = carry
-        for part in parts:
-            total, error = _two_sum(total, -part[:, j])
-            compensation = compensation + error
-        return total, compensation
-
-    total, compensation = jax.lax.fori_loop(
-        0, x.shape[0], add_column, (rhs, jnp.zeros_like(rhs))
-    )
-    return total + compensation
+    # Pairwise TwoSum tree (log2 levels of vector ops rather than a sequential loop);
+    # the rounding errors of every level are summed in working precision (Sum2).
+    errors = jnp.zeros_like(rhs)
+    while terms.shape[1] > 1:
+        if terms.shape[1] % 2:
+            terms = jnp.concatenate([terms, jnp.zeros_like(terms[:, :1])], axis=1)
+        terms, error = _two_sum(terms[:, 0::2], terms[:, 1::2])
+        errors = errors + jnp.sum(error, axis=1)
+    return terms[:, 0] + errors
 
 
 def _gauss_jordan(matrix, rhs):
@@ -370,7 +371,12 @@ class _Step(NamedTuple):
 
 
 def _next_step(
-    tableau: _Tableau, scaled: _Scaled, tolerance, careful=False, precise: bool = False
+    tableau: _Tableau,
+    scaled: _Scaled,
+    tolerance,
+    careful=False,
+    precise: bool = False,
+    classify_only: bool = False,
 ) -> _Step:
     """Classify the basis and pick the next pivot (dual simplex first, primal clean-up).
 
@@ -405,9 +411,12 @@ def _next_step(
     # Small pivots are a last resort, and none once one has led to a singular basis.
     dual_candidates = jnp.where(jnp.any(stable) | careful, stable, usable)
     farkas = ~primal_feasible & ~jnp.any(dual_candidates)
-    enter_dual = _entering_column(
-        tableau, magnitudes, scaled, leave_dual, dual_candidates, tolerance
-    )
+    if classify_only:  # the warm-start check needs no pivot
+        enter_dual = jnp.int32(0)
+    else:
+        enter_dual = _entering_column(
+            tableau, magnitudes, scaled, leave_dual, dual_candidates, tolerance
+        )
 
     # -- dual feasibility and the primal clean-up step -------------------------------
     reduced = rows[m : m + 2, :total]
@@ -429,7 +438,7 @@ def _next_step(
     # by many orders (a free arm's huge value next to small ones).
     column = body[:, enter_primal]
     matrix_column = scaled.matrix[:, enter_primal]
-    if precise:  # one step of refinement with an extra-precise residual
+    if precise and not classify_only:  # one step of refinement with an extra-precise residual
         inverse = -body[:, n:]
         column = column + inverse @ _residual(scaled.matrix[:, basis], column, matrix_column)
     blocking = column > tolerance * (magnitudes.inverse @ jnp.abs(matrix_column))
@@ -468,11 +477,13 @@ class _Verdict(NamedTuple):
     infeasible: Array  # a Farkas row
 
 
-def _verdict(tableau: _Tableau, scaled: _Scaled, tolerance, careful=False) -> _Verdict:
+def _verdict(
+    tableau: _Tableau, scaled: _Scaled, tolerance, careful=False, classify_only: bool = False
+) -> _Verdict:
     finite = jnp.all(jnp.isfinite(tableau.rows))
     rows = jnp.where(finite, tableau.rows, jnp.zeros_like(tableau.rows))
     tableau = _Tableau(rows, tableau.basis)
-    step = _next_step(tableau, scaled, tolerance, careful, precise=True)
+    step = _next_step(tableau, scaled, tolerance, careful, precise=True, classify_only=classify_only)
     # Skeel's condition number max_i (|B^-1| |B| 1)_i bounds the relative error of the
     # basic solution by about eps * cond: beyond `_CONDITION_LIMIT` nothing is certified.
     magnitudes = _magnitudes(tableau, scaled)
@@ -771,7 +782,7 @@ def check_basis(
         raise ValueError(f"basis must have shape ({m},), got {basis.shape}.")
     scaled = _scale(cost, matrix, rhs)
     tableau = _tableau(scaled, basis)
-    verdict = _verdict(tableau, scaled, jnp.asarray(tolerance, matrix.dtype))
+    verdict = _verdict(tableau, scaled, jnp.asarray(tolerance, matrix.dtype), classify_only=True)
     ok = scaled.valid & verdict.optimal & verdict.strictly_dual_feasible
     status = jnp.where(ok, LPStatus.OPTIMAL, LPStatus.NUMERICAL_ERROR)
     return BasisCheck(ok, _solution(tableau, scaled, cost, status, jnp.int32(0)))
