@@ -16,7 +16,7 @@ policies see the same noise (common random numbers).
 
 Example (about two minutes on 2 CPU cores)::
 
-    python scripts/compare_baselines.py --horizon 10000 --runs 200 --out /tmp/baselines
+    python scripts/compare_baselines.py --horizon 10000 --runs 200 --out baselines_output
 
 The full study is ``--horizon 100000 --runs 1000``.
 """
