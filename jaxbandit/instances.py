@@ -151,13 +151,6 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
     return mu_arr, sigma_arr
 
 
-def _check_scale(name: str, value: float) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}.")
-    return value
-
-
 def _as_means(mu: ArrayLike) -> np.ndarray:
     mu_arr = np.asarray(mu, dtype=np.float64)
     if mu_arr.ndim != 1:

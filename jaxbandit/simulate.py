@@ -225,7 +225,6 @@ def _solve_requests(policy: Policy, decision: Decision, ctx: Context, batch: int
 def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
     """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
 
-    cells_runs = lambda fn, run_axes, cell_axes: _vmap_cells_runs(fn, run_axes, cell_axes)
 
     def init(ctx: Context, num_runs: int, num_times: int) -> EngineCarry:
         state = jax.vmap(policy.init_fn)(ctx)
@@ -241,11 +240,11 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             round=jnp.zeros((), jnp.int32),
         )
 
-    select = cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
-    update = cells_runs(policy.update_fn, (0, 0, 0, None), (0, 0, 0, 0))
-    observe = cells_runs(environment.observe, (0, None, 0, None), (0, None, 0, 0))
+    select = _vmap_cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
+    update = _vmap_cells_runs(policy.update_fn, (0, 0, 0, None), (0, 0, 0, 0))
+    observe = _vmap_cells_runs(environment.observe, (0, None, 0, None), (0, None, 0, 0))
     if policy.solve_fn is not None:
-        finish = cells_runs(policy.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
+        finish = _vmap_cells_runs(policy.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
 
     def one_round(carry: EngineCarry, t: Array, times, noise_keys, policy_keys, env, ctx):
         round_number = t + 1  # policies count rounds from 1
@@ -274,7 +273,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
 
         def record(regret_and_index):
             regret, index = regret_and_index
-            gaps = jnp.max(env.mu, axis=-1, keepdims=True) - env.mu  # (C, K)
+            gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
             current = jnp.einsum("crk,ck->cr", counts.astype(gaps.dtype), gaps)
             return regret.at[:, :, index].set(current), index + 1
 
