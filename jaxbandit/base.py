@@ -17,6 +17,10 @@ Policies without expensive work leave ``solve_fn`` and ``finish_fn`` as ``None``
 policy may add a second, rarer stage: ``fallback_solve_fn`` runs (compacted the same
 way) only for the runs whose first answer has ``needs_fallback`` set — e.g. a cheap
 warm-start check first, a full LP solve only where the check fails.
+
+Weighted estimators (:class:`jaxbandit.estimator.EstimatorState`) anywhere in a state
+need only :func:`jaxbandit.estimator.update` each round: the engine consolidates them at
+the fixed rounds of :func:`jaxbandit.estimator.consolidation_due`.
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ class Policy(NamedTuple):
         options: static (non-numeric) options, for the record.
         fallback_solve_fn: optional ``(request, ctx) -> answer`` (same structure as
             ``solve_fn``'s, which must then have a bool ``needs_fallback`` field).
+        counts_fn: optional ``(state) -> (num_arms,)`` int32 plays of each arm, for a
+            policy whose state already counts them: the engine then keeps no copy
+            (one pass over the state per round less).
     """
 
     name: str
@@ -90,3 +97,4 @@ class Policy(NamedTuple):
     finish_fn: Optional[Callable] = None
     options: dict = {}
     fallback_solve_fn: Optional[Callable] = None
+    counts_fn: Optional[Callable] = None

@@ -3,18 +3,24 @@
 For each arm ``j``: ``zeta_j = sum_i N_i W[i, j]`` (the weighted number of samples) and
 ``mu_hat_j = sum_tau W[i_tau, j] X_{j,tau} / zeta_j``.
 
-Numerics (float32 must stay accurate over 10**7 rounds):
+Two-level accumulation, for speed and for float32 accuracy over 10**7 rounds:
 
-* ``zeta`` and the weighted sum are accumulated with Kahan compensation, so adding a
-  weight of 1 to 1.7e7 is not lost (plain float32 addition drops it);
-* observations are centred on the first value seen for the arm (``shift``), so a large
-  mean does not cancel catastrophically in the running sum;
+* every round, :func:`update` adds the new samples to small *recent* sums with plain
+  additions (two passes over the state, the least a round can cost);
+* every so often, :func:`consolidate` folds the recent sums into the totals: ``zeta``
+  with Kahan compensation (adding 1 to 1.7e7 is not lost, as a plain float32 sum would
+  lose it), and the weighted sum by *re-centring* — the centre ``shift`` moves to the
+  current estimate and the sum keeps only the residual around it, so a large mean never
+  cancels catastrophically and the recent sums stay O(noise).  The rounds after which to
+  consolidate are fixed (:func:`consolidation_due`), so results do not depend on how a
+  simulation is cut into chunks.  :func:`step` does both, for loops of your own;
 * a noise-free observation (``sigma = 0``, ``W = inf``) is the limit sigma -> 0: its
   weight is capped at :func:`max_weight` (1.8e15 in float32), which makes it exact to
   rounding against any realistic amount of noisy data, and no ``inf`` or NaN is formed.
 
 Before an arm is observed its estimate is 0 and ``zeta`` is 0 (policies treat
-``zeta = 0`` as "unexplored"); nothing is divided by zero.
+``zeta = 0`` as "unexplored"); nothing is divided by zero.  Every function here is
+elementwise over arms, so it applies unchanged to batched states ``(..., num_arms)``.
 """
 
 from __future__ import annotations
@@ -27,18 +33,36 @@ import numpy as np
 
 from jaxbandit._types import Array
 
-__all__ = ["EstimatorState", "init", "update", "mean", "weighted_counts", "kahan_add", "max_weight"]
+__all__ = [
+    "EstimatorState",
+    "init",
+    "from_estimates",
+    "update",
+    "consolidate",
+    "consolidation_due",
+    "next_consolidation",
+    "step",
+    "mean",
+    "weighted_counts",
+    "kahan_add",
+    "max_weight",
+]
+
+# After the first 2**k rounds (k < 6) and then every 64 rounds: early points keep the
+# first, un-centred sums short; 64 keeps the cost of folding below 2% of a round.
+CONSOLIDATION_PERIOD = 64
 
 
 class EstimatorState(NamedTuple):
     """Sufficient statistics of one run (all ``(num_arms,)``)."""
 
     counts: Array  # int32 N_i: plays of each arm
-    zeta: Array  # weighted number of samples (Kahan sum)
+    zeta: Array  # consolidated weighted number of samples (Kahan sum)
     zeta_error: Array  # its compensation: the true sum is zeta - zeta_error
-    shift: Array  # first observation of each arm (centring)
-    weighted_sum: Array  # sum of W * (X - shift) (Kahan sum)
-    weighted_sum_error: Array  # its compensation
+    shift: Array  # centre of the weighted sum: the estimate at the last consolidation
+    weighted_sum: Array  # consolidated sum of W * (X - shift): a small residual
+    recent_zeta: Array  # weights added since the last consolidation
+    recent_sum: Array  # W * (X - shift) added since the last consolidation
 
 
 def max_weight(dtype) -> float:
@@ -59,18 +83,26 @@ def kahan_add(total: Array, error: Array, increment: Array) -> tuple[Array, Arra
 
 def init(num_arms: int, dtype=jnp.float32) -> EstimatorState:
     zeros = jnp.zeros(num_arms, dtype)
+    return EstimatorState(jnp.zeros(num_arms, jnp.int32), zeros, zeros, zeros, zeros, zeros, zeros)
+
+
+def from_estimates(counts, zeta, mean, dtype=jnp.float32) -> EstimatorState:
+    """A consolidated state with the given ``(num_arms,)`` plays, weighted counts and
+    estimates (to unit-test a policy on a hand-built situation)."""
+    zeros = jnp.zeros(jnp.shape(counts), dtype)
     return EstimatorState(
-        counts=jnp.zeros(num_arms, jnp.int32),
-        zeta=zeros,
+        counts=jnp.asarray(counts, jnp.int32),
+        zeta=jnp.asarray(zeta, dtype),
         zeta_error=zeros,
-        shift=zeros,
+        shift=jnp.asarray(mean, dtype),
         weighted_sum=zeros,
-        weighted_sum_error=zeros,
+        recent_zeta=zeros,
+        recent_sum=zeros,
     )
 
 
 def update(state: EstimatorState, arm: Array, values: Array, precision_row: Array) -> EstimatorState:
-    """Add the observations of one round.
+    """Add the observations of one round to the recent sums.
 
     Args:
         state: current statistics.
@@ -79,34 +111,74 @@ def update(state: EstimatorState, arm: Array, values: Array, precision_row: Arra
         precision_row: ``(num_arms,)`` ``W[arm, :]`` (``inf`` for noise-free samples).
 
     Returns:
-        The updated :class:`EstimatorState`.
+        The updated :class:`EstimatorState` (call :func:`consolidate` when
+        :func:`consolidation_due` says so, or use :func:`step`).
     """
     dtype = state.zeta.dtype
     weight = jnp.minimum(precision_row.astype(dtype), max_weight(dtype))
-    shift = jnp.where((state.zeta == 0) & (weight > 0), values, state.shift)
-    zeta, zeta_error = kahan_add(state.zeta, state.zeta_error, weight)
-    weighted_sum, weighted_sum_error = kahan_add(
-        state.weighted_sum, state.weighted_sum_error, weight * (values - shift)
-    )
-    num_arms = state.counts.shape[0]
-    return EstimatorState(
+    # where(), not a product: an unobserved entry may hold anything, even inf.
+    increment = jnp.where(weight > 0, weight * (values - state.shift), jnp.zeros_like(weight))
+    num_arms = state.counts.shape[-1]
+    return state._replace(
         counts=state.counts + jax.nn.one_hot(arm, num_arms, dtype=jnp.int32),
+        recent_zeta=state.recent_zeta + weight,
+        recent_sum=state.recent_sum + increment,
+    )
+
+
+def consolidate(state: EstimatorState) -> EstimatorState:
+    """Fold the recent sums into the totals and re-centre on the current estimate."""
+    zeta, zeta_error = kahan_add(state.zeta, state.zeta_error, state.recent_zeta)
+    total = zeta - zeta_error
+    residual = state.weighted_sum + state.recent_sum
+    observed = total > 0
+    safe_total = jnp.where(observed, total, jnp.ones_like(total))
+    shift = jnp.where(observed, state.shift + residual / safe_total, state.shift)
+    # Keep what the rounded new centre does not account for: the estimate is unchanged
+    # up to one rounding of ``moved * total``, and ``residual`` stays near zero.
+    moved = shift - state.shift
+    zeros = jnp.zeros_like(total)
+    return EstimatorState(
+        counts=state.counts,
         zeta=zeta,
         zeta_error=zeta_error,
         shift=shift,
-        weighted_sum=weighted_sum,
-        weighted_sum_error=weighted_sum_error,
+        weighted_sum=jnp.where(observed, residual - moved * total, zeros),
+        recent_zeta=zeros,
+        recent_sum=zeros,
     )
 
 
-def mean(state: EstimatorState) -> Array:
-    """``(num_arms,)`` estimated means ``mu_hat`` (0 for arms not yet observed)."""
-    observed = state.zeta > 0
-    safe_zeta = jnp.where(observed, state.zeta, jnp.ones_like(state.zeta))
-    estimate = state.shift + (state.weighted_sum - state.weighted_sum_error) / safe_zeta
-    return jnp.where(observed, estimate, jnp.zeros_like(estimate))
+def consolidation_due(rounds_done: Array) -> Array:
+    """Whether to consolidate after ``rounds_done`` rounds: at 1, 2, 4, ..., 32, then every 64."""
+    rounds_done = jnp.asarray(rounds_done, jnp.int32)
+    power_of_two = (rounds_done & (rounds_done - 1)) == 0
+    return (rounds_done > 0) & (power_of_two | (rounds_done % CONSOLIDATION_PERIOD == 0))
+
+
+def next_consolidation(rounds_done: Array) -> Array:
+    """The smallest round count ``> rounds_done`` at which :func:`consolidation_due` holds."""
+    rounds_done = jnp.asarray(rounds_done, jnp.int32)
+    next_power_of_two = jnp.left_shift(jnp.int32(1), 32 - jax.lax.clz(rounds_done))
+    next_period = (rounds_done // CONSOLIDATION_PERIOD + 1) * CONSOLIDATION_PERIOD
+    return jnp.where(rounds_done < CONSOLIDATION_PERIOD, next_power_of_two, next_period)
+
+
+def step(state: EstimatorState, rounds_done: Array, arm: Array, values: Array, precision_row: Array) -> EstimatorState:
+    """:func:`update`, then :func:`consolidate` if due; ``rounds_done`` counts this round."""
+    state = update(state, arm, values, precision_row)
+    return jax.lax.cond(consolidation_due(rounds_done), consolidate, lambda s: s, state)
 
 
 def weighted_counts(state: EstimatorState) -> Array:
     """``(num_arms,)`` weighted number of samples ``zeta`` (0 before any observation)."""
-    return state.zeta - state.zeta_error
+    return (state.zeta - state.zeta_error) + state.recent_zeta
+
+
+def mean(state: EstimatorState) -> Array:
+    """``(num_arms,)`` estimated means ``mu_hat`` (0 for arms not yet observed)."""
+    zeta = weighted_counts(state)
+    observed = zeta > 0
+    safe_zeta = jnp.where(observed, zeta, jnp.ones_like(zeta))
+    estimate = state.shift + (state.weighted_sum + state.recent_sum) / safe_zeta
+    return jnp.where(observed, estimate, jnp.zeros_like(estimate))

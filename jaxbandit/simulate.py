@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbandit import environment, rng
+from jaxbandit import environment, estimator, rng
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy
 from jaxbandit.instances import Instance
@@ -135,7 +135,7 @@ class EngineCarry(NamedTuple):
     """Everything the scan carries; a checkpoint of a simulation between chunks."""
 
     state: Any  # policy state, leaves (C, R, ...)
-    counts: Array  # (C, R, K) int32
+    counts: Optional[Array]  # (C, R, K) int32, or None where the policy counts its plays
     regret: Array  # (C, R, P) recorded regret
     next_record: Array  # () int32 index into times
     round: Array  # () int32 rounds done
@@ -148,6 +148,15 @@ class Simulation(NamedTuple):
     run_chunk: Callable  # (carry, t0, horizon, times, noise_keys, policy_keys, env, ctx) -> carry
     diagnostics: Callable  # (state) -> dict of (C, R)
     chunk_size: int
+    play_counts: Callable  # (carry) -> (C, R, K) int32
+
+
+def _consolidate_estimators(state):
+    """Consolidate every weighted estimator inside a (batched) policy state."""
+    is_estimator = lambda x: isinstance(x, estimator.EstimatorState)
+    return jax.tree_util.tree_map(
+        lambda x: estimator.consolidate(x) if is_estimator(x) else x, state, is_leaf=is_estimator
+    )
 
 
 def _vmap_cells_runs(fn, run_axes, cell_axes):
@@ -234,7 +243,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         num_cells, num_arms = ctx.true_mean.shape
         return EngineCarry(
             state=state,
-            counts=jnp.zeros((num_cells, num_runs, num_arms), jnp.int32),
+            counts=None if policy.counts_fn else jnp.zeros((num_cells, num_runs, num_arms), jnp.int32),
             regret=jnp.zeros((num_cells, num_runs, num_times), ctx.true_mean.dtype),
             next_record=jnp.zeros((), jnp.int32),
             round=jnp.zeros((), jnp.int32),
@@ -268,32 +277,60 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         arm = arm.astype(jnp.int32)
         values = observe(noise_keys, t, arm, env)
         state = update(state, arm, values, ctx)
+        if policy.counts_fn is not None:
+            return carry._replace(state=state)
         num_arms = carry.counts.shape[-1]
         counts = carry.counts + jax.nn.one_hot(arm, num_arms, dtype=jnp.int32)
+        return carry._replace(state=state, counts=counts)
 
-        def record(regret_and_index):
-            regret, index = regret_and_index
-            gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
-            current = jnp.einsum("crk,ck->cr", counts.astype(gaps.dtype), gaps)
-            return regret.at[:, :, index].set(current), index + 1
+    def play_counts(carry: EngineCarry) -> Array:
+        """``(C, R, K)`` plays of each arm so far."""
+        if policy.counts_fn is None:
+            return carry.counts
+        return jax.vmap(jax.vmap(policy.counts_fn))(carry.state)
 
-        due = round_number == times[jnp.minimum(carry.next_record, times.shape[0] - 1)]
-        due = due & (carry.next_record < times.shape[0])
-        regret, next_record = jax.lax.cond(
-            due, record, lambda x: x, (carry.regret, carry.next_record)
-        )
-        return EngineCarry(state, counts, regret, next_record, carry.round + 1)
+    def record(counts, regret, next_record, env):
+        """Write the current pseudo-regret into slot ``next_record`` of ``regret``."""
+        gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
+        current = jnp.einsum("crk,ck->cr", counts.astype(gaps.dtype), gaps)
+        return regret.at[:, :, next_record].set(current), next_record + 1
 
     def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
-        # A loop with a traced trip count: the last chunk simply runs fewer rounds.  (A
+        # Loops with traced trip counts: the last chunk simply runs fewer rounds.  (A
         # ``cond(t < horizon)`` around each round would copy the whole carry every round,
-        # which cost a third of the throughput.)
-        num_rounds = jnp.clip(horizon - t0, 0, chunk_size)
+        # which cost a third of the throughput.)  The chunk is cut into segments that end
+        # where the estimators consolidate (fixed round counts, so the results do not
+        # depend on the chunk size).
+        end = jnp.minimum(horizon, t0 + chunk_size)
+        num_times = times.shape[0]
 
-        def body(i, carry):
-            return one_round(carry, t0 + i, times, noise_keys, policy_keys, env, ctx)
+        def body(t, carry):
+            return one_round(carry, t, times, noise_keys, policy_keys, env, ctx)
 
-        return jax.lax.fori_loop(0, num_rounds, body, carry)
+        def segment(carry):
+            # Rounds [start, stop): up to the next consolidation or recording time, so
+            # the per-round body has no branch at all.
+            start = carry.round
+            pending = carry.next_record < num_times
+            next_time = jnp.where(pending, times[jnp.minimum(carry.next_record, num_times - 1)], end)
+            stop = jnp.minimum(jnp.minimum(end, estimator.next_consolidation(start)), next_time)
+            carry = jax.lax.fori_loop(start, stop, body, carry)
+            carry = carry._replace(round=stop)
+            # Branch only on what a branch changes: a cond over the whole carry copies it.
+            regret, next_record = jax.lax.cond(
+                pending & (stop == next_time),
+                lambda r, i: record(play_counts(carry), r, i, env),
+                lambda r, i: (r, i),
+                carry.regret,
+                carry.next_record,
+            )
+            carry = carry._replace(regret=regret, next_record=next_record)
+            state = jax.lax.cond(
+                estimator.consolidation_due(stop), _consolidate_estimators, lambda s: s, carry.state
+            )
+            return carry._replace(state=state)
+
+        return jax.lax.while_loop(lambda c: c.round < end, segment, carry)
 
     diagnostics = jax.jit(
         lambda state: jax.vmap(jax.vmap(policy.diagnostics_fn))(state)
@@ -303,6 +340,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
         diagnostics=diagnostics,
         chunk_size=chunk_size,
+        play_counts=jax.jit(play_counts),
     )
 
 
@@ -448,7 +486,7 @@ class SimulationRun:
         batched = lambda x: self._shard(x) if x.ndim >= 2 else x
         return EngineCarry(
             state=jax.tree_util.tree_map(batched, carry.state),
-            counts=self._shard(carry.counts),
+            counts=None if carry.counts is None else self._shard(carry.counts),
             regret=self._shard(carry.regret),
             next_record=carry.next_record,
             round=carry.round,
@@ -523,7 +561,7 @@ class SimulationRun:
         runs = self.runs
         diagnostics = self.diagnostics()
         regret = _to_host(self.carry.regret).astype(np.float64)[:, :runs]
-        counts = _to_host(self.carry.counts).astype(np.int64)[:, :runs]
+        counts = _to_host(self._sim.play_counts(self.carry)).astype(np.int64)[:, :runs]
         single = not self.instance.is_batch and all(np.ndim(v) == 0 for v in self.params.values())
         if single:
             regret, counts = regret[0], counts[0]

@@ -34,10 +34,11 @@ def _run_estimator(arms, values, sigma, dtype):
     precision = 1.0 / jnp.square(jnp.asarray(sigma, dtype))
 
     def step(state, inputs):
-        arm, x = inputs
-        return estimator.update(state, arm, x, precision[arm]), None
+        t, arm, x = inputs
+        return estimator.step(state, t + 1, arm, x, precision[arm]), None
 
-    state, _ = jax.lax.scan(step, estimator.init(sigma.shape[0], dtype), (jnp.asarray(arms), jnp.asarray(values, dtype)))
+    inputs = (jnp.arange(len(arms)), jnp.asarray(arms), jnp.asarray(values, dtype))
+    state, _ = jax.lax.scan(step, estimator.init(sigma.shape[0], dtype), inputs)
     return state
 
 
@@ -99,8 +100,8 @@ def test_float32_accurate_over_ten_million_rounds():
             x = jnp.where(jnp.isfinite(row), jnp.asarray(mu) + jnp.where(jnp.isfinite(row), row, 0.0) * z, 0.0)
             p64 = 1.0 / jnp.square(row)
             return (
-                estimator.update(state32, arm, x.astype(jnp.float32), p64.astype(jnp.float32)),
-                estimator.update(state64, arm, x, p64),
+                estimator.step(state32, t + 1, arm, x.astype(jnp.float32), p64.astype(jnp.float32)),
+                estimator.step(state64, t + 1, arm, x, p64),
             ), None
 
         run = jax.jit(lambda: jax.lax.scan(step, (estimator.init(3, jnp.float32), estimator.init(3, jnp.float64)), jnp.arange(num_rounds))[0])
@@ -113,3 +114,34 @@ def test_float32_accurate_over_ten_million_rounds():
     assert np.all(np.abs(mean32 - mean64) <= 2 * spacing), (mean32, mean64)
     np.testing.assert_allclose(zeta32, zeta64, rtol=1e-6)
     assert np.max(np.abs(mean64 - mu)) < 5 * np.max(1 / np.sqrt(zeta64))
+
+
+def test_consolidation_schedule():
+    """Due after 1, 2, 4, ..., 32 rounds and every 64 after; next_* agrees with due."""
+    rounds = np.arange(0, 1000)
+    due = np.asarray(jax.vmap(estimator.consolidation_due)(jnp.asarray(rounds)))
+    expected = {1, 2, 4, 8, 16, 32} | set(range(64, 1000, 64))
+    assert set(rounds[due]) == expected
+    following = np.asarray(jax.vmap(estimator.next_consolidation)(jnp.asarray(rounds)))
+    for n, nxt in zip(rounds[:-70], following[:-70]):
+        assert nxt == min(m for m in expected if m > n)
+
+
+def test_consolidate_keeps_the_estimate_and_recentres():
+    """Folding the recent sums changes mean and zeta by at most a rounding, and leaves
+    the consolidated sum a small residual around the new centre."""
+    gen = np.random.default_rng(3)
+    sigma = np.array([[1.0, 2.0, INF], [INF, 0.5, 1.0], [0.7, INF, 3.0]])
+    precision = 1.0 / jnp.square(jnp.asarray(sigma, jnp.float32))
+    state = estimator.init(3, jnp.float32)
+    for _ in range(50):
+        arm = int(gen.integers(3))
+        x = jnp.asarray(1000.0 + gen.standard_normal(3), jnp.float32)
+        state = estimator.update(state, arm, x, precision[arm])
+    folded = estimator.consolidate(state)
+    np.testing.assert_allclose(estimator.mean(folded), estimator.mean(state), rtol=2e-7)
+    np.testing.assert_allclose(estimator.weighted_counts(folded), estimator.weighted_counts(state), rtol=1e-7)
+    np.testing.assert_array_equal(folded.recent_zeta, 0.0)
+    np.testing.assert_array_equal(folded.recent_sum, 0.0)
+    np.testing.assert_allclose(folded.shift, estimator.mean(state), rtol=2e-7)
+    assert np.all(np.abs(folded.weighted_sum) <= 1e-3 * np.asarray(estimator.weighted_counts(folded)))

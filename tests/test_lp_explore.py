@@ -42,14 +42,7 @@ def _state(inst, counts, mean, exploration_rounds=0, dtype=jnp.float32):
     """A hand-built state whose estimates are exactly ``mean`` after ``counts`` plays."""
     counts = np.asarray(counts)
     zeta = counts @ np.where(np.isinf(inst.precision), 0.0, inst.precision)
-    stats = estimator.EstimatorState(
-        counts=jnp.asarray(counts, jnp.int32),
-        zeta=jnp.asarray(zeta, dtype),
-        zeta_error=jnp.zeros(len(counts), dtype),
-        shift=jnp.asarray(mean, dtype),
-        weighted_sum=jnp.zeros(len(counts), dtype),
-        weighted_sum_error=jnp.zeros(len(counts), dtype),
-    )
+    stats = estimator.from_estimates(counts, zeta, mean, dtype)
     zero = jnp.zeros((), jnp.int32)
     return lp_explore_module.LPExploreState(
         stats=stats,

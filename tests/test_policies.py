@@ -43,12 +43,8 @@ def _context(inst, policy):
 def _state(inst, counts, mean):
     counts = np.asarray(counts)
     zeta = counts @ np.where(np.isinf(inst.precision), 0.0, inst.precision)
-    k = len(counts)
-    stats = estimator.EstimatorState(
-        jnp.asarray(counts, jnp.int32), jnp.asarray(zeta, jnp.float32), jnp.zeros(k),
-        jnp.asarray(mean, jnp.float32), jnp.zeros(k), jnp.zeros(k),
-    )
-    return EstimatorPolicyState(stats, jnp.asarray(k, jnp.int32))
+    stats = estimator.from_estimates(counts, zeta, mean)
+    return EstimatorPolicyState(stats, jnp.asarray(len(counts), jnp.int32))
 
 
 GENERAL = jb.Instance([0.5, 0.4, 0.1], [[1.0, INF, 2.0], [0.5, 1.0, INF], [INF, 0.25, 1.0]])
@@ -120,10 +116,7 @@ def test_thompson_sampling_draws_from_the_weighted_posterior():
     inst = instances.full_information([0.5, 0.45])
     policy = jb.policies.make("ts_n")
     ctx = _context(inst, policy)
-    stats = estimator.EstimatorState(
-        jnp.asarray([4, 100], jnp.int32), jnp.asarray([4.0, 100.0]), jnp.zeros(2),
-        jnp.asarray([0.5, 0.45]), jnp.zeros(2), jnp.zeros(2),
-    )
+    stats = estimator.from_estimates([4, 100], [4.0, 100.0], [0.5, 0.45])
     state = EstimatorPolicyState(stats, jnp.asarray(2, jnp.int32))
     keys = jb.rng.run_keys(jb.rng.stream_key(1, jb.rng.POLICY_STREAM), 0, jnp.arange(20000))
     arms = jax.jit(jax.vmap(lambda k: policy.select_fn(k, state, jnp.int32(100), ctx).arm))(keys)

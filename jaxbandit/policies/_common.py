@@ -19,6 +19,7 @@ __all__ = [
     "check_unit_interval",
     "no_solve",
     "log_round",
+    "stats_counts",
 ]
 
 
@@ -27,6 +28,11 @@ class EstimatorPolicyState(NamedTuple):
 
     stats: estimator.EstimatorState
     initial_rounds: Array  # int32 counter, rounds spent in the initial phase
+
+
+def stats_counts(state) -> Array:
+    """``(K,)`` plays of each arm, for policies whose state holds the estimator as ``stats``."""
+    return state.stats.counts
 
 
 def initial_side_arm(ctx: Context, t: Array) -> Array:

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from jaxbandit import estimator, rng
 from jaxbandit.base import Policy
 from jaxbandit.policies._common import (
+    stats_counts,
     EstimatorPolicyState,
     check_positive,
     estimator_update,
@@ -45,7 +46,7 @@ def greedy() -> Policy:
         best = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
         return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), best))
 
-    return Policy("greedy", {}, _init, select_fn, _update, _diagnostics)
+    return Policy("greedy", {}, _init, select_fn, _update, _diagnostics, counts_fn=stats_counts)
 
 
 def eps_greedy(c: float = 1.0) -> Policy:
@@ -66,4 +67,4 @@ def eps_greedy(c: float = 1.0) -> Policy:
         arm = jnp.where(coin <= epsilon, random_arm, best)
         return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
 
-    return Policy("eps_greedy", {"c": c}, _init, select_fn, _update, _diagnostics)
+    return Policy("eps_greedy", {"c": c}, _init, select_fn, _update, _diagnostics, counts_fn=stats_counts)

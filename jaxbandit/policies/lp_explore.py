@@ -51,7 +51,7 @@ from jaxbandit import estimator, lp
 from jaxbandit.lower_bound import LowerBoundProblem, lower_bound_problem
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy
-from jaxbandit.policies._common import check_positive, check_unit_interval, log_round
+from jaxbandit.policies._common import check_positive, check_unit_interval, log_round, stats_counts
 
 __all__ = ["lp_explore", "LPExploreState", "TheoryWarning", "CASE_C_RULES", "Case"]
 
@@ -250,4 +250,5 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         finish_fn=finish_fn,
         options={"case_c_rule": case_c_rule},
         fallback_solve_fn=fallback_solve_fn,
+        counts_fn=stats_counts,
     )

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jaxbandit import estimator
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy
-from jaxbandit.policies._common import no_solve
+from jaxbandit.policies._common import no_solve, stats_counts
 
 __all__ = ["oracle_etc", "ETCState", "exploration_quota"]
 
@@ -112,4 +112,4 @@ def oracle_etc() -> Policy:
             "lp_status": state.lp_status,
         }
 
-    return Policy("oracle_etc", {}, init_fn, select_fn, update_fn, diagnostics_fn)
+    return Policy("oracle_etc", {}, init_fn, select_fn, update_fn, diagnostics_fn, counts_fn=stats_counts)

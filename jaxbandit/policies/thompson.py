@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from jaxbandit import estimator, rng
 from jaxbandit.base import Policy
 from jaxbandit.policies._common import (
+    stats_counts,
     EstimatorPolicyState,
     estimator_update,
     initial_side_arm,
@@ -50,7 +51,7 @@ def ts() -> Policy:
         initial = state.initial_rounds < num_arms
         return estimator_update(state, arm, values, own_arm_precision(ctx), initial)
 
-    return Policy("ts", {}, _init, select_fn, update_fn, _diagnostics)
+    return Policy("ts", {}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)
 
 
 def ts_n() -> Policy:
@@ -66,4 +67,4 @@ def ts_n() -> Policy:
         initial = state.initial_rounds < num_arms
         return estimator_update(state, arm, values, ctx.precision, initial)
 
-    return Policy("ts_n", {}, _init, select_fn, update_fn, _diagnostics)
+    return Policy("ts_n", {}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)

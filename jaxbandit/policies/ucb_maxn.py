@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from jaxbandit import estimator
 from jaxbandit.base import Context, Policy
 from jaxbandit.policies._common import (
+    stats_counts,
     EstimatorPolicyState,
     check_positive,
     estimator_update,
@@ -89,4 +90,4 @@ def ucb_maxn(alpha: float = 1.0) -> Policy:
         initial = state.stats.counts.sum() < num_arms
         return estimator_update(state, arm, values, ctx.precision, initial)
 
-    return Policy("ucb_maxn", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics)
+    return Policy("ucb_maxn", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)
