@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     parser.add_argument("--long-runs", type=int, default=1000)
     args = parser.parse_args(argv)
     info = machine()
-    for num_arms in [int(x) for x in args.arms.split(",")]:
+    for num_arms in [int(x) for x in args.arms.split(",") if x]:
         inst = instance(num_arms)
         for runs in [int(x) for x in args.runs.split(",")]:
             config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}

@@ -48,9 +48,9 @@ __all__ = [
     "max_weight",
 ]
 
-# After the first 2**k rounds (k < 6) and then every 64 rounds: early points keep the
-# first, un-centred sums short; 64 keeps the cost of folding below 2% of a round.
-CONSOLIDATION_PERIOD = 64
+# After the first 2**k rounds (k < 8) and then every 256 rounds: early points keep the
+# first, un-centred sums short; 256 keeps the cost of folding near 0.5% of a round.
+CONSOLIDATION_PERIOD = 256
 
 
 class EstimatorState(NamedTuple):
@@ -150,7 +150,7 @@ def consolidate(state: EstimatorState) -> EstimatorState:
 
 
 def consolidation_due(rounds_done: Array) -> Array:
-    """Whether to consolidate after ``rounds_done`` rounds: at 1, 2, 4, ..., 32, then every 64."""
+    """Whether to consolidate after ``rounds_done`` rounds: at 1, 2, 4, ..., 128, then every 256."""
     rounds_done = jnp.asarray(rounds_done, jnp.int32)
     power_of_two = (rounds_done & (rounds_done - 1)) == 0
     return (rounds_done > 0) & (power_of_two | (rounds_done % CONSOLIDATION_PERIOD == 0))

@@ -117,13 +117,13 @@ def test_float32_accurate_over_ten_million_rounds():
 
 
 def test_consolidation_schedule():
-    """Due after 1, 2, 4, ..., 32 rounds and every 64 after; next_* agrees with due."""
-    rounds = np.arange(0, 1000)
+    """Due after 1, 2, 4, ..., 128 rounds and every 256 after; next_* agrees with due."""
+    rounds = np.arange(0, 3000)
     due = np.asarray(jax.vmap(estimator.consolidation_due)(jnp.asarray(rounds)))
-    expected = {1, 2, 4, 8, 16, 32} | set(range(64, 1000, 64))
+    expected = {1, 2, 4, 8, 16, 32, 64, 128} | set(range(256, 3000, 256))
     assert set(rounds[due]) == expected
     following = np.asarray(jax.vmap(estimator.next_consolidation)(jnp.asarray(rounds)))
-    for n, nxt in zip(rounds[:-70], following[:-70]):
+    for n, nxt in zip(rounds[:-300], following[:-300]):
         assert nxt == min(m for m in expected if m > n)
 
 
