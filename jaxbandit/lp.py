@@ -206,6 +206,12 @@ def _split(v):
     return high, v - high
 
 
+def _dot(a, b):
+    """Matrix product in full working precision: on GPUs the default lets float32
+    products run in TF32 (10-bit mantissa), far too coarse for a simplex."""
+    return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
 def _residual(matrix, x, rhs):
     """``rhs - matrix @ x`` in about twice the working precision (Ogita-Rump-Oishi Dot2).
 
@@ -284,12 +290,12 @@ def _tableau(scaled: _Scaled, basis) -> _Tableau:
     solved = _gauss_jordan(basis_matrix, jnp.concatenate([matrix, scaled.rhs[:, None]], axis=1))
     body, values = solved[:, :-1], solved[:, -1]
     inverse = -body[:, n:]  # the surplus columns of M are -I
-    values = values + inverse @ _residual(basis_matrix, values, scaled.rhs)
+    values = values + _dot(inverse, _residual(basis_matrix, values, scaled.rhs))
     # Duals y = g_B B^-1 of both objectives, refined the same way; the reduced costs
     # g - y M then follow with an extra-precise product too.
     weights = scaled.objectives[:, basis]  # (2, m)
-    duals = weights @ inverse
-    duals = duals + jax.vmap(lambda r: r @ inverse)(
+    duals = _dot(weights, inverse)
+    duals = duals + jax.vmap(lambda r: _dot(r, inverse))(
         jax.vmap(lambda y, g: _residual(basis_matrix.T, y, g))(duals, weights)
     )
     reduced = jax.vmap(lambda y, g: _residual(matrix.T, y, g))(duals, scaled.objectives)
@@ -347,7 +353,7 @@ def _reduced_cost_noise(reduced, costs, weights, magnitudes: _Magnitudes, tolera
     m, total = magnitudes.matrix.shape
     duals = jnp.abs(reduced[:, total - m :])
     magnitude = (
-        jnp.abs(costs) + duals @ magnitudes.matrix + jnp.abs(weights) @ magnitudes.body
+        jnp.abs(costs) + _dot(duals, magnitudes.matrix) + _dot(jnp.abs(weights), magnitudes.body)
     )
     floor = jnp.max(magnitude, axis=1, keepdims=True)
     return tolerance * magnitude + 0 * jnp.finfo(costs.dtype).eps * floor
@@ -355,7 +361,7 @@ def _reduced_cost_noise(reduced, costs, weights, magnitudes: _Magnitudes, tolera
 
 def _row_scales(rows, scaled: _Scaled, m, n):
     """Magnitude of each basic value ``(B^-1 b')_i``: ``(|B^-1| |b'|)_i``."""
-    return jnp.abs(rows[:m, n : n + m]) @ jnp.abs(scaled.rhs)
+    return _dot(jnp.abs(rows[:m, n : n + m]), jnp.abs(scaled.rhs))
 
 
 class _Step(NamedTuple):
@@ -405,7 +411,7 @@ def _next_step(
     # are used only when there is nothing else.  Entries within rounding error never.
     pivot_row = body[leave_dual]
     row_size = jnp.max(jnp.abs(pivot_row))
-    entry_noise = 64 * jnp.finfo(dtype).eps * (magnitudes.inverse[leave_dual] @ magnitudes.matrix)
+    entry_noise = 64 * jnp.finfo(dtype).eps * _dot(magnitudes.inverse[leave_dual], magnitudes.matrix)
     usable = nonbasic & (pivot_row < -entry_noise)
     stable = usable & (pivot_row < -tolerance * row_size)
     # Small pivots are a last resort, and none once one has led to a singular basis.
@@ -440,8 +446,8 @@ def _next_step(
     matrix_column = scaled.matrix[:, enter_primal]
     if precise and not classify_only:  # one step of refinement with an extra-precise residual
         inverse = -body[:, n:]
-        column = column + inverse @ _residual(scaled.matrix[:, basis], column, matrix_column)
-    blocking = column > tolerance * (magnitudes.inverse @ jnp.abs(matrix_column))
+        column = column + _dot(inverse, _residual(scaled.matrix[:, basis], column, matrix_column))
+    blocking = column > tolerance * _dot(magnitudes.inverse, jnp.abs(matrix_column))
     safe_column = jnp.where(blocking, column, jnp.ones_like(column))
     ratios = jnp.where(blocking, jnp.maximum(values, 0) / safe_column, jnp.inf)
     # Harris: of the rows whose ratio is within tolerance of the minimum, pivot on the
@@ -487,7 +493,7 @@ def _verdict(
     # Skeel's condition number max_i (|B^-1| |B| 1)_i bounds the relative error of the
     # basic solution by about eps * cond: beyond `_CONDITION_LIMIT` nothing is certified.
     magnitudes = _magnitudes(tableau, scaled)
-    condition = jnp.max(magnitudes.inverse @ jnp.sum(magnitudes.basis_matrix, axis=1))
+    condition = jnp.max(_dot(magnitudes.inverse, jnp.sum(magnitudes.basis_matrix, axis=1)))
     well_conditioned = jnp.finfo(rows.dtype).eps * condition <= _CONDITION_LIMIT
     # What callers measure: the returned (clipped) point satisfies every row to a
     # relative 4 * tolerance of its activity.
@@ -496,7 +502,7 @@ def _verdict(
     point = jnp.maximum(_basic_point(tableau, n)[:n], 0)
     structural = scaled.matrix[:, :n]
     shortfall = _residual(structural, point, scaled.rhs)  # b' - A' x'
-    activity = jnp.abs(structural) @ point + jnp.abs(scaled.rhs)
+    activity = _dot(jnp.abs(structural), point) + jnp.abs(scaled.rhs)
     satisfied = jnp.all(shortfall <= 4 * tolerance * activity)
     return _Verdict(
         step=step,
@@ -612,7 +618,7 @@ def _solution(tableau: _Tableau, scaled: _Scaled, cost, status, num_iterations) 
     rows = jnp.where(jnp.isfinite(tableau.rows), tableau.rows, jnp.zeros_like(tableau.rows))
     point = jnp.maximum(_basic_point(_Tableau(rows, tableau.basis), n)[:n], 0)
     x = jnp.where(scaled.valid, point * scaled.column_scale, jnp.zeros_like(point))
-    objective = jnp.where(status == LPStatus.OPTIMAL, cost @ x, jnp.inf).astype(x.dtype)
+    objective = jnp.where(status == LPStatus.OPTIMAL, _dot(cost, x), jnp.inf).astype(x.dtype)
     return LPSolution(
         x=x,
         objective=objective,

@@ -292,7 +292,10 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
     def record(counts, regret, next_record, env):
         """Write the current pseudo-regret into slot ``next_record`` of ``regret``."""
         gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
-        current = jnp.einsum("crk,ck->cr", counts.astype(gaps.dtype), gaps)
+        # Full precision: GPUs would otherwise form float32 products in TF32.
+        current = jnp.einsum(
+            "crk,ck->cr", counts.astype(gaps.dtype), gaps, precision=jax.lax.Precision.HIGHEST
+        )
         return regret.at[:, :, next_record].set(current), next_record + 1
 
     def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
