@@ -7,11 +7,11 @@ Two-level accumulation, for speed and for float32 accuracy over 10**7 rounds:
 
 * every round, :func:`update` adds the new samples to small *recent* sums with plain
   additions (two passes over the state, the least a round can cost);
-* every so often, :func:`consolidate` folds the recent sums into the totals: ``zeta``
-  with Kahan compensation (adding 1 to 1.7e7 is not lost, as a plain float32 sum would
-  lose it), and the weighted sum by *re-centring* — the centre ``shift`` moves to the
-  current estimate and the sum keeps only the residual around it, so a large mean never
-  cancels catastrophically and the recent sums stay O(noise).  The rounds after which to
+* every so often, :func:`consolidate` folds the recent weights into ``zeta`` with
+  Kahan compensation (adding 1 to 1.7e7 is not lost, as a plain float32 sum would lose
+  it), and *re-centres* the weighted sum: the centre ``shift`` moves to the current
+  estimate and the sum keeps only the residual around it, so a large mean never
+  cancels catastrophically and the sums stay O(noise).  The rounds after which to
   consolidate are fixed (:func:`consolidation_due`), so results do not depend on how a
   simulation is cut into chunks.  :func:`step` does both, for loops of your own;
 * a noise-free observation (``sigma = 0``, ``W = inf``) is the limit sigma -> 0: its
@@ -54,15 +54,18 @@ CONSOLIDATION_PERIOD = 256
 
 
 class EstimatorState(NamedTuple):
-    """Sufficient statistics of one run (all ``(num_arms,)``)."""
+    """Sufficient statistics of one run (all ``(num_arms,)``).
+
+    The weighted number of samples is ``zeta + recent_zeta`` and the estimate is
+    ``shift + recent_sum / (zeta + recent_zeta)``.
+    """
 
     counts: Array  # int32 N_i: plays of each arm
-    zeta: Array  # consolidated weighted number of samples (Kahan sum)
-    zeta_error: Array  # its compensation: the true sum is zeta - zeta_error
+    zeta: Array  # consolidated weighted number of samples (a Kahan sum)
     shift: Array  # centre of the weighted sum: the estimate at the last consolidation
-    weighted_sum: Array  # consolidated sum of W * (X - shift): a small residual
-    recent_zeta: Array  # weights added since the last consolidation
-    recent_sum: Array  # W * (X - shift) added since the last consolidation
+    recent_zeta: Array  # weights since the last consolidation, minus Kahan's error term
+    recent_sum: Array  # sum of W * (X - shift): the residual left at the last
+    #                    consolidation plus what was added since
 
 
 def max_weight(dtype) -> float:
@@ -83,7 +86,7 @@ def kahan_add(total: Array, error: Array, increment: Array) -> tuple[Array, Arra
 
 def init(num_arms: int, dtype=jnp.float32) -> EstimatorState:
     zeros = jnp.zeros(num_arms, dtype)
-    return EstimatorState(jnp.zeros(num_arms, jnp.int32), zeros, zeros, zeros, zeros, zeros, zeros)
+    return EstimatorState(jnp.zeros(num_arms, jnp.int32), zeros, zeros, zeros, zeros)
 
 
 def from_estimates(counts, zeta, mean, dtype=jnp.float32) -> EstimatorState:
@@ -93,9 +96,7 @@ def from_estimates(counts, zeta, mean, dtype=jnp.float32) -> EstimatorState:
     return EstimatorState(
         counts=jnp.asarray(counts, jnp.int32),
         zeta=jnp.asarray(zeta, dtype),
-        zeta_error=zeros,
         shift=jnp.asarray(mean, dtype),
-        weighted_sum=zeros,
         recent_zeta=zeros,
         recent_sum=zeros,
     )
@@ -127,25 +128,25 @@ def update(state: EstimatorState, arm: Array, values: Array, precision_row: Arra
 
 
 def consolidate(state: EstimatorState) -> EstimatorState:
-    """Fold the recent sums into the totals and re-centre on the current estimate."""
-    zeta, zeta_error = kahan_add(state.zeta, state.zeta_error, state.recent_zeta)
-    total = zeta - zeta_error
-    residual = state.weighted_sum + state.recent_sum
+    """Fold the recent weights into ``zeta`` and re-centre on the current estimate."""
+    # Kahan step: ``recent_zeta`` already holds minus the previous error term, so the
+    # compensation carries over; minus the new error term starts the next block.
+    increment = state.recent_zeta
+    zeta = state.zeta + increment
+    error = (zeta - state.zeta) - increment
+    total = zeta - error
     observed = total > 0
     safe_total = jnp.where(observed, total, jnp.ones_like(total))
-    shift = jnp.where(observed, state.shift + residual / safe_total, state.shift)
+    shift = jnp.where(observed, state.shift + state.recent_sum / safe_total, state.shift)
     # Keep what the rounded new centre does not account for: the estimate is unchanged
-    # up to one rounding of ``moved * total``, and ``residual`` stays near zero.
+    # up to one rounding of ``moved * total``, and the residual stays near zero.
     moved = shift - state.shift
-    zeros = jnp.zeros_like(total)
     return EstimatorState(
         counts=state.counts,
         zeta=zeta,
-        zeta_error=zeta_error,
         shift=shift,
-        weighted_sum=jnp.where(observed, residual - moved * total, zeros),
-        recent_zeta=zeros,
-        recent_sum=zeros,
+        recent_zeta=-error,
+        recent_sum=jnp.where(observed, state.recent_sum - moved * total, jnp.zeros_like(total)),
     )
 
 
@@ -172,7 +173,7 @@ def step(state: EstimatorState, rounds_done: Array, arm: Array, values: Array, p
 
 def weighted_counts(state: EstimatorState) -> Array:
     """``(num_arms,)`` weighted number of samples ``zeta`` (0 before any observation)."""
-    return (state.zeta - state.zeta_error) + state.recent_zeta
+    return state.zeta + state.recent_zeta
 
 
 def mean(state: EstimatorState) -> Array:
@@ -180,5 +181,7 @@ def mean(state: EstimatorState) -> Array:
     zeta = weighted_counts(state)
     observed = zeta > 0
     safe_zeta = jnp.where(observed, zeta, jnp.ones_like(zeta))
-    estimate = state.shift + (state.weighted_sum + state.recent_sum) / safe_zeta
+    # A reciprocal rather than a division: callers that also need 1 / zeta (UCB
+    # widths) then share one division per arm (XLA merges the identical expressions).
+    estimate = state.shift + state.recent_sum * (1 / safe_zeta)
     return jnp.where(observed, estimate, jnp.zeros_like(estimate))

@@ -160,8 +160,26 @@ def _consolidate_estimators(state):
 
 
 def _vmap_cells_runs(fn, run_axes, cell_axes):
-    """vmap ``fn`` over runs (inner) then cells (outer)."""
-    return jax.vmap(jax.vmap(fn, in_axes=run_axes), in_axes=cell_axes)
+    """vmap ``fn`` over runs (inner) then cells (outer).
+
+    With a single cell, the per-cell arguments (the instance, the context) enter
+    unbatched: a row lookup such as ``precision[arm]`` is then a gather on the arm
+    alone, without building (cell, arm) index pairs every round.
+    """
+    per_cell = tuple(r is None and c == 0 for r, c in zip(run_axes, cell_axes))
+
+    def call(*args):
+        cell_leaves = [jax.tree_util.tree_leaves(a) for a, p in zip(args, per_cell) if p]
+        single = any(leaves and leaves[0].shape[0] == 1 for leaves in cell_leaves)
+        axes = cell_axes
+        if single:
+            args = tuple(
+                jax.tree_util.tree_map(lambda x: x[0], a) if p else a for a, p in zip(args, per_cell)
+            )
+            axes = tuple(None if p else c for c, p in zip(cell_axes, per_cell))
+        return jax.vmap(jax.vmap(fn, in_axes=run_axes), in_axes=axes)(*args)
+
+    return call
 
 
 def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, batch: int):

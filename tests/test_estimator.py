@@ -141,7 +141,7 @@ def test_consolidate_keeps_the_estimate_and_recentres():
     folded = estimator.consolidate(state)
     np.testing.assert_allclose(estimator.mean(folded), estimator.mean(state), rtol=2e-7)
     np.testing.assert_allclose(estimator.weighted_counts(folded), estimator.weighted_counts(state), rtol=1e-7)
-    np.testing.assert_array_equal(folded.recent_zeta, 0.0)
-    np.testing.assert_array_equal(folded.recent_sum, 0.0)
     np.testing.assert_allclose(folded.shift, estimator.mean(state), rtol=2e-7)
-    assert np.all(np.abs(folded.weighted_sum) <= 1e-3 * np.asarray(estimator.weighted_counts(folded)))
+    # What is left around the new centre is rounding, not data.
+    assert np.all(np.abs(folded.recent_sum) <= 1e-3 * np.asarray(estimator.weighted_counts(folded)))
+    assert np.all(np.abs(folded.recent_zeta) <= 1e-6 * np.asarray(estimator.weighted_counts(folded)))

@@ -73,7 +73,7 @@ def ucb_n_index(stats: estimator.EstimatorState, t, alpha) -> jnp.ndarray:
     """``(K,)`` UCB-N index ``mu_hat + sqrt(2 alpha log t / zeta)`` (+inf where zeta = 0)."""
     zeta = estimator.weighted_counts(stats)
     safe_zeta = jnp.where(zeta > 0, zeta, jnp.ones_like(zeta))
-    width = jnp.sqrt(2 * alpha * log_round(t, zeta.dtype) / safe_zeta)
+    width = jnp.sqrt(2 * alpha * log_round(t, zeta.dtype) * (1 / safe_zeta))
     return jnp.where(zeta > 0, estimator.mean(stats) + width, jnp.asarray(jnp.inf, zeta.dtype))
 
 
