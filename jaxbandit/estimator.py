@@ -19,8 +19,9 @@ Two-level accumulation, for speed and for float32 accuracy over 10**7 rounds:
   rounding against any realistic amount of noisy data, and no ``inf`` or NaN is formed.
 
 Before an arm is observed its estimate is 0 and ``zeta`` is 0 (policies treat
-``zeta = 0`` as "unexplored"); nothing is divided by zero.  Every function here is
-elementwise over arms, so it applies unchanged to batched states ``(..., num_arms)``.
+``zeta = 0`` as "unexplored"); nothing is divided by zero.  :func:`consolidate`,
+:func:`mean` and :func:`weighted_counts` are elementwise over arms, so they apply
+unchanged to batched states ``(..., num_arms)`` (the engine consolidates whole batches).
 """
 
 from __future__ import annotations
