@@ -71,6 +71,18 @@ def test_batch_of_instances_equals_separate_simulations(reference_runs):
     assert result.final_regret[1].mean() < result.final_regret[0].mean()
 
 
+def test_play_counts_kept_by_the_policy_or_the_engine_agree():
+    """A policy's ``counts_fn`` spares the engine its own copy of the counts; without
+    it the engine counts.  Same regret and counts either way, for any chunk size."""
+    policy = jb.policies.make("ucb_n")
+    engine_counted = policy._replace(name="ucb_n_engine_counts", counts_fn=None)
+    a = jb.simulate(policy, GENERAL, 700, 20, seed=1, chunk_size=100)
+    b = jb.simulate(engine_counted, GENERAL, 700, 20, seed=1, chunk_size=300)
+    np.testing.assert_array_equal(a.regret, b.regret)
+    np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_array_equal(a.counts.sum(axis=1), 700)
+
+
 def test_common_random_numbers_across_policies():
     """Two policies with the same seed see the same noise: both match NumPy loops fed
     one noise array, and their paired difference has a smaller spread than unpaired."""
