@@ -13,12 +13,12 @@ import jax.numpy as jnp
 from jaxbandit import estimator, rng
 from jaxbandit.base import Policy
 from jaxbandit.policies._common import (
-    stats_counts,
     EstimatorPolicyState,
     check_positive,
     estimator_update,
     initial_side_arm,
     no_solve,
+    stats_counts,
 )
 from jaxbandit.policies.ucb import _init
 
@@ -67,4 +67,12 @@ def eps_greedy(c: float = 1.0) -> Policy:
         arm = jnp.where(coin <= epsilon, random_arm, best)
         return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
 
-    return Policy("eps_greedy", {"c": c}, _init, select_fn, _update, _diagnostics, counts_fn=stats_counts)
+    return Policy(
+        "eps_greedy",
+        {"c": c},
+        _init,
+        select_fn,
+        _update,
+        _diagnostics,
+        counts_fn=stats_counts,
+    )

@@ -74,10 +74,10 @@ from jaxbandit import estimator, lp, rng
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy
 from jaxbandit.policies._common import (
-    stats_counts,
     check_positive,
     initial_side_arm,
     no_solve,
+    stats_counts,
 )
 from jaxbandit.policies.ucb import ucb_n_index
 
@@ -214,7 +214,15 @@ def eps_greedy_lp(c: float = 1.0, d: float = 1.0) -> Policy:
         best = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
         return _explore_or(key, state, t, ctx, scale, best)
 
-    return Policy("eps_greedy_lp", {"c": c, "d": d}, _init, select_fn, _update, _diagnostics, counts_fn=stats_counts)
+    return Policy(
+        "eps_greedy_lp",
+        {"c": c, "d": d},
+        _init,
+        select_fn,
+        _update,
+        _diagnostics,
+        counts_fn=stats_counts,
+    )
 
 
 def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
@@ -235,4 +243,12 @@ def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
         best = jnp.argmax(index).astype(jnp.int32)
         return _explore_or(key, state, t, ctx, ctx.params["c"], best)
 
-    return Policy("ucb_lp", {"c": c, "alpha": alpha}, _init, select_fn, _update, _diagnostics, counts_fn=stats_counts)
+    return Policy(
+        "ucb_lp",
+        {"c": c, "alpha": alpha},
+        _init,
+        select_fn,
+        _update,
+        _diagnostics,
+        counts_fn=stats_counts,
+    )

@@ -112,4 +112,12 @@ def oracle_etc() -> Policy:
             "lp_status": state.lp_status,
         }
 
-    return Policy("oracle_etc", {}, init_fn, select_fn, update_fn, diagnostics_fn, counts_fn=stats_counts)
+    return Policy(
+        "oracle_etc",
+        {},
+        init_fn,
+        select_fn,
+        update_fn,
+        diagnostics_fn,
+        counts_fn=stats_counts,
+    )

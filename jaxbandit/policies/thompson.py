@@ -16,12 +16,12 @@ import jax.numpy as jnp
 from jaxbandit import estimator, rng
 from jaxbandit.base import Policy
 from jaxbandit.policies._common import (
-    stats_counts,
     EstimatorPolicyState,
     estimator_update,
     initial_side_arm,
     no_solve,
     own_arm_precision,
+    stats_counts,
 )
 from jaxbandit.policies.ucb import _diagnostics, _init
 

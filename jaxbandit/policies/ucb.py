@@ -17,7 +17,6 @@ import jax.numpy as jnp
 from jaxbandit import estimator
 from jaxbandit.base import Context, Policy
 from jaxbandit.policies._common import (
-    stats_counts,
     EstimatorPolicyState,
     check_positive,
     estimator_update,
@@ -25,6 +24,7 @@ from jaxbandit.policies._common import (
     log_round,
     no_solve,
     own_arm_precision,
+    stats_counts,
 )
 
 __all__ = ["ucb", "ucb_n", "ucb_n_index"]
@@ -66,7 +66,15 @@ def ucb(alpha: float = 1.0) -> Policy:
         num_arms = ctx.sigma.shape[-1]
         return estimator_update(state, arm, values, own_arm_precision(ctx), state.initial_rounds < num_arms)
 
-    return Policy("ucb", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)
+    return Policy(
+        "ucb",
+        {"alpha": alpha},
+        _init,
+        select_fn,
+        update_fn,
+        _diagnostics,
+        counts_fn=stats_counts,
+    )
 
 
 def ucb_n_index(stats: estimator.EstimatorState, t, alpha) -> jnp.ndarray:
@@ -97,4 +105,12 @@ def ucb_n(alpha: float = 1.0) -> Policy:
         initial = state.initial_rounds < num_arms
         return estimator_update(state, arm, values, ctx.precision, initial)
 
-    return Policy("ucb_n", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)
+    return Policy(
+        "ucb_n",
+        {"alpha": alpha},
+        _init,
+        select_fn,
+        update_fn,
+        _diagnostics,
+        counts_fn=stats_counts,
+    )

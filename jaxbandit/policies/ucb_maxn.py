@@ -34,12 +34,12 @@ import jax.numpy as jnp
 from jaxbandit import estimator
 from jaxbandit.base import Context, Policy
 from jaxbandit.policies._common import (
-    stats_counts,
     EstimatorPolicyState,
     check_positive,
     estimator_update,
     initial_side_arm,
     no_solve,
+    stats_counts,
 )
 from jaxbandit.policies.ucb import _diagnostics, _init, ucb_n_index
 
@@ -90,4 +90,12 @@ def ucb_maxn(alpha: float = 1.0) -> Policy:
         initial = state.stats.counts.sum() < num_arms
         return estimator_update(state, arm, values, ctx.precision, initial)
 
-    return Policy("ucb_maxn", {"alpha": alpha}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)
+    return Policy(
+        "ucb_maxn",
+        {"alpha": alpha},
+        _init,
+        select_fn,
+        update_fn,
+        _diagnostics,
+        counts_fn=stats_counts,
+    )
