@@ -45,7 +45,6 @@ __all__ = [
     "step",
     "mean",
     "weighted_counts",
-    "kahan_add",
     "max_weight",
 ]
 
@@ -75,14 +74,6 @@ def max_weight(dtype) -> float:
     Sums of 10**8 such weights and their products with O(1e4) observations stay finite.
     """
     return float(np.sqrt(np.finfo(dtype).max) * 1e-4)
-
-
-def kahan_add(total: Array, error: Array, increment: Array) -> tuple[Array, Array]:
-    """Compensated summation step: returns the new ``(total, error)``."""
-    corrected = increment - error
-    new_total = total + corrected
-    new_error = (new_total - total) - corrected
-    return new_total, new_error
 
 
 def init(num_arms: int, dtype=jnp.float32) -> EstimatorState:
