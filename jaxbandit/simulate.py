@@ -273,7 +273,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
     if policy.solve_fn is not None:
         finish = _vmap_cells_runs(policy.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
 
-    def one_round(carry: EngineCarry, t: Array, times, noise_keys, policy_keys, env, ctx):
+    def one_round(carry: EngineCarry, t: Array, noise_keys, policy_keys, env, ctx):
         round_number = t + 1  # policies count rounds from 1
         decision = select(policy_keys, carry.state, round_number, ctx)
         state = carry.state
@@ -326,7 +326,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         num_times = times.shape[0]
 
         def body(t, carry):
-            return one_round(carry, t, times, noise_keys, policy_keys, env, ctx)
+            return one_round(carry, t, noise_keys, policy_keys, env, ctx)
 
         def segment(carry):
             # Rounds [start, stop): up to the next consolidation or recording time, so
