@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -181,6 +182,7 @@ def main(argv=None) -> int:
                 "cost_ratio_vs_ucb_n": seconds["lp_explore"] / seconds["ucb_n"],
                 "run_rounds_per_s": args.long_runs * args.long_horizon / seconds["lp_explore"],
                 "mean_final_regret": float(result.final_regret.mean()),
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "mean_case_counts": {k: float(v.mean()) for k, v in result.diagnostics.items()},
                 "machine": info,
             }

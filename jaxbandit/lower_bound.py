@@ -50,6 +50,7 @@ __all__ = [
     "lower_bound_problem",
     "solve_lower_bound",
     "solve_lower_bound_batch",
+    "warm_start",
     "initial_warm_start",
     "check_warm_start",
     "solve_lower_bound_warm",
@@ -110,13 +111,22 @@ class LowerBoundSolution(NamedTuple):
 
 
 class LPWarmStart(NamedTuple):
-    """State a policy carries between solves: the last optimal basis.
+    """State a policy carries between solves: the last optimal basis, factorised.
+
+    The LP's constraint matrix ``A = W^T`` does not depend on the means, so the inverse
+    of the basis matrix stays valid from one solve to the next; re-checking the basis
+    at new means is then a few ``K x K`` products (:func:`check_warm_start`).
 
     Attributes:
-        basis: ``(K,)`` int32 sorted basic-variable indices among ``(c, surplus)``.
+        factor: a :class:`jaxbandit.lp.BasisFactor` (``basis`` ``(K,)``, ``inverse``
+            ``(K, K)``, ``condition`` ``()``).
     """
 
-    basis: Array
+    factor: lp.BasisFactor
+
+    @property
+    def basis(self) -> Array:
+        return self.factor.basis
 
 
 def _check_shapes(mu, precision):
@@ -237,25 +247,44 @@ def solve_lower_bound_batch(
     )
 
 
-def initial_warm_start(num_arms: int) -> LPWarmStart:
-    """The warm start before any solve (the all-surplus basis, ``c = 0``)."""
-    return LPWarmStart(lp.surplus_basis(num_arms, num_arms))
+def _information_matrix(precision) -> Array:
+    """The LP's ``A``: ``W^T`` with the rows of noise-free observations zeroed."""
+    matrix = jnp.asarray(precision).T
+    return jnp.where(jnp.any(jnp.isinf(matrix), axis=1)[:, None], jnp.zeros_like(matrix), matrix)
+
+
+def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
+    """Factorise ``basis`` of the LP with this ``precision`` (one ``K x K`` inversion).
+
+    Args:
+        precision: ``(K, K)`` ``1 / sigma**2``.
+        basis: ``(K,)`` int, e.g. :attr:`LowerBoundSolution.basis`.
+    """
+    return LPWarmStart(lp.factor_basis(_information_matrix(precision), basis))
+
+
+def initial_warm_start(precision: ArrayLike) -> LPWarmStart:
+    """The warm start before any solve: the all-surplus basis (``c = 0``)."""
+    num_arms = jnp.shape(precision)[-1]
+    return warm_start(precision, lp.surplus_basis(num_arms, num_arms))
 
 
 def check_warm_start(
     mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart
 ) -> tuple[Array, LowerBoundSolution]:
-    """Cheap check of the previous basis at new data: one ``K x K`` elimination.
+    """Re-check the previous basis at new means: ``O(K^2)`` work (:func:`jaxbandit.lp.quick_check`).
 
     Under ``vmap`` run this for the whole batch, gather the lanes with ``ok == False``
-    and run :func:`solve_lower_bound` (with ``initial_basis=warm.basis``) on those only.
+    and run :func:`solve_lower_bound` on those only (then :func:`warm_start` on the new
+    basis).
 
     Returns:
-        ``(ok, solution)``: when ``ok`` the solution is exactly the canonical optimum a
-        full solve returns.
+        ``(ok, solution)``: when ``ok``, the solution is the canonical optimum a full
+        solve returns (same basis; ``c`` equal up to rounding, a few units in the last
+        place).
     """
     problem = lower_bound_problem(mu, precision)
-    check = lp.check_basis(problem.cost, problem.A, problem.b, warm.basis)
+    check = lp.quick_check(problem.cost, problem.A, problem.b, warm.factor)
     solution = _finish(problem, check.solution)
     return check.ok & (problem.status == LowerBoundStatus.OPTIMAL), solution
 
@@ -269,17 +298,20 @@ def solve_lower_bound_warm(
     use :func:`check_warm_start` plus a compacted :func:`solve_lower_bound` to avoid it.
 
     Returns:
-        ``(solution, new_warm, used_full_solve)``; the solution equals a cold solve's.
+        ``(solution, new_warm, used_full_solve)``; the solution equals a cold solve's
+        (see :func:`check_warm_start`).
     """
     ok, checked = check_warm_start(mu, precision, warm)
-    solution = jax.lax.cond(
-        ok,
-        lambda: checked,
-        lambda: solve_lower_bound(mu, precision, initial_basis=warm.basis),
-    )
-    new_warm = LPWarmStart(
-        jnp.where(solution.status == LowerBoundStatus.OPTIMAL, solution.basis, warm.basis)
-    )
+
+    def full_solve():
+        solution = solve_lower_bound(mu, precision)
+        optimal = solution.status == LowerBoundStatus.OPTIMAL
+        new_warm = jax.tree.map(
+            lambda a, b: jnp.where(optimal, a, b), warm_start(precision, solution.basis), warm
+        )
+        return solution, new_warm
+
+    solution, new_warm = jax.lax.cond(ok, lambda: (checked, warm), full_solve)
     return solution, new_warm, ~ok
 
 

@@ -15,6 +15,7 @@ from jaxbandit import estimator, instances, lp
 from tests import reference
 
 lp_explore_module = importlib.import_module("jaxbandit.policies.lp_explore")
+lower_bound_module = importlib.import_module("jaxbandit.lower_bound")
 simulate_module = sys.modules["jaxbandit.simulate"]
 Case = lp_explore_module.Case
 INF = np.inf
@@ -47,7 +48,7 @@ def _state(inst, counts, mean, exploration_rounds=0, dtype=jnp.float32):
     return lp_explore_module.LPExploreState(
         stats=stats,
         exploration_rounds=jnp.asarray(exploration_rounds, jnp.int32),
-        basis=lp.surplus_basis(len(counts), len(counts)),
+        warm=lower_bound_module.initial_warm_start(jnp.asarray(inst.precision, dtype)),
         counters=lp_explore_module.Counters(*([zero] * len(lp_explore_module.Counters._fields))),
     )
 
@@ -121,7 +122,7 @@ def test_case_c_solves_and_plays_a_deficient_arm():
     # s = 18 log 50 = 70.4: N / (s c) = (10/563, 3/563, 9/141): arm 1 has the largest deficit
     assert int(arm) == 1
     assert int(new_state.counters.case_c) == 1 and int(new_state.exploration_rounds) == 1
-    np.testing.assert_array_equal(new_state.basis, answer.basis)
+    np.testing.assert_array_equal(new_state.warm.basis, answer.warm.basis)
 
 
 def test_case_c_rules_differ_as_documented():
@@ -132,7 +133,7 @@ def test_case_c_rules_differ_as_documented():
         state = _state(inst, [10, 100, 1], [1.0, 0.5, 0.0])
         decision = _select(policy, state, 50, ctx)
         answer = lp_explore_module.LPAnswer(
-            c=jnp.asarray([0.0, 8.0, 2.0]), status=jnp.int32(0), basis=state.basis,  # N_0 = 10 > 0: not deficient
+            c=jnp.asarray([0.0, 8.0, 2.0]), status=jnp.int32(0), warm=state.warm,  # N_0 = 10 > 0: not deficient
             needs_fallback=jnp.asarray(False), full_solve=jnp.asarray(True),
         )
         decision = decision._replace(needs_solve=jnp.asarray(True))
@@ -160,7 +161,7 @@ def test_corner_cases_fall_back_and_are_counted():
     arm, new_state = finish(state, decision, failed, jnp.int32(50), ctx)
     assert int(arm) == int(decision.request.case_b_arm) == 2
     assert int(new_state.counters.lp_failures) == 1
-    np.testing.assert_array_equal(new_state.basis, state.basis)  # a failed basis is not kept
+    np.testing.assert_array_equal(new_state.warm.basis, state.warm.basis)  # a failed basis is not kept
     # no deficient arm (c* = 0): the greedy arm, counted
     arm, new_state = finish(state, decision, _dummy_answer(3), jnp.int32(50), ctx)
     assert int(arm) == 0 and int(new_state.counters.no_arm_fallbacks) == 1
@@ -168,7 +169,10 @@ def test_corner_cases_fall_back_and_are_counted():
 
 def _dummy_answer(num_arms):
     return lp_explore_module.LPAnswer(
-        c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
+        c=jnp.zeros(num_arms), status=jnp.int32(0),
+        warm=lower_bound_module.LPWarmStart(
+            lp.BasisFactor(lp.surplus_basis(num_arms, num_arms), -jnp.eye(num_arms), jnp.ones(()))
+        ),
         needs_fallback=jnp.asarray(False), full_solve=jnp.asarray(False),
     )
 

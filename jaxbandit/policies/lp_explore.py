@@ -28,10 +28,13 @@ Corner cases (never NaN; each is counted in the diagnostics):
 
 LP solves use the canonical optimum of :mod:`jaxbandit.lp` (smallest ``sum c`` among the
 optima), so the algorithm is deterministic.  Each run keeps the optimal basis of its last
-solve; the next Case C round first *verifies* that basis at the new estimates (one
-``K x K`` solve) and runs the full simplex only when the check fails — the answer is the
-same either way.  The engine solves only for the runs in Case C that round, in a compact
-batch (see :mod:`jaxbandit.base`).
+solve with the inverse of its basis matrix (the LP's matrix ``W^T`` does not depend on
+the means, so the inverse stays valid); the next Case C round first *verifies* that
+basis at the new estimates (:func:`jaxbandit.lower_bound.check_warm_start`, a few
+``K x K`` products) and runs the full simplex only when the check fails.  Either way the
+answer is the canonical optimum: the same basis, ``c*`` equal up to rounding.  The engine
+solves only for the runs in Case C that round, in a compact batch (see
+:mod:`jaxbandit.base`).
 
 Defaults: ``alpha = 4.5`` (the theorem needs ``alpha > 4``; smaller values explore less
 and often do better in practice, but void the guarantee and emit a
@@ -45,10 +48,19 @@ from __future__ import annotations
 import warnings
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from jaxbandit import estimator, lp
-from jaxbandit.lower_bound import LowerBoundProblem, lower_bound_problem
+from jaxbandit.lower_bound import (
+    LowerBoundProblem,
+    LPWarmStart,
+    check_warm_start,
+    initial_warm_start,
+    lower_bound_problem,
+    solve_lower_bound,
+    warm_start,
+)
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy
 from jaxbandit.policies._common import check_positive, check_unit_interval, log_round, stats_counts
@@ -90,13 +102,13 @@ class Counters(NamedTuple):
 class LPExploreState(NamedTuple):
     stats: estimator.EstimatorState
     exploration_rounds: Array  # n_e, int32
-    basis: Array  # (K,) int32, optimal basis of the run's last LP solve (warm start)
+    warm: LPWarmStart  # optimal basis of the run's last LP solve, factorised
     counters: Counters
 
 
 class LPRequest(NamedTuple):
     mean: Array  # (K,) mu_hat
-    basis: Array  # (K,) warm-start basis
+    warm: LPWarmStart
     case: Array  # int32 Case code
     case_b_arm: Array  # int32, the Case B arm (LP-failure fallback)
 
@@ -104,7 +116,7 @@ class LPRequest(NamedTuple):
 class LPAnswer(NamedTuple):
     c: Array  # (K,) c*(mu_hat)
     status: Array  # int32 lp.LPStatus
-    basis: Array  # (K,) optimal basis
+    warm: LPWarmStart  # the factorised optimal basis
     needs_fallback: Array  # bool: the warm-start check failed, run the full solve
     full_solve: Array  # bool: this answer came from the full solve
 
@@ -142,7 +154,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         return LPExploreState(
             stats=estimator.init(num_arms, ctx.sigma.dtype),
             exploration_rounds=zero,
-            basis=lp.surplus_basis(num_arms, num_arms),
+            warm=initial_warm_start(ctx.precision),
             counters=Counters(*([zero] * len(Counters._fields))),
         )
 
@@ -170,20 +182,18 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
         greedy_arm = jnp.argmax(mean).astype(jnp.int32)
         arm = jnp.select([case == Case.INITIAL, case == Case.A], [initial_arm, greedy_arm], case_b_arm)
-        request = LPRequest(mean=mean, basis=state.basis, case=case, case_b_arm=case_b_arm)
+        request = LPRequest(mean=mean, warm=state.warm, case=case, case_b_arm=case_b_arm)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
 
     def solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
-        problem = _lower_bound_lp(request.mean, ctx.precision)
-        check = lp.check_basis(problem.cost, problem.A, problem.b, request.basis)
-        solution = check.solution
-        return LPAnswer(solution.x, solution.status, solution.basis, ~check.ok, jnp.asarray(False))
+        ok, solution = check_warm_start(request.mean, ctx.precision, request.warm)
+        return LPAnswer(solution.c, solution.status, request.warm, ~ok, jnp.asarray(False))
 
     def fallback_solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
-        problem = _lower_bound_lp(request.mean, ctx.precision)
         # A cold solve: its canonical answer does not depend on the run's history.
-        solution = lp.solve(problem.cost, problem.A, problem.b)
-        return LPAnswer(solution.x, solution.status, solution.basis, jnp.asarray(False), jnp.asarray(True))
+        solution = solve_lower_bound(request.mean, ctx.precision)
+        warm = warm_start(ctx.precision, solution.basis)
+        return LPAnswer(solution.c, solution.status, warm, jnp.asarray(False), jnp.asarray(True))
 
     def finish_fn(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx: Context):
         request: LPRequest = decision.request
@@ -225,14 +235,14 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         new_state = LPExploreState(
             stats=state.stats,
             exploration_rounds=state.exploration_rounds + count(explored),
-            basis=jnp.where(solved, answer.basis, state.basis),
+            warm=jax.tree.map(lambda a, b: jnp.where(solved, a, b), answer.warm, state.warm),
             counters=counters,
         )
         return arm, new_state
 
     def update_fn(state: LPExploreState, arm, values, ctx: Context) -> LPExploreState:
         stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
-        return LPExploreState(stats, state.exploration_rounds, state.basis, state.counters)
+        return LPExploreState(stats, state.exploration_rounds, state.warm, state.counters)
 
     def diagnostics_fn(state: LPExploreState) -> dict:
         out = state.counters._asdict()
