@@ -112,7 +112,7 @@ def run_warm_case(num_arms, batch, dtype, repeat):
     with jax.enable_x64(dtype == "float64"):
         args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
         moved_args = (jnp.asarray(moved, dtype), args[1])
-        warm = lower_bound.LPWarmStart(solve(*args).basis)
+        warm = jax.jit(jax.vmap(lower_bound.warm_start))(args[1], solve(*args).basis)
         full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat)
         checked = best_time(lambda: jax.block_until_ready(check(*moved_args, warm)), repeat)
         ok, _ = check(*moved_args, warm)

@@ -212,6 +212,64 @@ def test_bigger_sweep_both_precisions():
         _check_records(run_sweep(big, dtype), dtype)
 
 
+_factor = jax.jit(jax.vmap(lp.factor_basis))
+_quick_check = jax.jit(jax.vmap(lp.quick_check))
+
+
+def test_quick_check_of_the_previous_basis_across_families(sweep):
+    """The factored warm-start check at perturbed data (cost and b moved by ~1e-3, A kept),
+    on the default sweep's K <= 10 bucket (every family, 1200 LPs).  Where it accepts,
+    its answer must be the float64 cold solve's: the same basis and x to 1e-12 (float64),
+    the objective to 1e-4 (float32).  It must accept most well-scaled instances."""
+    bucket = sweep[0]
+    rng = np.random.default_rng(11)
+    cost0, matrix, rhs0 = bucket["cost"], bucket["matrix"], bucket["rhs"]
+    cost = cost0 * (1 + 1e-3 * rng.uniform(-1, 1, cost0.shape))
+    rhs = rhs0 * (1 + 1e-3 * rng.uniform(-1, 1, rhs0.shape))
+    with jax.enable_x64(True):
+        before = _solve(cost0, matrix, rhs0)
+        cold = jax.tree.map(np.asarray, _solve(cost, matrix, rhs))
+        quick64 = jax.tree.map(np.asarray, _quick_check(cost, matrix, rhs, _factor(matrix, before.basis)))
+    args32 = [np.asarray(a, np.float32) for a in (cost0, matrix, rhs0)]
+    before32 = _solve(*args32)
+    moved32 = [np.asarray(a, np.float32) for a in (cost, matrix, rhs)]
+    quick32 = jax.tree.map(np.asarray, _quick_check(*moved32, _factor(moved32[1], before32.basis)))
+    well = np.isin(bucket["family"], WELL_SCALED)
+    optimal = cold.status == Status.OPTIMAL
+    # Where the cold solve gives up (a few wide-sigma LPs), HiGHS is the reference.
+    expected = cold.objective.copy()
+    for i in np.flatnonzero((quick64.ok | quick32.ok) & ~optimal):
+        expected[i] = reference(cost[i], matrix[i], rhs[i]).fun
+    for quick, tolerance in ((quick64, 1e-12), (quick32, 1e-4)):
+        ok = quick.ok
+        assert ok[well].mean() > 0.8, ok[well].mean()
+        assert np.all(quick.solution.status[ok] == Status.OPTIMAL)
+        assert np.all(quick.solution.status[~ok] == Status.NUMERICAL_ERROR)
+        checked = ok & (np.abs(expected) > 0)
+        loose = np.where(optimal, tolerance, 1e-7)[checked]  # HiGHS' own tolerance
+        error = np.abs(quick.solution.objective[checked] - expected[checked]) / np.abs(expected[checked])
+        assert np.all(error <= loose), error.max()
+    ok = quick64.ok & optimal
+    size = np.maximum(np.abs(cold.x).max(axis=1, keepdims=True), 1e-300)  # c* = 0: revealing arm
+    np.testing.assert_array_equal(quick64.solution.basis[ok], cold.basis[ok])
+    np.testing.assert_allclose(quick64.solution.x[ok] / size[ok], cold.x[ok] / size[ok], rtol=0, atol=1e-12)
+
+
+def test_quick_check_refuses_singular_bases_and_bad_data():
+    matrix = np.array([[1.0, 1.0, 0.5], [2.0, 2.0, 1.0], [0.0, 0.0, 1.0]], np.float32)
+    cost = np.array([1.0, 2.0, 3.0], np.float32)  # a unique optimum
+    rhs = np.array([1.0, 1.0, 1.0], np.float32)
+    singular = lp.factor_basis(matrix, np.array([0, 1, 2]))  # columns 0 and 1 are equal
+    assert not np.isfinite(float(singular.condition))
+    assert not bool(lp.quick_check(cost, matrix, rhs, singular).ok)
+    good = lp.factor_basis(matrix, lp.solve(cost, matrix, rhs).basis)
+    assert bool(lp.quick_check(cost, matrix, rhs, good).ok)
+    for bad_cost, bad_rhs in ((cost, rhs * np.nan), (-cost, rhs)):
+        check = lp.quick_check(bad_cost, matrix, bad_rhs, good)
+        assert not bool(check.ok) and int(check.solution.status) == Status.NUMERICAL_ERROR
+        assert np.all(np.isfinite(np.asarray(check.solution.x)))
+
+
 def test_canonical_is_min_sum_among_optima(sweep):
     """Second linprog stage: min sum(c) over the optimal face, on a sample of instances."""
     bucket = sweep[0]
