@@ -35,6 +35,13 @@ or ``MAX_ITERATIONS``, never as a confident answer.  In float32 that happens on 
 1% of general random instances and on more of badly scaled ones (sigma spanning
 1e-3..1e3): re-solve those lanes in float64.
 
+Warm starts.  :func:`check_basis` re-verifies a previous basis at new data (one
+elimination, then the tests above; bit-equal to :func:`solve` when it passes).  When
+only ``cost`` and ``b`` change and ``A`` stays fixed (the lower-bound LP at new
+estimated means), :func:`factor_basis` keeps ``B^-1`` and :func:`quick_check` re-checks
+with a few ``m x m`` products: same tests, with a margin for its own rounding, and the
+same basis and values up to rounding when it passes.
+
 Everything is pure, fixed-shape and jit/vmap-able.  Under ``vmap`` the loops run
 until the slowest LP of the batch is done (at most ``max_iterations`` pivots).
 """
