@@ -941,7 +941,9 @@ def quick_check(
     )
     noise = tolerance * size
     slack = margin * size
-    nonbasic = _nonbasic_mask(basis, n + m)
+    # One-hot comparisons rather than scatters (a vmapped scatter is a slow loop on CPU).
+    in_basis = basis[:, None] == jnp.arange(n + m, dtype=jnp.int32)[None, :]  # (m, N)
+    nonbasic = ~jnp.any(in_basis, axis=0)
     cost_tied = jnp.abs(reduced[0]) <= noise[0] - slack[0]
     strictly = jnp.all(
         ~nonbasic
@@ -950,8 +952,7 @@ def quick_check(
     )
 
     # The returned (clipped) point meets every row to 4 * tolerance of its activity.
-    point = jnp.zeros((n + m,), dtype).at[basis].set(values)
-    x = jnp.maximum(point[:n], 0)
+    x = jnp.maximum(jnp.sum(jnp.where(in_basis[:, :n], values[:, None], 0), axis=0), 0)
     shortfall = rhs - _dot(matrix, x)
     activity = _dot(abs_matrix, x) + jnp.abs(rhs)
     satisfied = jnp.all(shortfall <= (4 * tolerance - margin) * activity)
