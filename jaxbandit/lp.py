@@ -242,7 +242,9 @@ def _residual(matrix, x, rhs):
     total = rhs
     errors = -cross
     for j in range(matrix.shape[1]):
-        total, error = _two_sum(total, -matrix_high[:, j] * x_high[j])
+        # x may be (k,) or (k, r): r right-hand sides in one pass.
+        product = matrix_high[:, j] * x_high[j] if x.ndim == 1 else matrix_high[:, j, None] * x_high[j][None, :]
+        total, error = _two_sum(total, -product)
         errors = errors + error
     return total + errors
 
@@ -921,9 +923,7 @@ def quick_check(
     padded = jnp.concatenate([objectives, jnp.zeros((2, m), dtype)], axis=1)
     weights = padded[:, basis]  # (2, m)
     duals = _dot(weights, inverse)
-    duals = duals + _dot(
-        jax.vmap(lambda y, g: _residual(basis_matrix.T, y, g))(duals, weights), inverse
-    )
+    duals = duals + _dot(_residual(basis_matrix.T, duals.T, weights.T).T, inverse)
     reduced = jnp.concatenate([objectives - _dot(duals, matrix), duals], axis=1)  # (2, N)
     abs_matrix = jnp.abs(matrix)
     abs_duals = jnp.abs(duals)
