@@ -1,12 +1,12 @@
 """Peak memory of a sweep vs its horizon: memory must not grow with the horizon.
 
-Each case runs a one-cell sweep (``ucb_n`` on the built-in K = 5 bandit instance,
+Each case runs a one-cell sweep (``--policy``, default ``ucb_n``, on the built-in K = 5 bandit instance,
 ``--runs`` runs, ~100 recorded times, checkpoints as configured by default) through
 :func:`jaxbandit.sweep.run` in a fresh subprocess, and reports that process's peak
 resident set size (``VmHWM`` from ``/proc/self/status``, falling back to
 ``ru_maxrss``) and, on accelerators, the device's peak bytes in use.
 
-Usage:  python benchmarks/memory.py [--horizons 1e4,1e5,1e6] [--runs 1000]
+Usage:  python benchmarks/memory.py [--horizons 1e4,1e5,1e6] [--runs 1000] [--policy ucb_n]
 
 Prints one JSON line per horizon: {"case", "horizon", "runs", "peak_rss_mib",
 "device_peak_mib", "wall_s", "run_rounds_per_s", "config", "machine"}.  On a 2-core
@@ -29,11 +29,11 @@ import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[3])
 import jax
 from jaxbandit import sweep
-horizon, runs = int(sys.argv[1]), int(sys.argv[2])
+horizon, runs, policy = int(sys.argv[1]), int(sys.argv[2]), sys.argv[5]
 config = {
     "name": "memory", "seed": 0, "runs": runs, "horizon": horizon, "times": 100,
     "instances": [{"type": "default", "name": "bandit"}],
-    "policies": [{"name": "ucb_n"}],
+    "policies": [{"name": policy}],
 }
 start = time.perf_counter()
 results = sweep.run(config, sys.argv[4], progress=False)
@@ -67,13 +67,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--horizons", default="1e4,1e5,1e6", help="comma-separated horizons")
     parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--policy", default="ucb_n", help="a registered policy name")
     args = parser.parse_args()
     horizons = [int(float(h)) for h in args.horizons.split(",")]
     description = machine()
     for horizon in horizons:
         with tempfile.TemporaryDirectory() as out:
             proc = subprocess.run(
-                [sys.executable, "-c", CHILD, str(horizon), str(args.runs), REPO, os.path.join(out, "sweep")],
+                [sys.executable, "-c", CHILD, str(horizon), str(args.runs), REPO, os.path.join(out, "sweep"), args.policy],
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
         if proc.returncode != 0:
@@ -88,7 +89,7 @@ def main() -> None:
                 "device_peak_mib": measured["device_peak_mib"],
                 "wall_s": round(measured["wall_s"], 2),
                 "run_rounds_per_s": horizon * args.runs / measured["wall_s"],
-                "config": {"policy": "ucb_n", "instance": "default bandit (K=5)", "times": 100, "chunk_size": 1024},
+                "config": {"policy": args.policy, "instance": "default bandit (K=5)", "times": 100, "chunk_size": 1024},
                 "machine": description,
             }
         )
