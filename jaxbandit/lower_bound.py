@@ -29,6 +29,7 @@ raises a ``ValueError`` for them.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from typing import NamedTuple
@@ -356,12 +357,64 @@ def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolu
     return jax.tree.map(np.asarray, out)
 
 
+# Float64 lanes the default solve cannot certify (badly scaled sigma) are tried again
+# with these settings, in order; the first that ends OPTIMAL is kept.  The last two
+# certify optimality to a looser relative feasibility tolerance.
+_FLOAT64_RETRIES = (
+    (("max_refactorizations", 10),),
+    (("feasibility_tolerance", 1e-8),),
+    (("feasibility_tolerance", 1e-7),),
+)
+
+
+@functools.partial(jax.jit, static_argnames=("options",))
+def _solve_with(mu, precision, options) -> LowerBoundSolution:
+    def one(m, p):
+        problem = lower_bound_problem(m, p)
+        return _finish(problem, lp.solve(problem.cost, problem.A, problem.b, **dict(options)))
+
+    return jax.vmap(one)(mu, precision)
+
+
+@jax.jit
+def _verify_basis(mu, precision, basis) -> tuple[Array, LowerBoundSolution]:
+    return jax.vmap(lambda m, p, b: check_warm_start(m, p, warm_start(p, b)))(mu, precision, basis)
+
+
+def _unsolved(status: np.ndarray) -> np.ndarray:
+    return np.isin(status, (lp.LPStatus.NUMERICAL_ERROR, lp.LPStatus.MAX_ITERATIONS))
+
+
+def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSolution) -> LowerBoundSolution:
+    """Retry the float64 lanes left unsolved: the float32 solve's basis verified in
+    float64 (a different pivot path often ends elsewhere), then :data:`_FLOAT64_RETRIES`."""
+    retry = _unsolved(out.status)
+    if not retry.any():
+        return out
+    with jax.enable_x64(True):
+        mu64 = jnp.asarray(mu[retry], jnp.float64)
+        precision64 = jnp.asarray(precision[retry], jnp.float64)
+        guess = _batched_solve(mu64.astype(jnp.float32), precision64.astype(jnp.float32)).basis
+        ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
+        candidates = [verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))]
+        for options in _FLOAT64_RETRIES:
+            candidates.append(jax.tree.map(np.asarray, _solve_with(mu64, precision64, options)))
+    best = jax.tree.map(lambda a: a[retry], out)
+    for candidate in candidates:
+        take = _unsolved(best.status) & (candidate.status == LowerBoundStatus.OPTIMAL)
+        best = jax.tree.map(lambda a, b: _assign(a, take, b[take]), best, candidate)
+    return jax.tree.map(lambda a, b: _assign(a, retry, b), out, best)
+
+
 def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> LowerBound:
     """The lower bound ``c*(mu)`` and ``value = sum_i c*_i Delta_i`` of an instance.
 
     A batch :class:`~jaxbandit.instances.Instance` gives batched arrays (one compiled,
     vmapped solve).  float32 instances the float32 solver cannot certify (a
-    ``NUMERICAL_ERROR``/``MAX_ITERATIONS`` status) are solved again in float64.
+    ``NUMERICAL_ERROR``/``MAX_ITERATIONS`` status) are solved again in float64.  Float64
+    lanes still unsolved (badly scaled ``sigma``) are retried: the float32 solve's
+    basis verified in float64, more re-factorisations, then feasibility tolerances of
+    1e-8 and 1e-7 (relative); what no retry certifies keeps its status.
 
     Args:
         instance: a single or batch ``Instance``.
@@ -379,10 +432,12 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     mu = np.atleast_2d(instance.mu)
     precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
     out = _solve_batch(mu, precision, dtype)
-    retry = np.isin(out.status, (lp.LPStatus.NUMERICAL_ERROR, lp.LPStatus.MAX_ITERATIONS))
+    retry = _unsolved(out.status)
     if np.dtype(dtype) == np.float32 and retry.any():
-        again = _solve_batch(mu[retry], precision[retry], np.float64)
+        again = _rescue_float64(mu[retry], precision[retry], _solve_batch(mu[retry], precision[retry], np.float64))
         out = jax.tree.map(lambda a, b: _assign(a, retry, b), out, again)
+    elif np.dtype(dtype) == np.float64:
+        out = _rescue_float64(mu, precision, out)
     if throw:
         _raise_for_status(out.status, mu, precision)
     squeeze = (lambda a: a[0]) if not instance.is_batch else (lambda a: a)
