@@ -844,8 +844,12 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
         A :class:`BasisFactor`.
     """
     matrix = jnp.asarray(A)
+    if matrix.ndim != 2 or not jnp.issubdtype(matrix.dtype, jnp.floating):
+        raise ValueError(f"A must be a floating-point (m, n) array, got {matrix.dtype} {matrix.shape}.")
     m, n = matrix.shape
     basis = jnp.sort(jnp.asarray(basis, jnp.int32))
+    if basis.shape != (m,):
+        raise ValueError(f"basis must have shape ({m},) to match A {matrix.shape}, got {basis.shape}.")
     basis_matrix = _basis_matrix(jnp.where(jnp.isfinite(matrix), matrix, 0), basis)
     row_scale = _power_of_two_reciprocal(jnp.max(jnp.abs(basis_matrix), axis=1))
     scaled = basis_matrix * row_scale[:, None]
@@ -908,6 +912,11 @@ def quick_check(
     rhs = jnp.where(valid, rhs, jnp.zeros_like(rhs))
     cost = jnp.where(valid, cost, jnp.zeros_like(cost))
     basis, inverse = factor.basis, factor.inverse
+    if basis.shape != (m,) or inverse.shape != (m, m):
+        raise ValueError(
+            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {basis.shape} "
+            f"and inverse shape {inverse.shape}, expected ({m},) and ({m}, {m})."
+        )
     basis_matrix = _basis_matrix(matrix, basis)
     abs_inverse = jnp.abs(inverse)
 

@@ -284,6 +284,8 @@ def test_quick_check_refuses_singular_bases_and_bad_data():
     assert not bool(lp.quick_check(cost, matrix, rhs, singular).ok)
     good = lp.factor_basis(matrix, lp.solve(cost, matrix, rhs).basis)
     assert bool(lp.quick_check(cost, matrix, rhs, good).ok)
+    with pytest.raises(ValueError, match="factor must be a BasisFactor"):
+        lp.quick_check(cost[:2], matrix[:, :2], rhs, good._replace(inverse=good.inverse[:2]))
     for bad_cost, bad_rhs in ((cost, rhs * np.nan), (-cost, rhs)):
         check = lp.quick_check(bad_cost, matrix, bad_rhs, good)
         assert not bool(check.ok) and int(check.solution.status) == Status.NUMERICAL_ERROR
