@@ -146,6 +146,12 @@ def _check_shapes(mu, precision):
     return mu, precision
 
 
+def _information_matrix(precision) -> Array:
+    """The LP's ``A``: ``W^T`` with the rows of noise-free observations zeroed."""
+    matrix = jnp.asarray(precision).T
+    return jnp.where(jnp.any(jnp.isinf(matrix), axis=1)[:, None], jnp.zeros_like(matrix), matrix)
+
+
 def lower_bound_problem(mu: ArrayLike, precision: ArrayLike) -> LowerBoundProblem:
     """Build the lower-bound LP of one instance (pure, jit/vmap-able).
 
@@ -167,9 +173,8 @@ def lower_bound_problem(mu: ArrayLike, precision: ArrayLike) -> LowerBoundProble
     min_gap = jnp.where(jnp.isfinite(min_gap), min_gap, jnp.ones((), dtype))
     # Arms tied with i* have gap 0; they only occur with the tie status.
     rhs = 2 / jnp.square(jnp.where(positive, gaps, min_gap))
-    matrix = precision.T
-    observed_exactly = jnp.any(jnp.isinf(matrix), axis=1)
-    matrix = jnp.where(observed_exactly[:, None], jnp.zeros_like(matrix), matrix)
+    observed_exactly = jnp.any(jnp.isinf(precision.T), axis=1)
+    matrix = _information_matrix(precision)  # the warm starts factor this same matrix
     rhs = jnp.where(observed_exactly, jnp.zeros_like(rhs), rhs)
     status = jnp.where(tied, LowerBoundStatus.TIED_BEST_ARM, LowerBoundStatus.OPTIMAL)
     return LowerBoundProblem(
@@ -246,12 +251,6 @@ def solve_lower_bound_batch(
     return jax.lax.map(
         lambda args: solve_lower_bound(*args), (mu, precision), batch_size=chunk_size
     )
-
-
-def _information_matrix(precision) -> Array:
-    """The LP's ``A``: ``W^T`` with the rows of noise-free observations zeroed."""
-    matrix = jnp.asarray(precision).T
-    return jnp.where(jnp.any(jnp.isinf(matrix), axis=1)[:, None], jnp.zeros_like(matrix), matrix)
 
 
 def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
