@@ -164,19 +164,26 @@ def _power_of_two_reciprocal(x):
     return jnp.where(x > 0, jnp.exp2(-jnp.round(jnp.log2(safe))), jnp.ones_like(x))
 
 
-def _scale(cost, matrix, rhs) -> _Scaled:
-    m, n = matrix.shape
-    dtype = matrix.dtype
+def _validated(cost, matrix, rhs):
+    """``(valid, cost, matrix, rhs)``: ``valid`` = finite data and ``cost >= 0``.
+
+    Invalid data is replaced by zeros so that nothing downstream sees inf/NaN; callers
+    report it in the status.
+    """
     valid = (
         jnp.all(jnp.isfinite(matrix))
         & jnp.all(jnp.isfinite(rhs))
         & jnp.all(jnp.isfinite(cost))
         & jnp.all(cost >= 0)
     )
-    # Replace invalid data so nothing downstream sees inf/NaN; the status reports it.
-    matrix = jnp.where(valid, matrix, jnp.zeros_like(matrix))
-    rhs = jnp.where(valid, rhs, jnp.zeros_like(rhs))
-    cost = jnp.where(valid, cost, jnp.zeros_like(cost))
+    zero_if_invalid = lambda a: jnp.where(valid, a, jnp.zeros_like(a))
+    return valid, zero_if_invalid(cost), zero_if_invalid(matrix), zero_if_invalid(rhs)
+
+
+def _scale(cost, matrix, rhs) -> _Scaled:
+    m, n = matrix.shape
+    dtype = matrix.dtype
+    valid, cost, matrix, rhs = _validated(cost, matrix, rhs)
     # Rows: |b'_i| ~ 1 so that "row i is violated" means the same for every row (rows
     # with b_i = 0 use their largest entry).  Columns: max_i |A'_ij| ~ 1.
     row_size = jnp.where(rhs != 0, jnp.abs(rhs), jnp.max(jnp.abs(matrix), axis=1))
@@ -902,15 +909,7 @@ def quick_check(
         default_tolerance(dtype) if feasibility_tolerance is None else feasibility_tolerance
     )
     margin = 8 * (m**0.5) * eps  # rounding error of the products below, relative
-    valid = (
-        jnp.all(jnp.isfinite(matrix))
-        & jnp.all(jnp.isfinite(rhs))
-        & jnp.all(jnp.isfinite(cost))
-        & jnp.all(cost >= 0)
-    )
-    matrix = jnp.where(valid, matrix, jnp.zeros_like(matrix))
-    rhs = jnp.where(valid, rhs, jnp.zeros_like(rhs))
-    cost = jnp.where(valid, cost, jnp.zeros_like(cost))
+    valid, cost, matrix, rhs = _validated(cost, matrix, rhs)
     basis, inverse = factor.basis, factor.inverse
     if basis.shape != (m,) or inverse.shape != (m, m):
         raise ValueError(
