@@ -7,9 +7,10 @@ and draws regret / log t with 95% bands, the LP lower bound ``sum c*_i Delta_i``
 leading term of the upper bound ``4 alpha sum c*_i Delta_i`` for each ``alpha``.
 
 Usage:  python scripts/lp_explore_study.py [--horizon 1000000] [--runs 200]
-        [--alphas 4.5,1,0.25] [--out study_output]
+        [--alphas 4.5,1,0.25] [--out study_output] [--block 25]
 
-Writes ``regret_over_log_t.png`` (the README figure), ``summary.csv`` (final regret / log
+Runs are simulated in blocks of ``--block`` and each block is saved under ``OUT/parts`` as
+it finishes, so an interrupted study picks up where it stopped. Writes ``regret_over_log_t.png`` (the README figure), ``summary.csv`` (final regret / log
 T, mean and standard error, per instance and policy) and ``curves.npz``.
 """
 
@@ -83,7 +84,10 @@ def main(argv=None) -> int:
     parser.add_argument("--alphas", default="4.5,1,0.25", help="lp_explore alphas")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="study_output")
+    parser.add_argument("--block", type=int, default=25, help="runs per saved block")
     args = parser.parse_args(argv)
+    if args.block < 1:
+        parser.error(f"--block must be a positive number of runs, got {args.block}")
     os.makedirs(args.out, exist_ok=True)
 
     named = jb.instances.default_instances()
@@ -94,23 +98,36 @@ def main(argv=None) -> int:
     policies = [(f"lp_explore(alpha={a:g})", "lp_explore", {"alpha": a}) for a in alphas]
     policies += [("ucb_n", "ucb_n", {}), ("ts_n", "ts_n", {})]
 
-    curves = {}
+    # Runs are simulated in blocks, each saved as it finishes: an interrupted study resumes
+    # where it stopped, and the result is the same (run r depends only on the seed and r).
+    parts = os.path.join(args.out, "parts")
+    os.makedirs(parts, exist_ok=True)
+    curves, times = {}, None
     for label, name, params in policies:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # alpha <= 4 is outside the theory: on purpose
             policy = jb.policies.make(name, **params)
-        start = time.perf_counter()
-        result = jb.simulate(policy, batch, args.horizon, args.runs, seed=args.seed)
-        print(f"{label}: {time.perf_counter() - start:.1f} s", flush=True)
-        curves[label] = result
-    times = curves[policies[0][0]].times
+        blocks = []
+        for first_run in range(0, args.runs, args.block):
+            runs = min(args.block, args.runs - first_run)
+            path = os.path.join(parts, f"{label}_T{args.horizon}_seed{args.seed}_runs{first_run}-{first_run + runs}.npz")
+            if not os.path.exists(path):
+                start = time.perf_counter()
+                result = jb.simulate(policy, batch, args.horizon, runs, seed=args.seed, first_run=first_run)
+                np.savez(path + ".tmp.npz", times=result.times, regret=result.regret)
+                os.replace(path + ".tmp.npz", path)
+                print(f"{label} runs {first_run}..{first_run + runs - 1}: {time.perf_counter() - start:.1f} s", flush=True)
+            with np.load(path) as block:
+                times = block["times"]
+                blocks.append(block["regret"])
+        curves[label] = np.concatenate(blocks, axis=1)  # (instance, run, time)
 
     with open(os.path.join(args.out, "summary.csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["instance", "policy", "horizon", "runs", "regret_over_log_T_mean", "standard_error", "lower_bound"])
         for i, instance_name in enumerate(names):
-            for label, result in curves.items():
-                final = result.regret[i, :, -1] / np.log(args.horizon)
+            for label, regret in curves.items():
+                final = regret[i, :, -1] / np.log(args.horizon)
                 writer.writerow([
                     instance_name, label, args.horizon, args.runs,
                     f"{final.mean():.4f}", f"{final.std(ddof=1) / np.sqrt(args.runs):.4f}",
@@ -121,7 +138,7 @@ def main(argv=None) -> int:
         times=times,
         instances=np.array(names),
         lower_bound=np.asarray(bound.value),
-        **{label: result.regret for label, result in curves.items()},
+        **curves,
     )
 
     plot(os.path.join(args.out, "curves.npz"), alphas, args.runs, args.horizon, args.out)
