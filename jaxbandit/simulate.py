@@ -15,6 +15,7 @@ device count, and two policies run with the same seed see the same noise.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -182,20 +183,31 @@ def _vmap_cells_runs(fn, run_axes, cell_axes):
     return call
 
 
-def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, batch: int):
-    """Run ``solve_fn`` only for runs with ``needs``, ``batch`` at a time.
+def buffer_sizes(batch: int, smallest: int = 16) -> tuple:
+    """The buffer sizes a compacted solve may use: ``batch``, ``batch / 4``, ... down to
+    ``smallest`` (each size is one compiled copy of the solver)."""
+    sizes = [batch]
+    while sizes[-1] // 4 >= smallest:
+        sizes.append(sizes[-1] // 4)
+    return tuple(sizes)
+
+
+def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, sizes: tuple):
+    """Run ``solve_fn`` only for runs with ``needs``, in buffers of the given sizes.
 
     The requests of the runs that need a solve are gathered into a fixed-size buffer,
     solved as one vmapped batch, and scattered back; a ``while_loop`` repeats until
     every such run is served (zero times when none is), so the result never depends on
-    ``batch``.  Runs that did not ask get a zero answer.
+    the sizes.  Each pass takes the largest buffer that the runs still waiting fill
+    (else the smallest): 100 waiting runs cost about 100 solves, not ``sizes[0]``.
+    Runs that did not ask get a zero answer.
 
     Args:
         solve_fn: ``(request, ctx) -> answer`` for one run.
         needs: ``(C, R)`` bool.
         requests: pytree with leaves ``(C, R, ...)``.
         ctx: :class:`Context` with leaves ``(C, ...)``.
-        batch: buffer size.
+        sizes: decreasing buffer sizes (see :func:`buffer_sizes`).
 
     Returns:
         Answers with leaves ``(C, R, ...)``.
@@ -213,13 +225,12 @@ def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, b
     answers = jax.tree_util.tree_map(
         lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape
     )
-    batch = min(batch, total_runs)
+    sizes = tuple(sorted({min(size, total_runs) for size in sizes}, reverse=True))
 
-    def serve_batch(loop):
-        start, answers = loop
-        selected = needs & (position >= start) & (position < start + batch)
-        (index,) = jnp.nonzero(selected, size=batch, fill_value=0)
-        valid = jnp.arange(batch, dtype=jnp.int32) < jnp.minimum(total - start, batch)
+    def serve(size, start, answers):
+        selected = needs & (position >= start) & (position < start + size)
+        (index,) = jnp.nonzero(selected, size=size, fill_value=0)
+        valid = jnp.arange(size, dtype=jnp.int32) < jnp.minimum(total - start, size)
         batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
         batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
         solved = jax.vmap(solve_fn)(batch_requests, batch_ctx)
@@ -227,7 +238,17 @@ def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, b
         answers = jax.tree_util.tree_map(
             lambda a, s: a.at[target].set(s, mode="drop"), answers, solved
         )
-        return start + batch, answers
+        return start + size, answers
+
+    def serve_batch(loop):
+        start, answers = loop
+        if len(sizes) == 1:
+            return serve(sizes[0], start, answers)
+        waiting = total - start
+        # Index of the largest size <= waiting (the smallest if none is).
+        choice = jnp.minimum(jnp.sum(jnp.asarray(sizes) > waiting), len(sizes) - 1)
+        branches = [functools.partial(serve, size) for size in sizes]
+        return jax.lax.switch(choice, branches, start, answers)
 
     _, answers = jax.lax.while_loop(
         lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers)
@@ -235,15 +256,15 @@ def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, b
     return jax.tree_util.tree_map(lambda x: x.reshape((num_cells, num_runs) + x.shape[1:]), answers)
 
 
-def _solve_requests(policy: Policy, decision: Decision, ctx: Context, batch: int, fallback_batch: int):
+def _solve_requests(policy: Policy, decision: Decision, ctx: Context, sizes: tuple, fallback_sizes: tuple):
     """Both solve stages: ``solve_fn`` for every run that asks, then
     ``fallback_solve_fn`` (if any) for those whose answer has ``needs_fallback``."""
-    answers = _solve_compacted(policy.solve_fn, decision.needs_solve, decision.request, ctx, batch)
+    answers = _solve_compacted(policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes)
     if policy.fallback_solve_fn is None:
         return answers
     needs_fallback = decision.needs_solve & answers.needs_fallback
     fallback = _solve_compacted(
-        policy.fallback_solve_fn, needs_fallback, decision.request, ctx, fallback_batch
+        policy.fallback_solve_fn, needs_fallback, decision.request, ctx, fallback_sizes
     )
     expand = lambda x: needs_fallback.reshape(needs_fallback.shape + (1,) * (x.ndim - 2))
     return jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, fallback)
@@ -282,9 +303,12 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         else:
             num_cells, num_runs = decision.needs_solve.shape
             batch = solve_batch or min(num_cells * num_runs, 256)
-            # Full solves are rare once warm starts work: a small second buffer.
+            # Full solves are rare once warm starts work: a small second buffer, and a
+            # buffer of 2 for the usual round where one or two runs need one.
             fallback_batch = max(1, batch // 8)
-            solve = lambda: _solve_requests(policy, decision, ctx, batch, fallback_batch)
+            sizes = buffer_sizes(batch)
+            fallback_sizes = (fallback_batch, 2) if fallback_batch > 2 else (fallback_batch,)
+            solve = lambda: _solve_requests(policy, decision, ctx, sizes, fallback_sizes)
             placeholder = jax.tree_util.tree_map(
                 lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(solve)
             )

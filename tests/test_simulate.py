@@ -1,6 +1,7 @@
 """The engine: agreement with a NumPy loop, reproducibility invariances, bad input."""
 
 import math
+import sys
 
 import jax
 import numpy as np
@@ -222,10 +223,17 @@ def _toy_policy(name: str, compacted: bool) -> Policy:
     )
 
 
+def test_buffer_sizes_shrink_by_four_down_to_the_smallest():
+    assert sys.modules["jaxbandit.simulate"].buffer_sizes(256) == (256, 64, 16)
+    assert sys.modules["jaxbandit.simulate"].buffer_sizes(100) == (100, 25)
+    assert sys.modules["jaxbandit.simulate"].buffer_sizes(8) == (8,)
+
+
 def test_compacted_solves_equal_dense_evaluation_for_any_buffer_size():
     batch = instances.stack([GENERAL, instances.full_information(GENERAL.mu)])
     dense = jb.simulate(_toy_policy("toy_dense", False), batch, 200, 13, seed=2)
-    for solve_batch in (1, 4, None):
+    # 64: buffers of 26 (clipped to the 26 runs) and 16, so passes of both sizes run.
+    for solve_batch in (1, 4, 64, None):
         compacted = jb.simulate(_toy_policy("toy_compacted", True), batch, 200, 13, seed=2, solve_batch=solve_batch)
         np.testing.assert_array_equal(compacted.regret, dense.regret)
         np.testing.assert_array_equal(compacted.counts, dense.counts)
