@@ -192,14 +192,18 @@ def buffer_sizes(batch: int, smallest: int = 16) -> tuple:
     return tuple(sizes)
 
 
-def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, sizes: tuple):
+def _solve_compacted(
+    solve_fn: Callable, needs: Array, requests, ctx: Context, sizes: tuple, latency_bound: bool = False
+):
     """Run ``solve_fn`` only for runs with ``needs``, in buffers of the given sizes.
 
     The requests of the runs that need a solve are gathered into a fixed-size buffer,
     solved as one vmapped batch, and scattered back; a ``while_loop`` repeats until
     every such run is served (zero times when none is), so the result never depends on
-    the sizes.  Each pass takes the largest buffer that the runs still waiting fill
-    (else the smallest): 100 waiting runs cost about 100 solves, not ``sizes[0]``.
+    the sizes.  Each pass takes the largest buffer the waiting runs fill (else the
+    smallest): 100 waiting runs cost 64 + 16 + 16 + 16 solves, not ``sizes[0]`` = 256.
+    A ``latency_bound`` solver (a long loop per call) instead takes one pass whenever
+    a buffer fits the waiting runs with at most half of it idle.
     Runs that did not ask get a zero answer.
 
     Args:
@@ -208,6 +212,7 @@ def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, s
         requests: pytree with leaves ``(C, R, ...)``.
         ctx: :class:`Context` with leaves ``(C, ...)``.
         sizes: decreasing buffer sizes (see :func:`buffer_sizes`).
+        latency_bound: prefer fewer passes to fewer idle lanes.
 
     Returns:
         Answers with leaves ``(C, R, ...)``.
@@ -245,8 +250,16 @@ def _solve_compacted(solve_fn: Callable, needs: Array, requests, ctx: Context, s
         if len(sizes) == 1:
             return serve(sizes[0], start, answers)
         waiting = total - start
-        # Index of the largest size <= waiting (the smallest if none is).
-        choice = jnp.minimum(jnp.sum(jnp.asarray(sizes) > waiting), len(sizes) - 1)
+        sizes_array = jnp.asarray(sizes)  # decreasing
+        largest_filled = jnp.minimum(jnp.sum(sizes_array > waiting), len(sizes) - 1)
+        if latency_bound:
+            # One pass when a buffer fits the waiting runs with at most half of it
+            # idle: for a solver with a long loop, passes cost more than idle lanes.
+            fits = jnp.sum(sizes_array >= waiting)  # sizes[:fits] hold the waiting runs
+            snug = sizes_array[jnp.maximum(fits - 1, 0)] <= 2 * waiting
+            choice = jnp.where((fits > 0) & snug, fits - 1, largest_filled)
+        else:
+            choice = largest_filled
         branches = [functools.partial(serve, size) for size in sizes]
         return jax.lax.switch(choice, branches, start, answers)
 
@@ -264,7 +277,7 @@ def _solve_requests(policy: Policy, decision: Decision, ctx: Context, sizes: tup
         return answers
     needs_fallback = decision.needs_solve & answers.needs_fallback
     fallback = _solve_compacted(
-        policy.fallback_solve_fn, needs_fallback, decision.request, ctx, fallback_sizes
+        policy.fallback_solve_fn, needs_fallback, decision.request, ctx, fallback_sizes, latency_bound=True
     )
     expand = lambda x: needs_fallback.reshape(needs_fallback.shape + (1,) * (x.ndim - 2))
     return jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, fallback)
