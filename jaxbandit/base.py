@@ -16,7 +16,10 @@ runs that need it:
 Policies without expensive work leave ``solve_fn`` and ``finish_fn`` as ``None``.  A
 policy may add a second, rarer stage: ``fallback_solve_fn`` runs (compacted the same
 way) only for the runs whose first answer has ``needs_fallback`` set — e.g. a cheap
-warm-start check first, a full LP solve only where the check fails.
+warm-start check first, a full LP solve only where the check fails — and, with
+``fallback_update_fn``, fold what that stage found into the state of exactly those runs
+(e.g. a new factorised warm start), so that large per-run data never travels through
+the dense answers.
 
 Weighted estimators (:class:`jaxbandit.estimator.EstimatorState`) anywhere in a state
 need only :func:`jaxbandit.estimator.update` each round: the engine consolidates them at
@@ -82,6 +85,9 @@ class Policy(NamedTuple):
         options: static (non-numeric) options, for the record.
         fallback_solve_fn: optional ``(request, ctx) -> answer`` (same structure as
             ``solve_fn``'s, which must then have a bool ``needs_fallback`` field).
+        fallback_update_fn: optional ``(state, answer, ctx) -> state``, applied (before
+            ``finish_fn``) to the runs the fallback stage served, with their fallback
+            answer; the engine gathers and scatters just those runs' states.
         counts_fn: optional ``(state) -> (num_arms,)`` int32 plays of each arm, for a
             policy whose state already counts them: the engine then keeps no copy
             (one pass over the state per round less).
@@ -98,3 +104,4 @@ class Policy(NamedTuple):
     options: dict = {}
     fallback_solve_fn: Optional[Callable] = None
     counts_fn: Optional[Callable] = None
+    fallback_update_fn: Optional[Callable] = None

@@ -193,7 +193,14 @@ def buffer_sizes(batch: int, smallest: int = 16) -> tuple:
 
 
 def _solve_compacted(
-    solve_fn: Callable, needs: Array, requests, ctx: Context, sizes: tuple, latency_bound: bool = False
+    solve_fn: Callable,
+    needs: Array,
+    requests,
+    ctx: Context,
+    sizes: tuple,
+    latency_bound: bool = False,
+    state=None,
+    update_fn: Optional[Callable] = None,
 ):
     """Run ``solve_fn`` only for runs with ``needs``, in buffers of the given sizes.
 
@@ -204,7 +211,9 @@ def _solve_compacted(
     smallest): 100 waiting runs cost 64 + 16 + 16 + 16 solves, not ``sizes[0]`` = 256.
     A ``latency_bound`` solver (a long loop per call) instead takes one pass whenever
     a buffer fits the waiting runs with at most half of it idle.
-    Runs that did not ask get a zero answer.
+    Runs that did not ask get a zero answer.  With ``update_fn``, each served run's
+    ``state`` becomes ``update_fn(state, answer, ctx)`` (gathered and scattered back, so
+    the cost is per served run).
 
     Args:
         solve_fn: ``(request, ctx) -> answer`` for one run.
@@ -213,9 +222,11 @@ def _solve_compacted(
         ctx: :class:`Context` with leaves ``(C, ...)``.
         sizes: decreasing buffer sizes (see :func:`buffer_sizes`).
         latency_bound: prefer fewer passes to fewer idle lanes.
+        state: pytree with leaves ``(C, R, ...)`` (with ``update_fn``).
+        update_fn: optional ``(state, answer, ctx) -> state`` for one run.
 
     Returns:
-        Answers with leaves ``(C, R, ...)``.
+        Answers with leaves ``(C, R, ...)``, and the updated ``state``.
     """
     num_cells, num_runs = needs.shape
     total_runs = num_cells * num_runs
@@ -231,8 +242,9 @@ def _solve_compacted(
         lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape
     )
     sizes = tuple(sorted({min(size, total_runs) for size in sizes}, reverse=True))
+    states = None if update_fn is None else jax.tree_util.tree_map(flat, state)
 
-    def serve(size, start, answers):
+    def serve(size, start, answers, states):
         selected = needs & (position >= start) & (position < start + size)
         (index,) = jnp.nonzero(selected, size=size, fill_value=0)
         valid = jnp.arange(size, dtype=jnp.int32) < jnp.minimum(total - start, size)
@@ -240,15 +252,18 @@ def _solve_compacted(
         batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
         solved = jax.vmap(solve_fn)(batch_requests, batch_ctx)
         target = jnp.where(valid, index, total_runs)  # out of range: dropped
-        answers = jax.tree_util.tree_map(
-            lambda a, s: a.at[target].set(s, mode="drop"), answers, solved
-        )
-        return start + size, answers
+        scatter = lambda a, s: a.at[target].set(s, mode="drop")
+        answers = jax.tree_util.tree_map(scatter, answers, solved)
+        if update_fn is not None:
+            lane_states = jax.tree_util.tree_map(lambda x: x[index], states)
+            lane_states = jax.vmap(update_fn)(lane_states, solved, batch_ctx)
+            states = jax.tree_util.tree_map(scatter, states, lane_states)
+        return start + size, answers, states
 
     def serve_batch(loop):
-        start, answers = loop
+        start, answers, states = loop
         if len(sizes) == 1:
-            return serve(sizes[0], start, answers)
+            return serve(sizes[0], start, answers, states)
         waiting = total - start
         sizes_array = jnp.asarray(sizes)  # decreasing
         largest_filled = jnp.minimum(jnp.sum(sizes_array > waiting), len(sizes) - 1)
@@ -261,26 +276,40 @@ def _solve_compacted(
         else:
             choice = largest_filled
         branches = [functools.partial(serve, size) for size in sizes]
-        return jax.lax.switch(choice, branches, start, answers)
+        return jax.lax.switch(choice, branches, start, answers, states)
 
-    _, answers = jax.lax.while_loop(
-        lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers)
+    _, answers, states = jax.lax.while_loop(
+        lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers, states)
     )
-    return jax.tree_util.tree_map(lambda x: x.reshape((num_cells, num_runs) + x.shape[1:]), answers)
+    unflat = lambda x: x.reshape((num_cells, num_runs) + x.shape[1:])
+    answers = jax.tree_util.tree_map(unflat, answers)
+    return answers, (state if update_fn is None else jax.tree_util.tree_map(unflat, states))
 
 
-def _solve_requests(policy: Policy, decision: Decision, ctx: Context, sizes: tuple, fallback_sizes: tuple):
+def _solve_requests(
+    policy: Policy, decision: Decision, state, ctx: Context, sizes: tuple, fallback_sizes: tuple
+):
     """Both solve stages: ``solve_fn`` for every run that asks, then
-    ``fallback_solve_fn`` (if any) for those whose answer has ``needs_fallback``."""
-    answers = _solve_compacted(policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes)
+    ``fallback_solve_fn`` (if any) for those whose answer has ``needs_fallback``, with
+    ``fallback_update_fn`` (if any) applied to their states.  Returns
+    ``(answers, state)``."""
+    answers, _ = _solve_compacted(policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes)
     if policy.fallback_solve_fn is None:
-        return answers
+        return answers, state
     needs_fallback = decision.needs_solve & answers.needs_fallback
-    fallback = _solve_compacted(
-        policy.fallback_solve_fn, needs_fallback, decision.request, ctx, fallback_sizes, latency_bound=True
+    fallback, state = _solve_compacted(
+        policy.fallback_solve_fn,
+        needs_fallback,
+        decision.request,
+        ctx,
+        fallback_sizes,
+        latency_bound=True,
+        state=state,
+        update_fn=policy.fallback_update_fn,
     )
     expand = lambda x: needs_fallback.reshape(needs_fallback.shape + (1,) * (x.ndim - 2))
-    return jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, fallback)
+    answers = jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, fallback)
+    return answers, state
 
 
 def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
@@ -321,13 +350,18 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             fallback_batch = max(1, batch // 8)
             sizes = buffer_sizes(batch)
             fallback_sizes = (fallback_batch, 2) if fallback_batch > 2 else (fallback_batch,)
-            solve = lambda: _solve_requests(policy, decision, ctx, sizes, fallback_sizes)
+            solve = lambda state: _solve_requests(policy, decision, state, ctx, sizes, fallback_sizes)
             placeholder = jax.tree_util.tree_map(
-                lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(solve)
+                lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(solve, state)[0]
             )
             # Most rounds of a long run need no solve at all: a scalar predicate, so this
             # is a real branch and such rounds skip the compaction entirely.
-            answers = jax.lax.cond(jnp.any(decision.needs_solve), solve, lambda: placeholder)
+            needed = jnp.any(decision.needs_solve)
+            if policy.fallback_update_fn is None:
+                answers, _ = jax.lax.cond(needed, solve, lambda s: (placeholder, None), None)
+            else:
+                # The untaken branch passes the state through: XLA updates it in place.
+                answers, state = jax.lax.cond(needed, solve, lambda s: (placeholder, s), state)
             arm, state = finish(state, decision, answers, round_number, ctx)
         arm = arm.astype(jnp.int32)
         values = observe(noise_keys, t, arm, env)

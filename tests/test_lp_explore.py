@@ -114,6 +114,7 @@ def test_case_c_solves_and_plays_a_deficient_arm():
     answer = jax.jit(policy.solve_fn)(decision.request, ctx)
     if bool(answer.needs_fallback):
         answer = jax.jit(policy.fallback_solve_fn)(decision.request, ctx)
+        state = jax.jit(policy.fallback_update_fn)(state, answer, ctx)  # as the engine does
     assert int(answer.status) == lp.LPStatus.OPTIMAL
     # standard bandit: c*_i = 2 sigma^2 / Delta_i^2, and the best arm's own constraint
     # (2 / Delta_min^2, free since Delta = 0) makes the canonical c*_0 = 8
@@ -122,7 +123,7 @@ def test_case_c_solves_and_plays_a_deficient_arm():
     # s = 18 log 50 = 70.4: N / (s c) = (10/563, 3/563, 9/141): arm 1 has the largest deficit
     assert int(arm) == 1
     assert int(new_state.counters.case_c) == 1 and int(new_state.exploration_rounds) == 1
-    np.testing.assert_array_equal(new_state.warm.basis, answer.warm.basis)
+    np.testing.assert_array_equal(new_state.warm.basis, answer.basis)
 
 
 def test_case_c_rules_differ_as_documented():
@@ -133,7 +134,7 @@ def test_case_c_rules_differ_as_documented():
         state = _state(inst, [10, 100, 1], [1.0, 0.5, 0.0])
         decision = _select(policy, state, 50, ctx)
         answer = lp_explore_module.LPAnswer(
-            c=jnp.asarray([0.0, 8.0, 2.0]), status=jnp.int32(0), warm=state.warm,  # N_0 = 10 > 0: not deficient
+            c=jnp.asarray([0.0, 8.0, 2.0]), status=jnp.int32(0), basis=state.warm.basis,  # N_0 = 10 > 0: not deficient
             needs_fallback=jnp.asarray(False), full_solve=jnp.asarray(True),
         )
         decision = decision._replace(needs_solve=jnp.asarray(True))
@@ -161,7 +162,13 @@ def test_corner_cases_fall_back_and_are_counted():
     arm, new_state = finish(state, decision, failed, jnp.int32(50), ctx)
     assert int(arm) == int(decision.request.case_b_arm) == 2
     assert int(new_state.counters.lp_failures) == 1
-    np.testing.assert_array_equal(new_state.warm.basis, state.warm.basis)  # a failed basis is not kept
+    # a failed full solve's basis is not kept; an optimal one is, factorised
+    other = jnp.asarray([0, 1, 2], jnp.int32)
+    kept = jax.jit(policy.fallback_update_fn)(state, failed._replace(basis=other), ctx)
+    np.testing.assert_array_equal(kept.warm.basis, state.warm.basis)
+    taken = jax.jit(policy.fallback_update_fn)(state, _dummy_answer(3)._replace(basis=other), ctx)
+    np.testing.assert_array_equal(taken.warm.basis, other)
+    np.testing.assert_allclose(taken.warm.factor.inverse, np.linalg.inv(np.asarray(inst.precision).T), rtol=1e-6)
     # no deficient arm (c* = 0): the greedy arm, counted
     arm, new_state = finish(state, decision, _dummy_answer(3), jnp.int32(50), ctx)
     assert int(arm) == 0 and int(new_state.counters.no_arm_fallbacks) == 1
@@ -169,10 +176,7 @@ def test_corner_cases_fall_back_and_are_counted():
 
 def _dummy_answer(num_arms):
     return lp_explore_module.LPAnswer(
-        c=jnp.zeros(num_arms), status=jnp.int32(0),
-        warm=lower_bound_module.LPWarmStart(
-            lp.BasisFactor(lp.surplus_basis(num_arms, num_arms), -jnp.eye(num_arms), jnp.ones(()))
-        ),
+        c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), full_solve=jnp.asarray(False),
     )
 

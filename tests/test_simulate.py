@@ -237,3 +237,25 @@ def test_compacted_solves_equal_dense_evaluation_for_any_buffer_size():
         compacted = jb.simulate(_toy_policy("toy_compacted", True), batch, 200, 13, seed=2, solve_batch=solve_batch)
         np.testing.assert_array_equal(compacted.regret, dense.regret)
         np.testing.assert_array_equal(compacted.counts, dense.counts)
+
+
+def test_fallback_update_reaches_exactly_the_runs_the_fallback_served():
+    simulate_module = sys.modules["jaxbandit.simulate"]
+    num_cells, num_runs = 2, 23
+    request = jnp.arange(num_cells * num_runs, dtype=jnp.float32).reshape(num_cells, num_runs)
+    needs = (request % 3) != 0
+    first = lambda r, ctx: _Answer(jnp.int32(1), (r % 2) == 1)
+    second = lambda r, ctx: _Answer(jnp.int32(2), jnp.asarray(False))
+    update = lambda state, answer, ctx: state + 100 * answer.arm.astype(jnp.float32) + ctx
+    policy = Policy("toy", {}, None, None, None, None, solve_fn=first, fallback_solve_fn=second, fallback_update_fn=update)
+    ctx = jnp.asarray([0.5, 0.25])  # a per-cell context leaf
+    decision = Decision(jnp.zeros_like(needs, jnp.int32), needs, request)
+    served = needs & ((request % 2) == 1)
+    state = -request
+    for sizes, fallback_sizes in (((64, 16), (8, 2)), ((4,), (1,)), ((46,), (46,))):
+        answers, new_state = jax.jit(
+            lambda d, s: simulate_module._solve_requests(policy, d, s, ctx, sizes, fallback_sizes)
+        )(decision, state)
+        np.testing.assert_array_equal(answers.arm, np.where(served, 2, np.where(needs, 1, 0)))
+        expected = np.where(served, -request + 200 + np.asarray(ctx)[:, None], -request)
+        np.testing.assert_array_equal(new_state, expected)

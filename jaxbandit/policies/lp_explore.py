@@ -116,7 +116,7 @@ class LPRequest(NamedTuple):
 class LPAnswer(NamedTuple):
     c: Array  # (K,) c*(mu_hat)
     status: Array  # int32 lp.LPStatus
-    warm: LPWarmStart  # the factorised optimal basis
+    basis: Array  # (K,) int32 the optimal basis
     needs_fallback: Array  # bool: the warm-start check failed, run the full solve
     full_solve: Array  # bool: this answer came from the full solve
 
@@ -187,13 +187,20 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
 
     def solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
         ok, solution = check_warm_start(request.mean, ctx.precision, request.warm)
-        return LPAnswer(solution.c, solution.status, request.warm, ~ok, jnp.asarray(False))
+        return LPAnswer(solution.c, solution.status, solution.basis, ~ok, jnp.asarray(False))
 
     def fallback_solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
         # A cold solve: its canonical answer does not depend on the run's history.
         solution = solve_lower_bound(request.mean, ctx.precision)
-        warm = warm_start(ctx.precision, solution.basis)
-        return LPAnswer(solution.c, solution.status, warm, jnp.asarray(False), jnp.asarray(True))
+        return LPAnswer(solution.c, solution.status, solution.basis, jnp.asarray(False), jnp.asarray(True))
+
+    def fallback_update_fn(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
+        # Only a full solve changes the basis: factorise the new one for the next checks
+        # (the engine runs this for just the runs that needed the full solve).
+        solved = answer.status == lp.LPStatus.OPTIMAL
+        new = warm_start(ctx.precision, answer.basis)
+        warm = jax.tree.map(lambda a, b: jnp.where(solved, a, b), new, state.warm)
+        return state._replace(warm=warm)
 
     def finish_fn(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx: Context):
         request: LPRequest = decision.request
@@ -235,7 +242,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         new_state = LPExploreState(
             stats=state.stats,
             exploration_rounds=state.exploration_rounds + count(explored),
-            warm=jax.tree.map(lambda a, b: jnp.where(solved, a, b), answer.warm, state.warm),
+            warm=state.warm,  # a full solve's basis came in through fallback_update_fn
             counters=counters,
         )
         return arm, new_state
@@ -261,4 +268,5 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         options={"case_c_rule": case_c_rule},
         fallback_solve_fn=fallback_solve_fn,
         counts_fn=stats_counts,
+        fallback_update_fn=fallback_update_fn,
     )
