@@ -7,8 +7,10 @@ Usage:  python benchmarks/lp_explore.py [--arms 5,10,20] [--runs 1000,10000]
         [--rounds 4096] [--numpy-runs 100] [--numpy-rounds 2000]
         [--long-horizon 1000000 --long-runs 1000]
 
-Prints one JSON line per case: ``lp_explore_no_lp_rounds`` (an instance where every
-round after the initial ones is Case A: the cost of a round without LP), ``ucb_n`` and
+Prints one JSON line per case: ``lp_explore_no_lp_rounds`` (full information with large
+gaps: almost every round after the initial ones is Case A, but the first ~140 rounds
+of every run are Case C), ``lp_explore_case_a_steady_state`` (the same instance, rounds
+``rounds + 1 .. 2 rounds``: no LP at all, the cost of a round without LP), ``ucb_n`` and
 ``lp_explore`` on a random general instance (whatever case mix it has over ``--rounds``;
 ``mean_case_counts`` says which), ``numpy_highs_vs_engine`` and, with
 ``--long-horizon``, one long run.
@@ -50,6 +52,24 @@ def engine_time(name: str, inst: jb.Instance, runs: int, horizon: int, chunk: in
     seconds = best_time(go, repeat=2)
     diagnostics = {k: float(v.mean()) for k, v in holder["sim"].diagnostics().items()}
     return seconds, diagnostics
+
+
+def steady_state_time(name: str, inst: jb.Instance, runs: int, rounds: int):
+    """Seconds for rounds ``rounds + 1 .. 2 rounds`` of a long run (best of two): the
+    per-round cost once the start-up phase is over.  Returns (seconds, case counts of
+    those rounds per run)."""
+    policy = jb.policies.make(name)
+    best, counts = np.inf, {}
+    for _ in range(2):
+        sim = jb.SimulationRun(policy, inst, 10**7, runs, seed=0, chunk_size=rounds)
+        sim.advance(1)  # compiles; the start-up rounds
+        before = sim.diagnostics()
+        start = time.perf_counter()
+        sim.advance(1)
+        best = min(best, time.perf_counter() - start)
+        after = sim.diagnostics()
+        counts = {k: float((after[k] - before[k]).mean()) for k in after if k.startswith("case")}
+    return best, counts
 
 
 def numpy_lp_explore(mu, sigma, runs: int, horizon: int, alpha=4.5, gamma=0.5, seed=0):
@@ -124,6 +144,19 @@ def main(argv=None) -> int:
                     "run_rounds_per_s": runs * args.rounds / easy_lp,
                     "cost_ratio_vs_ucb_n": easy_lp / easy_ucb,
                     "mean_case_counts": easy_diag,
+                    "machine": info,
+                }
+            )
+            # The same instance after its first `rounds` rounds: no LP at all any more.
+            steady_ucb, _ = steady_state_time("ucb_n", easy, runs, args.rounds)
+            steady_lp, steady_counts = steady_state_time("lp_explore", easy, runs, args.rounds)
+            emit(
+                {
+                    "case": "lp_explore_case_a_steady_state",
+                    **config,
+                    "run_rounds_per_s": runs * args.rounds / steady_lp,
+                    "cost_ratio_vs_ucb_n": steady_lp / steady_ucb,
+                    "mean_case_counts": steady_counts,
                     "machine": info,
                 }
             )

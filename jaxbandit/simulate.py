@@ -198,7 +198,6 @@ def _solve_compacted(
     requests,
     ctx: Context,
     sizes: tuple,
-    latency_bound: bool = False,
     state=None,
     update_fn: Optional[Callable] = None,
 ):
@@ -209,8 +208,6 @@ def _solve_compacted(
     every such run is served (zero times when none is), so the result never depends on
     the sizes.  Each pass takes the largest buffer the waiting runs fill (else the
     smallest): 100 waiting runs cost 64 + 16 + 16 + 16 solves, not ``sizes[0]`` = 256.
-    A ``latency_bound`` solver (a long loop per call) instead takes one pass whenever
-    a buffer fits the waiting runs with at most half of it idle.
     Runs that did not ask get a zero answer.  With ``update_fn``, each served run's
     ``state`` becomes ``update_fn(state, answer, ctx)`` (gathered and scattered back, so
     the cost is per served run).
@@ -221,7 +218,6 @@ def _solve_compacted(
         requests: pytree with leaves ``(C, R, ...)``.
         ctx: :class:`Context` with leaves ``(C, ...)``.
         sizes: decreasing buffer sizes (see :func:`buffer_sizes`).
-        latency_bound: prefer fewer passes to fewer idle lanes.
         state: pytree with leaves ``(C, R, ...)`` (with ``update_fn``).
         update_fn: optional ``(state, answer, ctx) -> state`` for one run.
 
@@ -264,17 +260,8 @@ def _solve_compacted(
         start, answers, states = loop
         if len(sizes) == 1:
             return serve(sizes[0], start, answers, states)
-        waiting = total - start
-        sizes_array = jnp.asarray(sizes)  # decreasing
-        largest_filled = jnp.minimum(jnp.sum(sizes_array > waiting), len(sizes) - 1)
-        if latency_bound:
-            # One pass when a buffer fits the waiting runs with at most half of it
-            # idle: for a solver with a long loop, passes cost more than idle lanes.
-            fits = jnp.sum(sizes_array >= waiting)  # sizes[:fits] hold the waiting runs
-            snug = sizes_array[jnp.maximum(fits - 1, 0)] <= 2 * waiting
-            choice = jnp.where((fits > 0) & snug, fits - 1, largest_filled)
-        else:
-            choice = largest_filled
+        # The largest size the waiting runs fill (sizes are decreasing), else the smallest.
+        choice = jnp.minimum(jnp.sum(jnp.asarray(sizes) > total - start), len(sizes) - 1)
         branches = [functools.partial(serve, size) for size in sizes]
         return jax.lax.switch(choice, branches, start, answers, states)
 
@@ -303,7 +290,6 @@ def _solve_requests(
         decision.request,
         ctx,
         fallback_sizes,
-        latency_bound=True,
         state=state,
         update_fn=policy.fallback_update_fn,
     )
@@ -345,11 +331,10 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         else:
             num_cells, num_runs = decision.needs_solve.shape
             batch = solve_batch or min(num_cells * num_runs, 256)
-            # Full solves are rare once warm starts work: a small second buffer, and a
-            # buffer of 2 for the usual round where one or two runs need one.
-            fallback_batch = max(1, batch // 8)
+            # Full solves are rare once warm starts work: one small second buffer (each
+            # buffer size is one more compiled copy of the solver: compile memory).
             sizes = buffer_sizes(batch)
-            fallback_sizes = (fallback_batch, 2) if fallback_batch > 2 else (fallback_batch,)
+            fallback_sizes = (max(1, batch // 8),)
             solve = lambda state: _solve_requests(policy, decision, state, ctx, sizes, fallback_sizes)
             placeholder = jax.tree_util.tree_map(
                 lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(solve, state)[0]
