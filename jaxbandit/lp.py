@@ -636,11 +636,13 @@ _FINAL_REFINEMENTS = 2
 def _check_refinements(dtype) -> int:
     """Refinement steps of :func:`quick_check`'s values (its hot path in simulations).
 
-    float32: as many as :func:`solve` returns (1 + 2), for the reason above.  float64:
-    one, which leaves about ``(eps cond(B))**2 |x|_inf``, below ``1e-16 |x|_inf`` for
-    any ``cond(B) <= 1e8``; the two extra steps would cost a quarter of the check.
+    Step k leaves an error of about ``(eps cond(B))**(k + 1) |x|_inf`` on each value.
+    float32: two steps (``solve`` returns three): on the wide-sigma instance above
+    (``eps cond ~ 5e-6``) one step left 6e-4 of a small component, two leave ~1e-8 of
+    it; a third would cost another ~15% of the check.  float64: one step, below
+    ``1e-16 |x|_inf`` for any ``cond(B) <= 1e8``.
     """
-    return 1 + _FINAL_REFINEMENTS if jnp.dtype(dtype) == jnp.float32 else 1
+    return 2 if jnp.dtype(dtype) == jnp.float32 else 1
 
 
 def _refined_values(inverse, basis_matrix, values, rhs, steps: int):
@@ -915,7 +917,7 @@ def quick_check(
     """The warm-start check with a kept inverse: ``O(m^2)`` work, no elimination.
 
     ``factor`` must come from :func:`factor_basis` with this same ``A`` (only ``cost``
-    and ``b`` may have changed).  The basic values get three steps of iterative
+    and ``b`` may have changed).  The basic values get two steps of iterative
     refinement with an extra-precise residual in float32 (one in float64, see
     ``_check_refinements``) and both objectives' duals one (as in :func:`solve`),
     then the tests of :func:`check_basis` are applied *with a margin* for the rounding
