@@ -25,9 +25,10 @@ elimination); the basic values and the duals get one step of iterative refinemen
 with an extra-precise (compensated) residual, so they are accurate even where a huge
 component (a free arm) cancels against small ones; the returned values get two more
 steps, which the small, costly components of such a point need in float32.  The
-basis is accepted (status ``OPTIMAL``) only if it is *verified*: basic values and reduced costs non-negative to
-``feasibility_tolerance`` relative to their own magnitudes, every row of ``A x >= b``
-met to ``4 * feasibility_tolerance`` of its activity, and ``eps * cond(B) <= 1e-2``.
+basis is accepted (status ``OPTIMAL``) only if it is *verified*: basic values and
+reduced costs non-negative to ``feasibility_tolerance`` relative to their own
+magnitudes, every row of ``A x >= b`` met to ``4 * feasibility_tolerance`` of its
+activity, and ``eps * cond(B) <= 1e-2``.
 A basis that fails is pivoted on again from the fresh tableau (dual simplex while
 primal infeasible, a primal clean-up step while dual infeasible), up to
 ``max_refactorizations`` rounds; a pivot that makes the basis singular is undone and
