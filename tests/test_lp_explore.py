@@ -260,3 +260,20 @@ def test_full_information_regret_stays_bounded():
     mean = result.regret.mean(axis=0)
     growth = result.regret[:, 1] - result.regret[:, 0]
     assert growth.mean() < 3 * growth.std(ddof=1) / math.sqrt(200) + 0.5, mean
+
+
+def test_results_do_not_depend_on_the_solve_buffers():
+    """The compacted check (buffers of 40 and 16, or 4) and the full solves that update
+    each run's warm start (through ``fallback_update_fn``) give the same runs as the
+    default buffer: 40 runs x 300 rounds of the general reference instance, float32."""
+    inst = REFERENCE_INSTANCES["general"]
+    policy = _policy(alpha=0.5)
+    results = [
+        jb.simulate(policy, inst, 300, 40, seed=5, times=[100, 300], solve_batch=batch)
+        for batch in (None, 64, 4)
+    ]
+    assert results[0].diagnostics["lp_full_solves"].sum() > 40  # the full-solve stage ran
+    for other in results[1:]:
+        np.testing.assert_array_equal(other.regret, results[0].regret)
+        for name, value in results[0].diagnostics.items():
+            np.testing.assert_array_equal(other.diagnostics[name], value, err_msg=name)
