@@ -135,31 +135,23 @@ def main(argv=None) -> int:
             # Rounds where no run needs the LP: full information with large gaps stays
             # in Case A after the initial rounds.
             easy = jb.instances.full_information(np.linspace(10.0, 0.0, num_arms))
-            easy_ucb, _ = engine_time("ucb_n", easy, runs, args.rounds)
-            easy_lp, easy_diag = engine_time("lp_explore", easy, runs, args.rounds)
-            emit(
-                {
-                    "case": "lp_explore_no_lp_rounds",
-                    **config,
-                    "run_rounds_per_s": runs * args.rounds / easy_lp,
-                    "cost_ratio_vs_ucb_n": easy_lp / easy_ucb,
-                    "mean_case_counts": easy_diag,
-                    "machine": info,
-                }
-            )
-            # The same instance after its first `rounds` rounds: no LP at all any more.
-            steady_ucb, _ = steady_state_time("ucb_n", easy, runs, args.rounds)
-            steady_lp, steady_counts = steady_state_time("lp_explore", easy, runs, args.rounds)
-            emit(
-                {
-                    "case": "lp_explore_case_a_steady_state",
-                    **config,
-                    "run_rounds_per_s": runs * args.rounds / steady_lp,
-                    "cost_ratio_vs_ucb_n": steady_lp / steady_ucb,
-                    "mean_case_counts": steady_counts,
-                    "machine": info,
-                }
-            )
+            # The first `rounds` rounds, then (no LP at all any more) the next `rounds`.
+            for case, timer in (
+                ("lp_explore_no_lp_rounds", engine_time),
+                ("lp_explore_case_a_steady_state", steady_state_time),
+            ):
+                ucb_seconds, _ = timer("ucb_n", easy, runs, args.rounds)
+                lp_seconds, counts = timer("lp_explore", easy, runs, args.rounds)
+                emit(
+                    {
+                        "case": case,
+                        **config,
+                        "run_rounds_per_s": runs * args.rounds / lp_seconds,
+                        "cost_ratio_vs_ucb_n": lp_seconds / ucb_seconds,
+                        "mean_case_counts": counts,
+                        "machine": info,
+                    }
+                )
             ucb_seconds, _ = engine_time("ucb_n", inst, runs, args.rounds)
             lp_seconds, diag = engine_time("lp_explore", inst, runs, args.rounds)
             ucb_rate = runs * args.rounds / ucb_seconds
