@@ -390,18 +390,26 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
     retry = _unsolved(out.status)
     if not retry.any():
         return out
+    best = jax.tree.map(lambda a: a[retry], out)
     with jax.enable_x64(True):
         mu64 = jnp.asarray(mu[retry], jnp.float64)
         precision64 = jnp.asarray(precision[retry], jnp.float64)
-        guess = _batched_solve(mu64.astype(jnp.float32), precision64.astype(jnp.float32)).basis
-        ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
-        candidates = [verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))]
-        for options in _FLOAT64_RETRIES:
-            candidates.append(jax.tree.map(np.asarray, _solve_with(mu64, precision64, options)))
-    best = jax.tree.map(lambda a: a[retry], out)
-    for candidate in candidates:
-        take = _unsolved(best.status) & (candidate.status == LowerBoundStatus.OPTIMAL)
-        best = jax.tree.map(lambda a, b: _assign(a, take, b[take]), best, candidate)
+
+        def verified_guess():
+            guess = _batched_solve(mu64.astype(jnp.float32), precision64.astype(jnp.float32)).basis
+            ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
+            return verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))
+
+        attempts = [verified_guess] + [
+            functools.partial(lambda o: jax.tree.map(np.asarray, _solve_with(mu64, precision64, o)), options)
+            for options in _FLOAT64_RETRIES
+        ]
+        for attempt in attempts:  # in order, only while some lane is still unsolved
+            if not _unsolved(best.status).any():
+                break
+            candidate = attempt()
+            take = _unsolved(best.status) & (candidate.status == LowerBoundStatus.OPTIMAL)
+            best = jax.tree.map(lambda a, b: _assign(a, take, b[take]), best, candidate)
     return jax.tree.map(lambda a, b: _assign(a, retry, b), out, best)
 
 
