@@ -365,9 +365,8 @@ def _reduced_cost_noise(reduced, costs, weights, magnitudes: _Magnitudes, tolera
     """How negative a reduced cost ``d = g - g_B B^-1 M = g - y M`` may be and still be 0.
 
     ``tolerance`` times its terms ``|g_j| + |y| |M_j| + |g_B| |B^-1 M_j|`` (relative
-    dual feasibility; the last term is how the tableau computes it), plus ``256 eps``
-    times the largest of those: ``y`` is computed from ``B^-1`` with an error relative
-    to the whole row.  The duals are the surplus block of ``d`` (``d_{n+i} = y_i``).
+    dual feasibility; the last term is how the tableau computes it).  The duals are the
+    surplus block of ``d`` (``d_{n+i} = y_i``).
 
     Args:
         reduced: ``(L, N)`` reduced costs, one row per objective.
@@ -380,10 +379,11 @@ def _reduced_cost_noise(reduced, costs, weights, magnitudes: _Magnitudes, tolera
     m, total = magnitudes.matrix.shape
     duals = jnp.abs(reduced[:, total - m :])
     magnitude = (
-        jnp.abs(costs) + _dot(duals, magnitudes.matrix) + _dot(jnp.abs(weights), magnitudes.body)
+        jnp.abs(costs)
+        + _rows_dot(duals, magnitudes.matrix)
+        + _rows_dot(jnp.abs(weights), magnitudes.body)
     )
-    floor = jnp.max(magnitude, axis=1, keepdims=True)
-    return tolerance * magnitude + 0 * jnp.finfo(costs.dtype).eps * floor
+    return tolerance * magnitude
 
 
 def _row_scales(rows, scaled: _Scaled, m, n):
