@@ -724,8 +724,11 @@ def solve(
         A: ``(m, n)`` constraint matrix (float32 or float64; sets the working dtype).
         b: ``(m,)`` right-hand side.
         initial_basis: ``(m,)`` a previous :attr:`LPSolution.basis` to start from.  Used
-            only if it is strictly lexicographically dual feasible for this data (so the
-            answer is unchanged); otherwise the surplus basis is used.
+            only if it is strictly lexicographically dual feasible for this data;
+            otherwise the surplus basis is used.  If the solve from it ends without a
+            verdict (no verified optimum, no Farkas row), the solve restarts from the
+            surplus basis with a fresh budget, so the answer is never worse than a cold
+            solve's: the same verified optimum, or exactly the cold solve's result.
         max_iterations: pivot budget (default ``3 * (m + n)``).
         max_refactorizations: how often a basis that fails verification is re-factorised
             and pivoted on again (default 3 in float64, 0 in float32: float32 rounds
@@ -748,9 +751,25 @@ def solve(
         max_refactorizations = 3 if matrix.dtype == jnp.float64 else 0
     scaled = _scale(cost, matrix, rhs)
 
+    class Carry(NamedTuple):
+        tableau: _Tableau
+        verdict: _Verdict
+        num_iterations: Array
+        rounds: Array
+        careful: Array  # a small pivot made B singular: no more small pivots
+        from_initial_basis: Array  # started from initial_basis: may restart cold
+
     start = surplus_basis(m, n)
     tableau = _tableau(scaled, start)
-    verdict = _verdict(tableau, scaled, tolerance)
+    cold = Carry(
+        tableau,
+        _verdict(tableau, scaled, tolerance),
+        jnp.int32(0),
+        jnp.int32(0),
+        jnp.bool_(False),
+        jnp.bool_(False),
+    )
+    initial = cold
     if initial_basis is not None:
         initial_basis = jnp.asarray(initial_basis, jnp.int32)
         if initial_basis.shape != (m,):
@@ -758,27 +777,37 @@ def solve(
         warm = _tableau(scaled, initial_basis)
         warm_verdict = _verdict(warm, scaled, tolerance)
         use_warm = warm_verdict.strictly_dual_feasible
-        tableau, verdict = jax.tree.map(
-            lambda a, c: jnp.where(use_warm, a, c), (warm, warm_verdict), (tableau, verdict)
+        initial = jax.tree.map(
+            lambda a, c: jnp.where(use_warm, a, c),
+            cold._replace(tableau=warm, verdict=warm_verdict, from_initial_basis=jnp.bool_(True)),
+            cold,
         )
-
-    class Carry(NamedTuple):
-        tableau: _Tableau
-        verdict: _Verdict
-        num_iterations: Array
-        rounds: Array
-        careful: Array  # a small pivot made B singular: no more small pivots
 
     def done(carry: Carry):
         v = carry.verdict
         return ~scaled.valid | v.optimal | v.infeasible | (carry.careful & ~v.step.can_pivot)
 
-    def cond(carry: Carry):
+    def working(carry: Carry):
         return ~done(carry) & (carry.rounds <= max_refactorizations) & (
             carry.num_iterations < max_iterations
         )
 
+    def restart(carry: Carry):
+        # The solve from initial_basis stopped without a verdict: start over cold.
+        v = carry.verdict
+        return carry.from_initial_basis & ~working(carry) & scaled.valid & ~(v.optimal | v.infeasible)
+
+    def cond(carry: Carry):
+        if initial_basis is None:  # keep the cold loop free of the restart logic
+            return working(carry)
+        return working(carry) | restart(carry)
+
     def body(carry: Carry) -> Carry:
+        if initial_basis is None:
+            return pivot_round(carry)
+        return jax.lax.cond(restart(carry), lambda _: cold, pivot_round, carry)
+
+    def pivot_round(carry: Carry) -> Carry:
         # The pivot the verdict chose on the fresh tableau, then the pivot loop.
         step = carry.verdict.step
         tableau = jax.tree.map(
@@ -801,11 +830,10 @@ def solve(
             num_iterations,
             carry.rounds + 1,
             careful,
+            carry.from_initial_basis,
         )
 
-    carry = jax.lax.while_loop(
-        cond, body, Carry(tableau, verdict, jnp.int32(0), jnp.int32(0), jnp.bool_(False))
-    )
+    carry = jax.lax.while_loop(cond, body, initial)
     v = carry.verdict
     status = jnp.select(
         [~scaled.valid, v.optimal, v.infeasible, carry.num_iterations >= max_iterations],

@@ -451,6 +451,35 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
     np.testing.assert_allclose(np.asarray(checked.c)[ok], np.asarray(cold.c)[ok], rtol=1e-13, atol=1e-13 * scale.max())
 
 
+
+def test_solve_from_a_previous_basis_is_never_worse_than_cold():
+    """``solve(initial_basis=...)`` at means moved by N(0, 0.05^2): 400 random general
+    K = 10 instances, float32, started from each one's previous optimal basis.  Before
+    the solve restarted cold when the start ended without a verdict, 3% of these lanes
+    ended in numerical_error where the cold solve was optimal (measured: 48 of 2000).
+    Required: no such lane; where both are optimal, the same basis and ``c`` bit for
+    bit; and fewer pivots on average (the start was used)."""
+    inst = instances.random(0, 10, num_instances=400)
+    mu = np.asarray(inst.mu, np.float32)
+    precision = np.asarray(inst.precision, np.float32)
+    moved = mu + np.float32(0.05) * np.random.default_rng(1).standard_normal(mu.shape).astype(np.float32)
+    cold_solve = jax.jit(jax.vmap(lb.solve_lower_bound))
+    before = cold_solve(mu, precision)
+    cold = jax.tree.map(np.asarray, cold_solve(moved, precision))
+    warm = jax.tree.map(
+        np.asarray,
+        jax.jit(jax.vmap(lambda m, w, b: lb.solve_lower_bound(m, w, initial_basis=b)))(
+            moved, precision, before.basis
+        ),
+    )
+    cold_ok, warm_ok = cold.status == Status.OPTIMAL, warm.status == Status.OPTIMAL
+    assert not np.any(cold_ok & ~warm_ok), np.flatnonzero(cold_ok & ~warm_ok)
+    both = cold_ok & warm_ok
+    np.testing.assert_array_equal(warm.basis[both], cold.basis[both])
+    np.testing.assert_array_equal(warm.c[both], cold.c[both])
+    assert warm.num_iterations.mean() < 0.75 * cold.num_iterations.mean()
+
+
 # -- command line ----------------------------------------------------------------------
 
 
