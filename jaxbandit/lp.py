@@ -728,7 +728,8 @@ def solve(
             otherwise the surplus basis is used.  If the solve from it ends without a
             verdict (no verified optimum, no Farkas row), the solve restarts from the
             surplus basis with a fresh budget, so the answer is never worse than a cold
-            solve's: the same verified optimum, or exactly the cold solve's result.
+            solve's: the same verified optimum, or exactly the cold solve's result
+            (``num_iterations`` then counts the cold solve's pivots only).
         max_iterations: pivot budget (default ``3 * (m + n)``).
         max_refactorizations: how often a basis that fails verification is re-factorised
             and pivoted on again (default 3 in float64, 0 in float32: float32 rounds
