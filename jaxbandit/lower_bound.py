@@ -400,10 +400,10 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
             ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
             return verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))
 
-        attempts = [verified_guess] + [
-            functools.partial(lambda o: jax.tree.map(np.asarray, _solve_with(mu64, precision64, o)), options)
-            for options in _FLOAT64_RETRIES
-        ]
+        def solved_with(options):
+            return jax.tree.map(np.asarray, _solve_with(mu64, precision64, options))
+
+        attempts = [verified_guess] + [functools.partial(solved_with, o) for o in _FLOAT64_RETRIES]
         for attempt in attempts:  # in order, only while some lane is still unsolved
             if not _unsolved(best.status).any():
                 break
