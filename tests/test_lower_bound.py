@@ -207,18 +207,10 @@ def test_sweep_float32_matches_highs_or_reports(sweep):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason=(
-        "known solver gap (issue #3 left open): on this larger sweep (7,320 well-scaled "
-        "instances per precision) one float64 general K=20 instance and 15 float32 ones "
-        "(general and noise_free, K=4..50, eps * cond of the optimal basis <= 2e-4) end in "
-        "numerical_error. The float64 one stops on a well-conditioned basis that its "
-        "verdict refuses; the float32 ones end on a singular basis or, after a pivot made "
-        "the basis singular, back on the start basis (float32 gets no retry rounds)"
-    ),
-    strict=False,
-)
 def test_bigger_sweep_both_precisions():
+    """9,760 LPs per precision (1,220 per family, K = 2..50), the bar of
+    ``_check_records``.  Measured: every well-scaled one optimal in both precisions;
+    wide-sigma ones left uncertified: 21 in float64, 386 in float32."""
     big = build_sweep(SLOW_BUCKETS, seed=7)
     for dtype in (np.float64, np.float32):
         _check_records(run_sweep(big, dtype), dtype)
