@@ -546,6 +546,25 @@ def _verdict(
     )
 
 
+def _surplus_tableau(scaled: _Scaled) -> _Tableau:
+    """The tableau of the all-surplus basis, exactly: ``B = -I``, so the body is ``-M``,
+    the basic values are ``-b'``, the duals are 0 and the reduced costs are the
+    objectives themselves (what :func:`_tableau` computes for it, without an
+    elimination)."""
+    m = scaled.rhs.shape[0]
+    n = scaled.matrix.shape[1] - m
+    body = jnp.concatenate([-scaled.matrix, -scaled.rhs[:, None]], axis=1)
+    reduced = jnp.concatenate([scaled.objectives, jnp.zeros((2, 1), scaled.matrix.dtype)], axis=1)
+    return _Tableau(jnp.concatenate([body, reduced], axis=0), surplus_basis(m, n))
+
+
+def _undecided_verdict() -> _Verdict:
+    """A verdict that decides nothing and calls for no pivot: the cold start's."""
+    false, zero = jnp.bool_(False), jnp.int32(0)
+    step = _Step(false, false, false, false, zero, zero, false)
+    return _Verdict(step, jnp.bool_(True), jnp.bool_(True), false, false, false)
+
+
 def _basic_point(tableau: _Tableau, num_variables: int):
     m = tableau.basis.shape[0]
     values = jnp.zeros((num_variables + m,), tableau.rows.dtype)
@@ -601,14 +620,19 @@ def _entering_column(
         level, remaining = carry
         return (level < n + 2) & (jnp.sum(remaining) > 1)
 
-    def body(carry):
-        level, remaining = carry
-        values, noise = level_values(level)
+    def narrow(remaining, values, noise):
         ratio = jnp.where(remaining, values / denominator, jnp.inf)
         bound = jnp.min(jnp.where(remaining, (values + noise) / denominator, jnp.inf))
-        return level + 1, remaining & (ratio <= bound)
+        return remaining & (ratio <= bound)
 
-    _, remaining = jax.lax.while_loop(cond, body, (jnp.int32(0), candidates))
+    def body(carry):
+        level, remaining = carry
+        return level + 1, narrow(remaining, *level_values(level))
+
+    # The cost level outside the loop (it keeps a lone candidate, so it is always safe
+    # to apply): most pivots are decided there, and the loop then never runs.
+    remaining = narrow(candidates, rows[m, :total], objective_noise[0])
+    _, remaining = jax.lax.while_loop(cond, body, (jnp.int32(1), remaining))
     return jnp.argmax(remaining).astype(jnp.int32)
 
 
@@ -764,11 +788,11 @@ def solve(
         careful: Array  # a small pivot made B singular: no more small pivots
         from_initial_basis: Array  # started from initial_basis: may restart cold
 
-    start = surplus_basis(m, n)
-    tableau = _tableau(scaled, start)
+    # The cold start needs no elimination and no verdict: the surplus tableau is exact,
+    # and the first round's pivot loop picks its first pivot itself.
     cold = Carry(
-        tableau,
-        _verdict(tableau, scaled, tolerance),
+        _surplus_tableau(scaled),
+        _undecided_verdict(),
         jnp.int32(0),
         jnp.int32(0),
         jnp.bool_(False),
