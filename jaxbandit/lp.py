@@ -840,8 +840,9 @@ def solve(
         num_iterations = carry.num_iterations + step.can_pivot.astype(jnp.int32)
         # The first round pivots on until the updated tableau says it is done.  Later
         # rounds take only that one pivot, then re-factorise: the updated tableau went
-        # astray once, so every further pivot is chosen on exact data (the lanes of a
-        # vmapped batch are in the same round, so no lane waits on another's loop).
+        # astray once, so each further pivot is chosen on exact data.  (A loop in later
+        # rounds made float32 batches of 10^4 3.5x slower at K = 10 and solved at most
+        # one more LP of them.)
         loop_budget = jnp.where(carry.rounds == 0, max_iterations, num_iterations)
         basis, num_iterations = _pivot_loop(
             tableau, scaled, num_iterations, loop_budget, tolerance, carry.careful
