@@ -561,8 +561,23 @@ def _surplus_tableau(scaled: _Scaled) -> _Tableau:
 def _undecided_verdict() -> _Verdict:
     """A verdict that decides nothing and calls for no pivot: the cold start's."""
     false, zero = jnp.bool_(False), jnp.int32(0)
-    step = _Step(false, false, false, false, zero, zero, false)
-    return _Verdict(step, jnp.bool_(True), jnp.bool_(True), false, false, false)
+    step = _Step(
+        primal_feasible=false,
+        farkas=false,
+        dual_feasible=false,
+        strictly_dual_feasible=false,
+        leave=zero,
+        enter=zero,
+        can_pivot=false,
+    )
+    return _Verdict(
+        step=step,
+        finite=jnp.bool_(True),
+        well_conditioned=jnp.bool_(True),
+        optimal=false,
+        strictly_dual_feasible=false,
+        infeasible=false,
+    )
 
 
 def _basic_point(tableau: _Tableau, num_variables: int):
