@@ -115,7 +115,7 @@ def run_warm_case(num_arms, batch, dtype, repeat):
         warm = jax.jit(jax.vmap(lower_bound.warm_start))(args[1], solve(*args).basis)
         full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat)
         checked = best_time(lambda: jax.block_until_ready(check(*moved_args, warm)), repeat)
-        ok, _ = check(*moved_args, warm)
+        ok, _, _ = check(*moved_args, warm)
     return {
         "case": "warm_check",
         "num_arms": num_arms,

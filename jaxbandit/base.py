@@ -19,7 +19,10 @@ way) only for the runs whose first answer has ``needs_fallback`` set — e.g. a 
 warm-start check first, a full LP solve only where the check fails — and, with
 ``fallback_update_fn``, fold what that stage found into the state of exactly those runs
 (e.g. a new factorised warm start), so that large per-run data never travels through
-the dense answers.
+the dense answers.  A third stage, ``check_fn`` with ``check_update_fn``, may sit
+between the two (e.g. a re-use of the last answer first, then the check, then the
+full solve): each later stage serves the runs whose answer so far has
+``needs_fallback``.
 
 Weighted estimators (:class:`jaxbandit.estimator.EstimatorState`) anywhere in a state
 need only :func:`jaxbandit.estimator.update` each round: the engine consolidates them at
@@ -91,6 +94,12 @@ class Policy(NamedTuple):
         counts_fn: optional ``(state) -> (num_arms,)`` int32 plays of each arm, for a
             policy whose state already counts them: the engine then keeps no copy
             (one pass over the state per round less).
+        check_fn: optional ``(request, ctx) -> answer``, a stage between ``solve_fn``
+            and ``fallback_solve_fn`` (same answer structure), for the runs whose
+            ``solve_fn`` answer has ``needs_fallback``; its own ``needs_fallback``
+            sends a run on to ``fallback_solve_fn``.
+        check_update_fn: optional ``(state, answer, ctx) -> state``, as
+            ``fallback_update_fn`` for the runs ``check_fn`` served.
     """
 
     name: str
@@ -105,3 +114,5 @@ class Policy(NamedTuple):
     fallback_solve_fn: Optional[Callable] = None
     counts_fn: Optional[Callable] = None
     fallback_update_fn: Optional[Callable] = None
+    check_fn: Optional[Callable] = None
+    check_update_fn: Optional[Callable] = None

@@ -47,6 +47,7 @@ __all__ = [
     "LowerBoundProblem",
     "LowerBoundSolution",
     "LPWarmStart",
+    "WarmAnchor",
     "LowerBound",
     "lower_bound_problem",
     "solve_lower_bound",
@@ -54,6 +55,9 @@ __all__ = [
     "warm_start",
     "initial_warm_start",
     "check_warm_start",
+    "anchor_warm_start",
+    "reuse_warm_start",
+    "reuse_warm_start_of",
     "solve_lower_bound_warm",
     "lower_bound",
     "bound_main",
@@ -111,19 +115,43 @@ class LowerBoundSolution(NamedTuple):
     basis: Array
 
 
+class WarmAnchor(NamedTuple):
+    """Where a warm start's basis was last verified, and how far that certificate reaches.
+
+    Attributes:
+        mean: ``(K,)`` the means of the last passing :func:`check_warm_start`.
+        rhs: ``(K,)`` the LP's ``b`` there.
+        best_arm: ``()`` int32 ``i*`` there.
+        sensitivity: a :class:`jaxbandit.lp.BasisSensitivity` at ``mean``.
+        radius: ``()`` the basis stays the unique optimum for every ``mu`` with
+            ``max_i |mu_i - mean_i| < radius`` at which it stays primal feasible; ``0``
+            when there is no certificate (no passing check since the basis changed).
+    """
+
+    mean: Array
+    rhs: Array
+    best_arm: Array
+    sensitivity: lp.BasisSensitivity
+    radius: Array
+
+
 class LPWarmStart(NamedTuple):
     """State a policy carries between solves: the last optimal basis, factorised.
 
     The LP's constraint matrix ``A = W^T`` does not depend on the means, so the inverse
     of the basis matrix stays valid from one solve to the next; re-checking the basis
-    at new means is then a few ``K x K`` products (:func:`check_warm_start`).
+    at new means is then a few ``K x K`` products (:func:`check_warm_start`), and near
+    the means of the last passing check no check is needed at all
+    (:func:`reuse_warm_start`).
 
     Attributes:
         factor: a :class:`jaxbandit.lp.BasisFactor` (``basis`` ``(K,)``, ``inverse``
             ``(K, K)``, ``condition`` ``()``).
+        anchor: a :class:`WarmAnchor`.
     """
 
     factor: lp.BasisFactor
+    anchor: WarmAnchor
 
     @property
     def basis(self) -> Array:
@@ -256,11 +284,25 @@ def solve_lower_bound_batch(
 def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
     """Factorise ``basis`` of the LP with this ``precision`` (one ``K x K`` inversion).
 
+    The result has no anchor yet: the first :func:`check_warm_start` that passes gives
+    it one (:func:`anchor_warm_start`).
+
     Args:
         precision: ``(K, K)`` ``1 / sigma**2``.
         basis: ``(K,)`` int, e.g. :attr:`LowerBoundSolution.basis`.
     """
-    return LPWarmStart(lp.factor_basis(_information_matrix(precision), basis))
+    precision = jnp.asarray(precision)
+    num_arms = precision.shape[-1]
+    zeros = jnp.zeros((num_arms,), precision.dtype)
+    zero = jnp.zeros((), precision.dtype)
+    anchor = WarmAnchor(
+        mean=zeros,
+        rhs=zeros,
+        best_arm=jnp.zeros((), jnp.int32),
+        sensitivity=lp.BasisSensitivity(zeros, zeros, zero),
+        radius=zero,
+    )
+    return LPWarmStart(lp.factor_basis(_information_matrix(precision), basis), anchor)
 
 
 def initial_warm_start(precision: ArrayLike) -> LPWarmStart:
@@ -271,7 +313,7 @@ def initial_warm_start(precision: ArrayLike) -> LPWarmStart:
 
 def check_warm_start(
     mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart
-) -> tuple[Array, LowerBoundSolution]:
+) -> tuple[Array, LowerBoundSolution, lp.BasisSensitivity]:
     """Re-check the previous basis at new means: ``O(K^2)`` work (:func:`jaxbandit.lp.quick_check`).
 
     Under ``vmap`` run this for the whole batch, gather the lanes with ``ok == False``
@@ -279,40 +321,128 @@ def check_warm_start(
     basis).
 
     Returns:
-        ``(ok, solution)``: when ``ok``, the solution is the canonical optimum a full
-        solve returns (same basis; ``c`` equal up to rounding, a few units in the last
-        place).
+        ``(ok, solution, sensitivity)``: when ``ok``, the solution is the canonical
+        optimum a full solve returns (same basis; ``c`` equal up to rounding, a few units
+        in the last place); ``sensitivity`` feeds :func:`anchor_warm_start`.
     """
     problem = lower_bound_problem(mu, precision)
     check = lp.quick_check(problem.cost, problem.A, problem.b, warm.factor)
     solution = _finish(problem, check.solution)
-    return check.ok & (problem.status == LowerBoundStatus.OPTIMAL), solution
+    return check.ok & (problem.status == LowerBoundStatus.OPTIMAL), solution, check.sensitivity
+
+
+def anchor_warm_start(
+    warm: LPWarmStart, mu: ArrayLike, precision: ArrayLike, values: ArrayLike, cost_radius: ArrayLike
+) -> LPWarmStart:
+    """``warm`` anchored at ``mu``, where :func:`check_warm_start` passed.
+
+    Args:
+        warm: the warm start that was checked.
+        mu: ``(K,)`` the means of that check.
+        precision: ``(K, K)``.
+        values, cost_radius: the check's ``sensitivity.values`` ``(K,)`` and
+            ``sensitivity.cost_radius`` ``()`` (the rest is recomputed, so a policy
+            need not carry it through the engine's answers).
+    """
+    problem = lower_bound_problem(mu, precision)
+    # The costs are the gaps: with i* fixed, moving every mean by at most r moves each
+    # gap by at most 2 r; i* stays the best arm while 2 r < Delta_min.
+    radius = jnp.minimum(jnp.asarray(cost_radius), problem.min_gap) / 2
+    anchor = WarmAnchor(
+        mean=jnp.asarray(mu),
+        rhs=problem.b,
+        best_arm=problem.best_arm,
+        sensitivity=lp.BasisSensitivity(
+            jnp.asarray(values), lp.error_size(warm.factor, problem.A, problem.b), jnp.asarray(cost_radius)
+        ),
+        radius=jnp.where(problem.status == LowerBoundStatus.OPTIMAL, radius, 0).astype(problem.b.dtype),
+    )
+    return warm._replace(anchor=anchor)
+
+
+def reuse_warm_start_of(mu, problem: LowerBoundProblem, warm: LPWarmStart) -> tuple[Array, LowerBoundSolution]:
+    """:func:`reuse_warm_start` with ``problem = lower_bound_problem(mu, precision)``
+    already built (a policy has it anyway)."""
+    anchor = warm.anchor
+    num_arms = problem.cost.shape[0]
+    dtype = problem.b.dtype
+    inside = (
+        (jnp.max(jnp.abs(mu - anchor.mean)) < anchor.radius)
+        & (problem.best_arm == anchor.best_arm)
+        & (problem.status == LowerBoundStatus.OPTIMAL)
+    )
+    values, error = lp.shifted_values(warm.factor, anchor.sensitivity, anchor.rhs, problem.b)
+    structural = warm.basis < num_arms
+    feasible = jnp.all(values > error)
+    accurate = jnp.all(~structural | (error <= REUSE_TOLERANCE[jnp.dtype(dtype).name] * values))
+    ok = inside & feasible & accurate
+    # One-hot sums, not a scatter (a vmapped scatter is a slow loop on CPU).
+    placed = warm.basis[:, None] == jnp.arange(num_arms, dtype=jnp.int32)[None, :]
+    c = jnp.where(ok, jnp.sum(jnp.where(placed, values[:, None], 0), axis=0), 0).astype(dtype)
+    value = jnp.where(ok, lp._dot(problem.cost, c), jnp.inf).astype(dtype)
+    status = jnp.where(ok, LowerBoundStatus.OPTIMAL, LowerBoundStatus.NUMERICAL_ERROR).astype(jnp.int32)
+    return ok, LowerBoundSolution(c, value, status, jnp.int32(0), warm.basis.astype(jnp.int32))
+
+
+# Relative error bound the re-used c* must meet, per component: the solver's
+# feasibility tolerance (lp.default_tolerance).
+REUSE_TOLERANCE = {"float32": 1e-5, "float64": 1e-9}
+
+
+def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> tuple[Array, LowerBoundSolution]:
+    """The canonical optimum near the anchor of ``warm``, without any check: ``O(K^2)``.
+
+    Within ``warm.anchor.radius`` of the anchor's means the basis stays the unique
+    optimum as long as it stays primal feasible (:class:`jaxbandit.lp.BasisSensitivity`),
+    so ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
+    ``K x K`` product.  ``ok`` requires every basic value to exceed its error bound
+    (:func:`jaxbandit.lp.shifted_values`; strict primal feasibility) and that bound to
+    be within ``REUSE_TOLERANCE`` (1e-5 float32, 1e-9 float64) of each basic ``c_i``.
+    When ``ok`` is False, call :func:`check_warm_start`.
+
+    Returns:
+        ``(ok, solution)``: when ``ok``, ``solution`` is the canonical optimum with each
+        ``c_i`` within a relative ``REUSE_TOLERANCE`` (the basis is the same one a full
+        solve returns).
+    """
+    problem = lower_bound_problem(mu, precision)
+    return reuse_warm_start_of(jnp.asarray(mu), problem, warm)
 
 
 def solve_lower_bound_warm(
     mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart
 ) -> tuple[LowerBoundSolution, LPWarmStart, Array]:
-    """Check the warm start; fall back to the full solve when the check fails.
+    """Re-use, else check, else fully solve; return the new warm start.
 
-    Under ``vmap`` both branches run for every lane (``lax.cond`` becomes a select);
-    use :func:`check_warm_start` plus a compacted :func:`solve_lower_bound` to avoid it.
+    Under ``vmap`` every branch runs for every lane (``lax.cond`` becomes a select);
+    use :func:`reuse_warm_start` and :func:`check_warm_start` plus a compacted
+    :func:`solve_lower_bound` to avoid it (as ``lp_explore`` does).
 
     Returns:
-        ``(solution, new_warm, used_full_solve)``; the solution equals a cold solve's
-        (see :func:`check_warm_start`).
+        ``(solution, new_warm, used_full_solve)``; the solution is the canonical optimum
+        (see :func:`check_warm_start` and :func:`reuse_warm_start`).
     """
-    ok, checked = check_warm_start(mu, precision, warm)
+    reused_ok, reused = reuse_warm_start(mu, precision, warm)
 
-    def full_solve():
-        solution = solve_lower_bound(mu, precision)
-        optimal = solution.status == LowerBoundStatus.OPTIMAL
-        new_warm = jax.tree.map(
-            lambda a, b: jnp.where(optimal, a, b), warm_start(precision, solution.basis), warm
+    def check():
+        ok, checked, sensitivity = check_warm_start(mu, precision, warm)
+
+        def full_solve():
+            solution = solve_lower_bound(mu, precision)
+            optimal = solution.status == LowerBoundStatus.OPTIMAL
+            new_warm = jax.tree.map(
+                lambda a, b: jnp.where(optimal, a, b), warm_start(precision, solution.basis), warm
+            )
+            return solution, new_warm, jnp.asarray(True)
+
+        anchored = lambda: (
+            checked,
+            anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_radius),
+            jnp.asarray(False),
         )
-        return solution, new_warm
+        return jax.lax.cond(ok, anchored, full_solve)
 
-    solution, new_warm = jax.lax.cond(ok, lambda: (checked, warm), full_solve)
-    return solution, new_warm, ~ok
+    return jax.lax.cond(reused_ok, lambda: (reused, warm, jnp.asarray(False)), check)
 
 
 # -- host side -----------------------------------------------------------------------
@@ -377,7 +507,7 @@ def _solve_with(mu, precision, options) -> LowerBoundSolution:
 
 @jax.jit
 def _verify_basis(mu, precision, basis) -> tuple[Array, LowerBoundSolution]:
-    return jax.vmap(lambda m, p, b: check_warm_start(m, p, warm_start(p, b)))(mu, precision, basis)
+    return jax.vmap(lambda m, p, b: check_warm_start(m, p, warm_start(p, b))[:2])(mu, precision, basis)
 
 
 def _unsolved(status: np.ndarray) -> np.ndarray:

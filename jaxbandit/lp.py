@@ -52,7 +52,7 @@ until the slowest LP of the batch is done (at most ``max_iterations`` pivots).
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -69,6 +69,8 @@ __all__ = [
     "BasisFactor",
     "factor_basis",
     "quick_check",
+    "BasisSensitivity",
+    "shifted_values",
 ]
 
 
@@ -111,18 +113,41 @@ class LPSolution(NamedTuple):
     basis: Array
 
 
+class BasisSensitivity(NamedTuple):
+    """What :func:`quick_check` learns about nearby LPs with the same ``A``.
+
+    Attributes:
+        values: ``(m,)`` the refined basic values ``x_B = B^-1 b`` (basis order).
+        error_size: ``(m,)`` ``|B^-1| |B| |B^-1| |b|`` (:func:`error_size`), the scale
+            of the error of ``B^-1 b`` computed with the stored inverse.
+        cost_radius: ``()`` the basis stays the canonical optimum for every cost
+            ``c'`` with ``max_j |c'_j - c_j| < cost_radius`` and ``c'_j = 0`` wherever
+            ``c_j = 0``, at any ``b`` where it stays primal feasible: every nonbasic
+            reduced cost of the cost objective stays positive, except those that such
+            a change cannot move (zero, with a positive reduced cost of ``sum(x)``).
+            ``0`` when a nonbasic reduced cost that can move is within its rounding
+            error of zero, or the check failed.
+    """
+
+    values: Array
+    error_size: Array
+    cost_radius: Array
+
+
 class BasisCheck(NamedTuple):
-    """Result of :func:`check_basis`.
+    """Result of :func:`check_basis` and :func:`quick_check`.
 
     Attributes:
         ok: ``()`` bool, the basis is primal feasible and *strictly* lexicographically
             dual feasible, so its point is the unique canonical optimum.
         solution: the :class:`LPSolution` of that basis (status ``OPTIMAL`` iff ok,
             else ``NUMERICAL_ERROR``; ``num_iterations = 0``).
+        sensitivity: a :class:`BasisSensitivity` (:func:`quick_check` only, else None).
     """
 
     ok: Array
     solution: LPSolution
+    sensitivity: Optional[BasisSensitivity] = None
 
 
 def default_tolerance(dtype) -> float:
@@ -1096,4 +1121,95 @@ def quick_check(
     x = jnp.where(ok, x, jnp.zeros_like(x))
     status = jnp.where(ok, LPStatus.OPTIMAL, LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
     objective = jnp.where(ok, _dot(cost, x), jnp.inf).astype(dtype)
-    return BasisCheck(ok, LPSolution(x, objective, status, jnp.int32(0), basis.astype(jnp.int32)))
+    # Zero costs stay zero (the lower-bound LP: the best arm's gap), so only the basic
+    # variables with a nonzero cost move the duals.
+    moving = (basis < n) & (cost[jnp.clip(basis, 0, n - 1)] != 0)
+    radius = _cost_radius(reduced[0], noise[0], slack[0], nonbasic, cost != 0, moving, abs_inverse, abs_matrix)
+    sensitivity = BasisSensitivity(
+        values=jnp.where(ok, values, jnp.zeros_like(values)),
+        error_size=jnp.where(ok, error_size(factor, matrix, rhs), jnp.zeros_like(values)),
+        cost_radius=jnp.where(ok, radius, jnp.zeros_like(radius)),
+    )
+    solution = LPSolution(x, objective, status, jnp.int32(0), basis.astype(jnp.int32))
+    return BasisCheck(ok, solution, sensitivity)
+
+
+def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs_inverse, abs_matrix):
+    """How far (max norm) the nonzero structural costs may move with the check's verdict
+    on every nonbasic column of the cost objective unchanged (``0`` if none holds).
+
+    A cost change ``delta`` moves the duals by ``delta_B B^-1``, at most
+    ``|delta|_inf v`` with ``v = |B^-1|^T 1[basic with a moving cost]``, so reduced cost
+    ``j`` moves by at most ``|delta|_inf (1[j has a moving cost] + v |M_j|)`` (its
+    gain).  Its room:
+    for a strictly positive one, what it exceeds ``noise + slack`` by; for a tied one
+    (within ``noise - slack`` of zero, decided by the ``sum(x)`` objective, which does
+    not move), what it may grow before it is no longer tied.  Ties are common here: a
+    constraint that the free best arm covers has a zero dual, and its surplus column a
+    zero reduced cost and a zero gain once the rounding residues of ``B^-1`` are
+    dropped.  Half the smallest
+    ratio is returned: the bound uses the computed ``B^-1``, which is itself off by up
+    to ``eps cond(B)`` (at most ``_CONDITION_LIMIT``), and ``noise`` moves a little
+    with the costs.
+
+    Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` ``(n + m,)``; ``moving_cost``
+    ``(n,)``; ``moving_basic`` ``(m,)``; ``abs_inverse`` ``(m, m)``; ``abs_matrix``
+    ``(m, n)``.  Returns ``()``, ``inf`` when no reduced cost can move.
+    """
+    dtype = abs_matrix.dtype
+    m = abs_inverse.shape[0]
+    # Entries of B^-1 below the rounding error of their column are structural zeros
+    # computed with a residue (a covered constraint's zero dual): taken as zero.  Were
+    # one real, its effect on a reduced cost would be below that cost's rounding error.
+    residue = abs_inverse <= m * jnp.finfo(dtype).eps * jnp.max(abs_inverse, axis=0, keepdims=True)
+    abs_inverse = jnp.where(residue, 0, abs_inverse)
+    dual_gain = _dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
+    gain = jnp.concatenate([moving_cost.astype(dtype) + _dot(dual_gain, abs_matrix), dual_gain])
+    positive = reduced > noise + slack
+    room = jnp.where(positive, reduced - (noise + slack), (noise - slack) - jnp.abs(reduced))
+    constrained = nonbasic & (gain > 0)
+    ratio = jnp.where(constrained, room / jnp.where(constrained, gain, 1), jnp.inf)
+    radius = jnp.where(jnp.all(~constrained | (room > 0)), 0.5 * jnp.min(ratio), 0)
+    return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype)
+
+
+def error_size(factor: BasisFactor, A: ArrayLike, rhs: ArrayLike) -> Array:
+    """``|B^-1| |B| |B^-1| |b|`` ``(m,)``: the inverse a Gauss-Jordan elimination computes
+    is off by about ``m eps |B^-1| |B| |B^-1|`` entrywise, so ``B^-1 b`` computed with it
+    is off by about ``m eps`` times this, per component (three products)."""
+    matrix = jnp.where(jnp.isfinite(A), A, 0)
+    abs_inverse = jnp.abs(factor.inverse)
+    inner = _dot(jnp.abs(_basis_matrix(matrix, factor.basis)), _dot(abs_inverse, jnp.abs(rhs)))
+    return _dot(abs_inverse, inner)
+
+
+def shifted_values(factor: BasisFactor, sensitivity: BasisSensitivity, rhs: ArrayLike, new_rhs: ArrayLike):
+    """The basic values of ``factor``'s basis at a new right-hand side, with an error bound.
+
+    ``x_B(b') = x_B(b) + B^-1 (b' - b)``: one ``m x m`` product, no refinement.  The
+    bound covers the anchor's own error (a few units in the last place after
+    :func:`quick_check`'s refinement), the error of the computed ``B^-1`` (see
+    :func:`error_size`, with a factor 4 for element growth) and the product's rounding,
+    per component; it needs ``b > 0`` wherever ``b'`` differs from ``b``.
+
+    Args:
+        factor: the :class:`BasisFactor` the check used.
+        sensitivity: the check's :class:`BasisSensitivity` (at ``rhs``).
+        rhs: ``(m,)`` the right-hand side of that check.
+        new_rhs: ``(m,)`` the new right-hand side.
+
+    Returns:
+        ``(values, error)``, both ``(m,)``: ``|values - B^-1 new_rhs| <= error`` (``inf``
+        where the bound does not apply).
+    """
+    rhs, new_rhs = jnp.asarray(rhs), jnp.asarray(new_rhs)
+    m = rhs.shape[0]
+    eps = jnp.finfo(rhs.dtype).eps
+    step = new_rhs - rhs
+    # |B^-1| |B| |B^-1| |step| <= error_size * max_k |step_k| / b_k (no more products).
+    outside = jnp.where(step == 0, 0, jnp.inf)
+    relative_step = jnp.max(jnp.where(rhs > 0, jnp.abs(step) / jnp.where(rhs > 0, rhs, 1), outside))
+    values = sensitivity.values + _dot(factor.inverse, step)
+    error = 4 * eps * jnp.abs(sensitivity.values) + eps * jnp.abs(values)
+    error = error + 4 * m * eps * sensitivity.error_size * relative_step
+    return values, jnp.where(jnp.isfinite(error), error, jnp.inf)

@@ -276,25 +276,31 @@ def _solve_compacted(
 def _solve_requests(
     policy: Policy, decision: Decision, state, ctx: Context, sizes: tuple, fallback_sizes: tuple
 ):
-    """Both solve stages: ``solve_fn`` for every run that asks, then
-    ``fallback_solve_fn`` (if any) for those whose answer has ``needs_fallback``, with
-    ``fallback_update_fn`` (if any) applied to their states.  Returns
-    ``(answers, state)``."""
+    """The solve stages: ``solve_fn`` for every run that asks; then, each for the runs
+    whose answer so far has ``needs_fallback``, ``check_fn`` (if any, in buffers of
+    ``sizes``) and ``fallback_solve_fn`` (if any, in buffers of ``fallback_sizes``),
+    with ``check_update_fn`` / ``fallback_update_fn`` (if any) applied to the states of
+    the runs each served.  Returns ``(answers, state)``."""
     answers, _ = _solve_compacted(policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes)
-    if policy.fallback_solve_fn is None:
-        return answers, state
-    needs_fallback = decision.needs_solve & answers.needs_fallback
-    fallback, state = _solve_compacted(
-        policy.fallback_solve_fn,
-        needs_fallback,
-        decision.request,
-        ctx,
-        fallback_sizes,
-        state=state,
-        update_fn=policy.fallback_update_fn,
+    later = (
+        (policy.check_fn, policy.check_update_fn, sizes),
+        (policy.fallback_solve_fn, policy.fallback_update_fn, fallback_sizes),
     )
-    expand = lambda x: needs_fallback.reshape(needs_fallback.shape + (1,) * (x.ndim - 2))
-    answers = jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, fallback)
+    for solve_fn, update_fn, stage_sizes in later:
+        if solve_fn is None:
+            continue
+        needs = decision.needs_solve & answers.needs_fallback
+
+        def stage(carry, solve_fn=solve_fn, update_fn=update_fn, stage_sizes=stage_sizes, needs=needs):
+            answers, state = carry
+            found, state = _solve_compacted(
+                solve_fn, needs, decision.request, ctx, stage_sizes, state=state, update_fn=update_fn
+            )
+            expand = lambda x: needs.reshape(needs.shape + (1,) * (x.ndim - 2))
+            return jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, found), state
+
+        # Later stages are rare: a scalar predicate, so rounds that need none skip them.
+        answers, state = jax.lax.cond(jnp.any(needs), stage, lambda carry: carry, (answers, state))
     return answers, state
 
 
@@ -342,7 +348,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             # Most rounds of a long run need no solve at all: a scalar predicate, so this
             # is a real branch and such rounds skip the compaction entirely.
             needed = jnp.any(decision.needs_solve)
-            if policy.fallback_update_fn is None:
+            if policy.fallback_update_fn is None and policy.check_update_fn is None:
                 answers, _ = jax.lax.cond(needed, solve, lambda s: (placeholder, None), None)
             else:
                 # The untaken branch passes the state through: XLA updates it in place.

@@ -431,7 +431,7 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
     with jax.enable_x64(True):
         _, (warm_solutions, used_full) = jax.lax.scan(step, lb.initial_warm_start(precision), means)
         cold = jax.jit(jax.vmap(lb.solve_lower_bound, in_axes=(0, None)))(means, precision)
-        ok, checked = jax.jit(jax.vmap(lb.check_warm_start, in_axes=(0, None, None)))(
+        ok, checked, _ = jax.jit(jax.vmap(lb.check_warm_start, in_axes=(0, None, None)))(
             means, precision, lb.warm_start(precision, cold.basis[0])
         )
     assert np.all(np.asarray(cold.status) == 0)

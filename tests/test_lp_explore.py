@@ -112,10 +112,9 @@ def test_case_c_solves_and_plays_a_deficient_arm():
     decision = _select(policy, state, 50, ctx)
     assert int(decision.request.case) == Case.C
     answer = jax.jit(policy.solve_fn)(decision.request, ctx)
-    if bool(answer.needs_fallback):
-        answer = jax.jit(policy.fallback_solve_fn)(decision.request, ctx)
-        state = jax.jit(policy.fallback_update_fn)(state, answer, ctx)  # as the engine does
-    assert int(answer.status) == lp.LPStatus.OPTIMAL
+    assert bool(answer.needs_fallback)  # the initial warm start has no anchor to re-use
+    answer, state = _later_stages(policy, decision, answer, state, ctx)
+    assert bool(answer.full_solve) and int(answer.status) == lp.LPStatus.OPTIMAL
     # standard bandit: c*_i = 2 sigma^2 / Delta_i^2, and the best arm's own constraint
     # (2 / Delta_min^2, free since Delta = 0) makes the canonical c*_0 = 8
     np.testing.assert_allclose(answer.c, [8.0, 8.0, 2.0], rtol=1e-5, atol=1e-6)
@@ -124,6 +123,44 @@ def test_case_c_solves_and_plays_a_deficient_arm():
     assert int(arm) == 1
     assert int(new_state.counters.case_c) == 1 and int(new_state.exploration_rounds) == 1
     np.testing.assert_array_equal(new_state.warm.basis, answer.basis)
+
+
+def _later_stages(policy, decision, answer, state, ctx):
+    """The check and the full solve, each if the answer so far asks for it, as the engine does."""
+    stages = ((policy.check_fn, policy.check_update_fn), (policy.fallback_solve_fn, policy.fallback_update_fn))
+    for stage, update in stages:
+        if bool(answer.needs_fallback):
+            answer = jax.jit(stage)(decision.request, ctx)
+            state = jax.jit(update)(state, answer, ctx)
+    return answer, state
+
+
+def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
+    policy = _policy()
+    inst = instances.random(4, 5)
+    ctx = _context(inst, policy)
+    counts = [40, 30, 20, 30, 10]
+    state = _state(inst, counts, inst.mu)
+    decision = _select(policy, state, 200, ctx)
+    assert int(decision.request.case) == Case.C
+    full, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx), state, ctx)
+    assert bool(full.full_solve) and float(state.warm.anchor.radius) == 0  # a new basis: no anchor
+    decision = _select(policy, state, 200, ctx)  # the same means, the new warm start
+    checked, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx), state, ctx)
+    assert not bool(checked.full_solve) and not bool(checked.reused)  # the check passed ...
+    radius = float(state.warm.anchor.radius)
+    assert radius > 0  # ... and anchored the warm start
+    moved = _state(inst, counts, inst.mu + radius / 2 * np.linspace(-1, 1, 5))
+    moved = moved._replace(warm=state.warm)
+    decision = _select(policy, moved, 200, ctx)
+    reused = jax.jit(policy.solve_fn)(decision.request, ctx)
+    assert bool(reused.reused) and not bool(reused.needs_fallback)
+    cold = lower_bound_module.solve_lower_bound(decision.request.mean, ctx.precision)
+    np.testing.assert_array_equal(reused.basis, cold.basis)
+    np.testing.assert_allclose(reused.c, cold.c, rtol=1e-5, atol=1e-5 * float(jnp.max(cold.c)))
+    # beyond the radius: no re-use (the check decides)
+    far = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius).stats)
+    assert bool(jax.jit(policy.solve_fn)(_select(policy, far, 200, ctx).request, ctx).needs_fallback)
 
 
 def test_case_c_rules_differ_as_documented():
@@ -135,7 +172,8 @@ def test_case_c_rules_differ_as_documented():
         decision = _select(policy, state, 50, ctx)
         answer = lp_explore_module.LPAnswer(
             c=jnp.asarray([0.0, 8.0, 2.0]), status=jnp.int32(0), basis=state.warm.basis,  # N_0 = 10 > 0: not deficient
-            needs_fallback=jnp.asarray(False), full_solve=jnp.asarray(True),
+            needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(True),
+            anchor_values=jnp.zeros(3), cost_radius=jnp.float32(0),
         )
         decision = decision._replace(needs_solve=jnp.asarray(True))
         arm, _ = jax.jit(policy.finish_fn)(state, decision, answer, jnp.int32(50), ctx)
@@ -177,7 +215,8 @@ def test_corner_cases_fall_back_and_are_counted():
 def _dummy_answer(num_arms):
     return lp_explore_module.LPAnswer(
         c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
-        needs_fallback=jnp.asarray(False), full_solve=jnp.asarray(False),
+        needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),
+        anchor_values=jnp.zeros(num_arms), cost_radius=jnp.float32(0),
     )
 
 

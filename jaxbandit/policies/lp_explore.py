@@ -55,9 +55,11 @@ from jaxbandit import estimator, lp
 from jaxbandit.lower_bound import (
     LowerBoundProblem,
     LPWarmStart,
+    anchor_warm_start,
     check_warm_start,
     initial_warm_start,
     lower_bound_problem,
+    reuse_warm_start_of,
     solve_lower_bound,
     warm_start,
 )
@@ -92,6 +94,7 @@ class Counters(NamedTuple):
     case_a: Array
     case_b: Array
     case_c: Array
+    lp_reuses: Array
     lp_warm_solves: Array
     lp_full_solves: Array
     lp_failures: Array
@@ -117,8 +120,11 @@ class LPAnswer(NamedTuple):
     c: Array  # (K,) c*(mu_hat)
     status: Array  # int32 lp.LPStatus
     basis: Array  # (K,) int32 the optimal basis
-    needs_fallback: Array  # bool: the warm-start check failed, run the full solve
+    needs_fallback: Array  # bool: this stage could not answer, go on to the next
+    reused: Array  # bool: this answer re-used the warm start's certified region
     full_solve: Array  # bool: this answer came from the full solve
+    anchor_values: Array  # (K,) the check's basic values, to anchor the warm start
+    cost_radius: Array  # () the check's cost radius (0 unless the check passed)
 
 
 def _lower_bound_lp(mean, precision) -> LowerBoundProblem:
@@ -185,14 +191,43 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         request = LPRequest(mean=mean, warm=state.warm, case=case, case_b_arm=case_b_arm)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
 
+    def _answer(solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_radius=0):
+        zeros = jnp.zeros_like(solution.c)
+        return LPAnswer(
+            c=solution.c,
+            status=solution.status,
+            basis=solution.basis,
+            needs_fallback=jnp.asarray(needs_fallback),
+            reused=jnp.asarray(reused),
+            full_solve=jnp.asarray(full_solve),
+            anchor_values=zeros if anchor_values is None else anchor_values,
+            cost_radius=jnp.asarray(cost_radius, zeros.dtype),
+        )
+
     def solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
-        ok, solution = check_warm_start(request.mean, ctx.precision, request.warm)
-        return LPAnswer(solution.c, solution.status, solution.basis, ~ok, jnp.asarray(False))
+        # Near the means of the last passing check the basis is certified to stay
+        # optimal: c* is one K x K product.
+        problem = _lower_bound_lp(request.mean, ctx.precision)
+        ok, solution = reuse_warm_start_of(request.mean, problem, request.warm)
+        return _answer(solution, ~ok, reused=ok)
+
+    def check_fn(request: LPRequest, ctx: Context) -> LPAnswer:
+        ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, request.warm)
+        return _answer(solution, ~ok, anchor_values=sensitivity.values, cost_radius=sensitivity.cost_radius)
+
+    def check_update_fn(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
+        # A passing check anchors the warm start at these means (the engine runs this
+        # for just the runs it checked).
+        mean = estimator.mean(state.stats)
+        anchored = anchor_warm_start(state.warm, mean, ctx.precision, answer.anchor_values, answer.cost_radius)
+        passed = ~answer.needs_fallback
+        warm = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored, state.warm)
+        return state._replace(warm=warm)
 
     def fallback_solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
         # A cold solve: its canonical answer does not depend on the run's history.
         solution = solve_lower_bound(request.mean, ctx.precision)
-        return LPAnswer(solution.c, solution.status, solution.basis, jnp.asarray(False), jnp.asarray(True))
+        return _answer(solution, False, full_solve=True)
 
     def fallback_update_fn(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
         # Only a full solve changes the basis: factorise the new one for the next checks
@@ -232,7 +267,8 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
             case_a=counters.case_a + count(case == Case.A),
             case_b=counters.case_b + count((case == Case.B) | (case == Case.TIE)),
             case_c=counters.case_c + count(case_c),
-            lp_warm_solves=counters.lp_warm_solves + count(case_c & ~answer.full_solve),
+            lp_reuses=counters.lp_reuses + count(case_c & answer.reused),
+            lp_warm_solves=counters.lp_warm_solves + count(case_c & ~answer.reused & ~answer.full_solve),
             lp_full_solves=counters.lp_full_solves + count(case_c & answer.full_solve),
             lp_failures=counters.lp_failures + count(case_c & ~solved),
             no_arm_fallbacks=counters.no_arm_fallbacks + count(solved & ~any_deficient),
@@ -269,4 +305,6 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         fallback_solve_fn=fallback_solve_fn,
         counts_fn=stats_counts,
         fallback_update_fn=fallback_update_fn,
+        check_fn=check_fn,
+        check_update_fn=check_update_fn,
     )
