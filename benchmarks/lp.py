@@ -9,7 +9,11 @@ Prints one JSON line per case:
 * ``solve_chunked_<n>``: the same through ``solve_lower_bound_batch`` (vmap in chunks
   of n, so fewer lanes wait for the slowest LP of the batch).
 * ``warm_check``: the cost of the verified warm-start check (``check_warm_start`` with
-  the previous optimal basis, at means perturbed by 1e-3) against a full solve.
+  the previous optimal basis, at means perturbed by 1e-3) against a full solve; and of
+  the re-use without a check (``reuse_warm_start``, the warm start anchored where its
+  check passed at the unperturbed means) at the same means and at means perturbed by
+  1e-5 (consecutive rounds late in a run move less than that), with the fraction of
+  lanes each path answers.
 
 Instances: ``jaxbandit.instances.random`` (general asymmetric sigma with inf entries).
 Timing: ``timeit.repeat(..., number=1, repeat=N)`` minimum, after a warm-up call.
@@ -108,14 +112,23 @@ def run_warm_case(num_arms, batch, dtype, repeat):
     rng = np.random.default_rng(2)
     moved = mu + rng.normal(0, 1e-3, mu.shape)
     solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
+    nearby = mu + rng.normal(0, 1e-5, mu.shape)
     check = jax.jit(jax.vmap(lower_bound.check_warm_start))
+    anchor = jax.jit(jax.vmap(lower_bound.anchor_warm_start))
+    reuse = jax.jit(jax.vmap(lower_bound.reuse_warm_start))
     with jax.enable_x64(dtype == "float64"):
         args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
         moved_args = (jnp.asarray(moved, dtype), args[1])
+        nearby_args = (jnp.asarray(nearby, dtype), args[1])
         warm = jax.jit(jax.vmap(lower_bound.warm_start))(args[1], solve(*args).basis)
+        _, _, sensitivity = check(*args, warm)
+        anchored = anchor(warm, *args, sensitivity.values, sensitivity.cost_radius)
         full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat)
         checked = best_time(lambda: jax.block_until_ready(check(*moved_args, warm)), repeat)
+        reused = best_time(lambda: jax.block_until_ready(reuse(*moved_args, anchored)), repeat)
         ok, _, _ = check(*moved_args, warm)
+        reuse_ok, _ = reuse(*moved_args, anchored)
+        nearby_ok, _ = reuse(*nearby_args, anchored)
     return {
         "case": "warm_check",
         "num_arms": num_arms,
@@ -125,6 +138,10 @@ def run_warm_case(num_arms, batch, dtype, repeat):
         "check_seconds": checked,
         "full_over_check": full / checked,
         "fraction_check_ok": float(np.asarray(ok).mean()),
+        "reuse_seconds": reused,
+        "full_over_reuse": full / reused,
+        "fraction_reuse_ok_1e-3": float(np.asarray(reuse_ok).mean()),
+        "fraction_reuse_ok_1e-5": float(np.asarray(nearby_ok).mean()),
     }
 
 

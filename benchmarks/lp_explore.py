@@ -5,14 +5,15 @@ run-round).
 
 Usage:  python benchmarks/lp_explore.py [--arms 5,10,20] [--runs 1000,10000]
         [--rounds 4096] [--numpy-runs 100] [--numpy-rounds 2000]
-        [--long-horizon 1000000 --long-runs 1000]
+        [--long-horizon 1000000 --long-runs 1000] [--late 1000,32768,16384]
 
 Prints one JSON line per case: ``lp_explore_no_lp_rounds`` (full information with large
 gaps: almost every round after the initial ones is Case A, but the first ~140 rounds
 of every run are Case C), ``lp_explore_case_a_steady_state`` (the same instance, rounds
 ``rounds + 1 .. 2 rounds``: no LP at all, the cost of a round without LP), ``ucb_n`` and
 ``lp_explore`` on a random general instance (whatever case mix it has over ``--rounds``;
-``mean_case_counts`` says which), ``numpy_highs_vs_engine`` and, with
+``mean_case_counts`` says which), ``numpy_highs_vs_engine``, with
+``--late``, a segment of rounds after the start-up (``late_rounds``), and, with
 ``--long-horizon``, one long run.
 """
 
@@ -72,6 +73,20 @@ def steady_state_time(name: str, inst: jb.Instance, runs: int, rounds: int):
     return best, counts
 
 
+def late_time(name: str, inst: jb.Instance, runs: int, start: int, rounds: int):
+    """Seconds for rounds ``start + 1 .. start + rounds`` of one run (compiled and
+    advanced to ``start`` first, untimed), and the per-run counts of those rounds."""
+    sim = jb.SimulationRun(jb.policies.make(name), inst, start + rounds, runs, seed=0, chunk_size=rounds)
+    while sim.rounds_done < start:
+        sim.advance(1)
+    before = sim.diagnostics()
+    began = time.perf_counter()
+    sim.advance(1)
+    seconds = time.perf_counter() - began
+    after = sim.diagnostics()
+    return seconds, {k: float((after[k] - before[k]).mean()) for k in after}
+
+
 def numpy_lp_explore(mu, sigma, runs: int, horizon: int, alpha=4.5, gamma=0.5, seed=0):
     """Algorithm 1 with runs as NumPy arrays and one HiGHS ``linprog`` per Case C run-round."""
     gen = np.random.default_rng(seed)
@@ -126,6 +141,12 @@ def main(argv=None) -> int:
     parser.add_argument("--numpy-rounds", type=int, default=2000)
     parser.add_argument("--long-horizon", type=int, default=0, help="also time T=this at K=10")
     parser.add_argument("--long-runs", type=int, default=1000)
+    parser.add_argument(
+        "--late",
+        default="",
+        help="RUNS,START,ROUNDS: also time rounds START+1..START+ROUNDS of RUNS runs at K=10 "
+        "(after the start-up, where Case C rounds re-use the last check)",
+    )
     args = parser.parse_args(argv)
     info = machine()
     for num_arms in [int(x) for x in args.arms.split(",") if x]:
@@ -184,6 +205,28 @@ def main(argv=None) -> int:
                 "engine_run_rounds_per_s": runs * rounds / jax_seconds,
                 "speedup": numpy_seconds / jax_seconds,
                 "engine_mean_case_counts": diag,
+                "machine": info,
+            }
+        )
+    if args.late:
+        runs, start, rounds = (int(x) for x in args.late.split(","))
+        if start % rounds:
+            parser.error(f"--late: START must be a multiple of ROUNDS, got {args.late!r}")
+        inst = instance(10)
+        seconds, counts = {}, {}
+        for name in ("ucb_n", "lp_explore"):
+            seconds[name], counts[name] = late_time(name, inst, runs, start, rounds)
+        emit(
+            {
+                "case": "late_rounds",
+                "num_arms": 10,
+                "runs": runs,
+                "first_round": start + 1,
+                "rounds": rounds,
+                "run_rounds_per_s": runs * rounds / seconds["lp_explore"],
+                "ucb_n_run_rounds_per_s": runs * rounds / seconds["ucb_n"],
+                "cost_ratio_vs_ucb_n": seconds["lp_explore"] / seconds["ucb_n"],
+                "mean_counts": counts["lp_explore"],
                 "machine": info,
             }
         )

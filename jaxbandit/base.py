@@ -97,7 +97,9 @@ class Policy(NamedTuple):
         check_fn: optional ``(request, ctx) -> answer``, a stage between ``solve_fn``
             and ``fallback_solve_fn`` (same answer structure), for the runs whose
             ``solve_fn`` answer has ``needs_fallback``; its own ``needs_fallback``
-            sends a run on to ``fallback_solve_fn``.
+            sends a run on to ``fallback_solve_fn``.  With a ``check_fn``, ``solve_fn``
+            should be cheap: the engine serves its runs in one pass of the smallest
+            buffer that holds them all.
         check_update_fn: optional ``(state, answer, ctx) -> state``, as
             ``fallback_update_fn`` for the runs ``check_fn`` served.
     """

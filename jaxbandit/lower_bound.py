@@ -148,10 +148,13 @@ class LPWarmStart(NamedTuple):
         factor: a :class:`jaxbandit.lp.BasisFactor` (``basis`` ``(K,)``, ``inverse``
             ``(K, K)``, ``condition`` ``()``).
         anchor: a :class:`WarmAnchor`.
+        positions: ``(K,)`` int32, where each ``c_j`` sits among the basic values
+            (``K``: not basic), so that placing them is a gather, not a one-hot sum.
     """
 
     factor: lp.BasisFactor
     anchor: WarmAnchor
+    positions: Array
 
     @property
     def basis(self) -> Array:
@@ -302,7 +305,10 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
         sensitivity=lp.BasisSensitivity(zeros, zeros, zero),
         radius=zero,
     )
-    return LPWarmStart(lp.factor_basis(_information_matrix(precision), basis), anchor)
+    factor = lp.factor_basis(_information_matrix(precision), basis)
+    placed = factor.basis[:, None] == jnp.arange(num_arms, dtype=jnp.int32)[None, :]
+    positions = jnp.where(jnp.any(placed, axis=0), jnp.argmax(placed, axis=0), num_arms).astype(jnp.int32)
+    return LPWarmStart(factor, anchor, positions)
 
 
 def initial_warm_start(precision: ArrayLike) -> LPWarmStart:
@@ -376,9 +382,8 @@ def reuse_warm_start_of(mu, problem: LowerBoundProblem, warm: LPWarmStart) -> tu
     feasible = jnp.all(values > error)
     accurate = jnp.all(~structural | (error <= REUSE_TOLERANCE[jnp.dtype(dtype).name] * values))
     ok = inside & feasible & accurate
-    # One-hot sums, not a scatter (a vmapped scatter is a slow loop on CPU).
-    placed = warm.basis[:, None] == jnp.arange(num_arms, dtype=jnp.int32)[None, :]
-    c = jnp.where(ok, jnp.sum(jnp.where(placed, values[:, None], 0), axis=0), 0).astype(dtype)
+    c = jnp.concatenate([values, jnp.zeros((1,), dtype)])[warm.positions]
+    c = jnp.where(ok, c, 0).astype(dtype)
     value = jnp.where(ok, lp._dot(problem.cost, c), jnp.inf).astype(dtype)
     status = jnp.where(ok, LowerBoundStatus.OPTIMAL, LowerBoundStatus.NUMERICAL_ERROR).astype(jnp.int32)
     return ok, LowerBoundSolution(c, value, status, jnp.int32(0), warm.basis.astype(jnp.int32))

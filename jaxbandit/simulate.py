@@ -200,6 +200,7 @@ def _solve_compacted(
     sizes: tuple,
     state=None,
     update_fn: Optional[Callable] = None,
+    one_pass: bool = False,
 ):
     """Run ``solve_fn`` only for runs with ``needs``, in buffers of the given sizes.
 
@@ -208,6 +209,11 @@ def _solve_compacted(
     every such run is served (zero times when none is), so the result never depends on
     the sizes.  Each pass takes the largest buffer the waiting runs fill (else the
     smallest): 100 waiting runs cost 64 + 16 + 16 + 16 solves, not ``sizes[0]`` = 256.
+    With ``one_pass`` (a cheap ``solve_fn``, where the gathers and scatters of a pass
+    cost more than idle lanes) it takes the smallest buffer that holds them all: one
+    pass of 256 for 100 waiting runs; and when more than a quarter of all runs wait,
+    it runs ``solve_fn`` for every run instead, with no gathers or scatters at all
+    (only without ``update_fn``).
     Runs that did not ask get a zero answer.  With ``update_fn``, each served run's
     ``state`` becomes ``update_fn(state, answer, ctx)`` (gathered and scattered back, so
     the cost is per served run).
@@ -260,14 +266,33 @@ def _solve_compacted(
         start, answers, states = loop
         if len(sizes) == 1:
             return serve(sizes[0], start, answers, states)
-        # The largest size the waiting runs fill (sizes are decreasing), else the smallest.
-        choice = jnp.minimum(jnp.sum(jnp.asarray(sizes) > total - start), len(sizes) - 1)
+        waiting = total - start
+        if one_pass:
+            # The smallest size that holds every waiting run, else the largest.
+            choice = jnp.maximum(jnp.sum(jnp.asarray(sizes) >= waiting) - 1, 0)
+        else:
+            # The largest size the waiting runs fill (sizes are decreasing), else the smallest.
+            choice = jnp.minimum(jnp.sum(jnp.asarray(sizes) > waiting), len(sizes) - 1)
         branches = [functools.partial(serve, size) for size in sizes]
         return jax.lax.switch(choice, branches, start, answers, states)
 
-    _, answers, states = jax.lax.while_loop(
-        lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers, states)
-    )
+    def compacted(answers):
+        _, answers, new_states = jax.lax.while_loop(
+            lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers, states)
+        )
+        return answers, new_states
+
+    def dense(answers):
+        cells = lambda x: x.reshape((num_cells, num_runs) + x.shape[1:])
+        every = jax.vmap(jax.vmap(solve_fn, (0, None)), (0, 0))(jax.tree_util.tree_map(cells, requests), ctx)
+        every = jax.tree_util.tree_map(flat, every)
+        keep = lambda a, z: jnp.where(needs.reshape(needs.shape + (1,) * (a.ndim - 1)), a, z)
+        return jax.tree_util.tree_map(keep, every, answers), states
+
+    if one_pass and update_fn is None:
+        answers, states = jax.lax.cond(4 * total > total_runs, dense, compacted, answers)
+    else:
+        answers, states = compacted(answers)
     unflat = lambda x: x.reshape((num_cells, num_runs) + x.shape[1:])
     answers = jax.tree_util.tree_map(unflat, answers)
     return answers, (state if update_fn is None else jax.tree_util.tree_map(unflat, states))
@@ -281,7 +306,11 @@ def _solve_requests(
     ``sizes``) and ``fallback_solve_fn`` (if any, in buffers of ``fallback_sizes``),
     with ``check_update_fn`` / ``fallback_update_fn`` (if any) applied to the states of
     the runs each served.  Returns ``(answers, state)``."""
-    answers, _ = _solve_compacted(policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes)
+    # A first stage that a check follows is the cheap one (a re-use): one pass.
+    one_pass = policy.check_fn is not None
+    answers, _ = _solve_compacted(
+        policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes, one_pass=one_pass
+    )
     later = (
         (policy.check_fn, policy.check_update_fn, sizes),
         (policy.fallback_solve_fn, policy.fallback_update_fn, fallback_sizes),

@@ -417,6 +417,64 @@ def test_batch_instance_and_curve():
 # -- warm start ------------------------------------------------------------------------
 
 
+@jax.jit
+@jax.vmap
+def _anchored(mu, precision):
+    """A warm start of the cold solve's basis, anchored where its check passes."""
+    warm = lb.warm_start(precision, lb.solve_lower_bound(mu, precision).basis)
+    ok, _, sensitivity = lb.check_warm_start(mu, precision, warm)
+    anchored = lb.anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_radius)
+    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), anchored, warm)
+
+
+_reuse = jax.jit(jax.vmap(lb.reuse_warm_start))
+_cold = jax.jit(jax.vmap(lb.solve_lower_bound))
+
+
+def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families():
+    """Re-use without a check (lb.reuse_warm_start), 60 instances per family at K = 6,
+    means moved by 0.1, 0.5 and 0.9 times the anchor's radius in a random direction, and
+    by 2 radii.  Wherever it answers, the answer must be the cold solve's at the moved
+    means: the same basis and each c_i to REUSE_TOLERANCE relative in float64; in
+    float32 c to 1e-4 of max c (the cold float32 solve's own accuracy), or HiGHS's value
+    to 1e-4 where that solve gives up.  It must answer most well-scaled lanes at 0.1
+    radius, and none beyond the radius."""
+    rng = np.random.default_rng(21)
+    count, k = 60, 6
+    pairs = [_family(family, rng, count, k) for family in FAMILIES]
+    mu0 = np.concatenate([p[0] for p in pairs])
+    precision = np.concatenate([p[1] for p in pairs])
+    family = np.repeat(FAMILIES, count)
+    direction = rng.uniform(-1, 1, mu0.shape)
+    for dtype, rtol in ((np.float64, lb.REUSE_TOLERANCE["float64"]), (np.float32, None)):
+        with jax.enable_x64(dtype == np.float64):
+            args = (jnp.asarray(mu0, dtype), jnp.asarray(precision, dtype))
+            warm = _anchored(*args)
+            radius = np.asarray(warm.anchor.radius, np.float64)
+            assert np.mean(radius[np.isin(family, WELL_SCALED)] > 0) > 0.8
+            for scale in (0.1, 0.5, 0.9, 2.0):
+                mu1 = jnp.asarray(mu0 + scale * radius[:, None] * direction, dtype)
+                ok, reused = jax.tree.map(np.asarray, _reuse(mu1, args[1], warm))
+                cold = jax.tree.map(np.asarray, _cold(mu1, args[1]))
+                if scale > 1:
+                    moved = np.abs(np.asarray(mu1, np.float64) - mu0).max(axis=1)
+                    assert not np.any(ok & (moved >= radius)), scale
+                    continue
+                if scale == 0.1:
+                    assert ok[np.isin(family, WELL_SCALED)].mean() > 0.6, (dtype, ok.mean())
+                assert np.all(reused.status[ok] == Status.OPTIMAL) and np.all(reused.status[~ok] != Status.OPTIMAL)
+                both = ok & (cold.status == Status.OPTIMAL)
+                np.testing.assert_array_equal(reused.basis[both], cold.basis[both])
+                size = np.abs(cold.c[both]).max(axis=1, keepdims=True)
+                if rtol is not None:
+                    np.testing.assert_allclose(reused.c[both], cold.c[both], rtol=rtol, atol=1e-13 * size.max())
+                else:
+                    assert np.all(np.abs(reused.c[both] - cold.c[both]) <= 1e-4 * size), family[both]
+                for i in np.flatnonzero(ok & (cold.status != Status.OPTIMAL)):  # a few wide-sigma lanes
+                    ref = reference(*numpy_problem(np.asarray(mu1[i], np.float64), precision[i]))
+                    assert abs(reused.value[i] - ref.fun) <= 1e-4 * ref.fun, (family[i], reused.value[i], ref.fun)
+
+
 def test_warm_start_matches_cold_solve_along_a_mean_path():
     rng = np.random.default_rng(5)
     inst = instances.random(rng, 6)

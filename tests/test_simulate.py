@@ -259,3 +259,37 @@ def test_fallback_update_reaches_exactly_the_runs_the_fallback_served():
         np.testing.assert_array_equal(answers.arm, np.where(served, 2, np.where(needs, 1, 0)))
         expected = np.where(served, -request + 200 + np.asarray(ctx)[:, None], -request)
         np.testing.assert_array_equal(new_state, expected)
+
+
+def test_three_stages_serve_exactly_the_runs_each_needs():
+    """A cheap first stage (served in one pass, or for every run when more than a
+    quarter wait), a check with a state update, a full solve with another: each later
+    stage serves exactly the runs the previous one could not answer."""
+    simulate_module = sys.modules["jaxbandit.simulate"]
+    num_cells, num_runs = 2, 23
+    request = jnp.arange(num_cells * num_runs, dtype=jnp.float32).reshape(num_cells, num_runs)
+    first = lambda r, ctx: _Answer(jnp.int32(1), (r % 2) == 1)
+    check = lambda r, ctx: _Answer(jnp.int32(2), (r % 4) == 3)
+    full = lambda r, ctx: _Answer(jnp.int32(3), jnp.asarray(False))
+    check_update = lambda state, answer, ctx: state + 10 * answer.arm.astype(jnp.float32) + ctx
+    full_update = lambda state, answer, ctx: state + 1000 * answer.arm.astype(jnp.float32) + ctx
+    policy = Policy(
+        "toy3", {}, None, None, None, None, solve_fn=first, fallback_solve_fn=full,
+        fallback_update_fn=full_update, check_fn=check, check_update_fn=check_update,
+    )
+    ctx = jnp.asarray([0.5, 0.25])
+    r = np.asarray(request)
+    # 2/3 of the runs wait (the first stage runs for all), then 1/7 (compacted).
+    for needs in ((request % 3) != 0, (request % 7) == 0):
+        decision = Decision(jnp.zeros_like(needs, jnp.int32), needs, request)
+        checked = np.asarray(needs) & (r % 2 == 1)
+        solved = checked & (r % 4 == 3)
+        for sizes in ((64, 16), (4,), (46,)):
+            answers, state = jax.jit(
+                lambda d, s: simulate_module._solve_requests(policy, d, s, ctx, sizes, (2,))
+            )(decision, -request)
+            expected_arm = np.where(solved, 3, np.where(checked, 2, np.where(needs, 1, 0)))
+            np.testing.assert_array_equal(answers.arm, expected_arm)
+            c = np.asarray(ctx)[:, None]
+            expected = -r + np.where(checked, 20 + c, 0) + np.where(solved, 3000 + c, 0)
+            np.testing.assert_array_equal(state, expected)
