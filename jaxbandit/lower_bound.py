@@ -122,7 +122,8 @@ class WarmAnchor(NamedTuple):
         mean: ``(K,)`` the means of the last passing :func:`check_warm_start`.
         rhs: ``(K,)`` the LP's ``b`` there.
         best_arm: ``()`` int32 ``i*`` there.
-        sensitivity: a :class:`jaxbandit.lp.BasisSensitivity` at ``mean``.
+        values: ``(K,)`` the refined basic values there (basis order).
+        error_size: ``(K,)`` :func:`jaxbandit.lp.error_size` there.
         radius: ``()`` the basis stays the unique optimum for every ``mu`` with
             ``max_i |mu_i - mean_i| < radius`` at which it stays primal feasible; ``0``
             when there is no certificate (no passing check since the basis changed).
@@ -131,7 +132,8 @@ class WarmAnchor(NamedTuple):
     mean: Array
     rhs: Array
     best_arm: Array
-    sensitivity: lp.BasisSensitivity
+    values: Array
+    error_size: Array
     radius: Array
 
 
@@ -302,7 +304,8 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
         mean=zeros,
         rhs=zeros,
         best_arm=jnp.zeros((), jnp.int32),
-        sensitivity=lp.BasisSensitivity(zeros, zeros, zero),
+        values=zeros,
+        error_size=zeros,
         radius=zero,
     )
     factor = lp.factor_basis(_information_matrix(precision), basis)
@@ -347,8 +350,8 @@ def anchor_warm_start(
         mu: ``(K,)`` the means of that check.
         precision: ``(K, K)``.
         values, cost_radius: the check's ``sensitivity.values`` ``(K,)`` and
-            ``sensitivity.cost_radius`` ``()`` (the rest is recomputed, so a policy
-            need not carry it through the engine's answers).
+            ``sensitivity.cost_radius`` ``()`` (the error scale is computed here, so a
+            policy need not carry it through the engine's answers).
     """
     problem = lower_bound_problem(mu, precision)
     # The costs are the gaps: with i* fixed, moving every mean by at most r moves each
@@ -358,9 +361,8 @@ def anchor_warm_start(
         mean=jnp.asarray(mu),
         rhs=problem.b,
         best_arm=problem.best_arm,
-        sensitivity=lp.BasisSensitivity(
-            jnp.asarray(values), lp.error_size(warm.factor, problem.A, problem.b), jnp.asarray(cost_radius)
-        ),
+        values=jnp.asarray(values),
+        error_size=lp.error_size(warm.factor, problem.A, problem.b),
         radius=jnp.where(problem.status == LowerBoundStatus.OPTIMAL, radius, 0).astype(problem.b.dtype),
     )
     return warm._replace(anchor=anchor)
@@ -377,7 +379,7 @@ def reuse_warm_start_of(mu, problem: LowerBoundProblem, warm: LPWarmStart) -> tu
         & (problem.best_arm == anchor.best_arm)
         & (problem.status == LowerBoundStatus.OPTIMAL)
     )
-    values, error = lp.shifted_values(warm.factor, anchor.sensitivity, anchor.rhs, problem.b)
+    values, error = lp.shifted_values(warm.factor, anchor.values, anchor.error_size, anchor.rhs, problem.b)
     structural = warm.basis < num_arms
     feasible = jnp.all(values > error)
     accurate = jnp.all(~structural | (error <= REUSE_TOLERANCE[jnp.dtype(dtype).name] * values))

@@ -118,8 +118,6 @@ class BasisSensitivity(NamedTuple):
 
     Attributes:
         values: ``(m,)`` the refined basic values ``x_B = B^-1 b`` (basis order).
-        error_size: ``(m,)`` ``|B^-1| |B| |B^-1| |b|`` (:func:`error_size`), the scale
-            of the error of ``B^-1 b`` computed with the stored inverse.
         cost_radius: ``()`` the basis stays the canonical optimum for every cost
             ``c'`` with ``max_j |c'_j - c_j| < cost_radius`` and ``c'_j = 0`` wherever
             ``c_j = 0``, at any ``b`` where it stays primal feasible: every nonbasic
@@ -130,7 +128,6 @@ class BasisSensitivity(NamedTuple):
     """
 
     values: Array
-    error_size: Array
     cost_radius: Array
 
 
@@ -1127,7 +1124,6 @@ def quick_check(
     radius = _cost_radius(reduced[0], noise[0], slack[0], nonbasic, cost != 0, moving, abs_inverse, abs_matrix)
     sensitivity = BasisSensitivity(
         values=jnp.where(ok, values, jnp.zeros_like(values)),
-        error_size=jnp.where(ok, error_size(factor, matrix, rhs), jnp.zeros_like(values)),
         cost_radius=jnp.where(ok, radius, jnp.zeros_like(radius)),
     )
     solution = LPSolution(x, objective, status, jnp.int32(0), basis.astype(jnp.int32))
@@ -1183,7 +1179,7 @@ def error_size(factor: BasisFactor, A: ArrayLike, rhs: ArrayLike) -> Array:
     return _dot(abs_inverse, inner)
 
 
-def shifted_values(factor: BasisFactor, sensitivity: BasisSensitivity, rhs: ArrayLike, new_rhs: ArrayLike):
+def shifted_values(factor: BasisFactor, values: ArrayLike, errors: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
     """The basic values of ``factor``'s basis at a new right-hand side, with an error bound.
 
     ``x_B(b') = x_B(b) + B^-1 (b' - b)``: one ``m x m`` product, no refinement.  The
@@ -1194,7 +1190,8 @@ def shifted_values(factor: BasisFactor, sensitivity: BasisSensitivity, rhs: Arra
 
     Args:
         factor: the :class:`BasisFactor` the check used.
-        sensitivity: the check's :class:`BasisSensitivity` (at ``rhs``).
+        values: ``(m,)`` the basic values at ``rhs`` (:attr:`BasisSensitivity.values`).
+        errors: ``(m,)`` :func:`error_size` at ``rhs``.
         rhs: ``(m,)`` the right-hand side of that check.
         new_rhs: ``(m,)`` the new right-hand side.
 
@@ -1209,7 +1206,8 @@ def shifted_values(factor: BasisFactor, sensitivity: BasisSensitivity, rhs: Arra
     # |B^-1| |B| |B^-1| |step| <= error_size * max_k |step_k| / b_k (no more products).
     outside = jnp.where(step == 0, 0, jnp.inf)
     relative_step = jnp.max(jnp.where(rhs > 0, jnp.abs(step) / jnp.where(rhs > 0, rhs, 1), outside))
-    values = sensitivity.values + _dot(factor.inverse, step)
-    error = 4 * eps * jnp.abs(sensitivity.values) + eps * jnp.abs(values)
-    error = error + 4 * m * eps * sensitivity.error_size * relative_step
+    anchor = jnp.asarray(values)
+    values = anchor + _dot(factor.inverse, step)
+    error = 4 * eps * jnp.abs(anchor) + eps * jnp.abs(values)
+    error = error + 4 * m * eps * jnp.asarray(errors) * relative_step
     return values, jnp.where(jnp.isfinite(error), error, jnp.inf)

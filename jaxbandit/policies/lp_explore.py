@@ -29,12 +29,22 @@ Corner cases (never NaN; each is counted in the diagnostics):
 LP solves use the canonical optimum of :mod:`jaxbandit.lp` (smallest ``sum c`` among the
 optima), so the algorithm is deterministic.  Each run keeps the optimal basis of its last
 solve with the inverse of its basis matrix (the LP's matrix ``W^T`` does not depend on
-the means, so the inverse stays valid); the next Case C round first *verifies* that
-basis at the new estimates (:func:`jaxbandit.lower_bound.check_warm_start`, a few
-``K x K`` products) and runs the full simplex only when the check fails.  Either way the
-answer is the canonical optimum: the same basis, ``c*`` equal up to rounding.  The engine
-solves only for the runs in Case C that round, in a compact batch (see
-:mod:`jaxbandit.base`).
+the means, so the inverse stays valid), anchored at the means of its last passing check.
+A Case C round goes through three stages, each only for the runs the previous one could
+not answer (the engine compacts them, see :mod:`jaxbandit.base`):
+
+1. *re-use* (:func:`jaxbandit.lower_bound.reuse_warm_start`): within a certified radius
+   of the anchor the basis stays optimal as long as it stays primal feasible, so
+   ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound: one ``K x K``
+   product (``lp_reuses``);
+2. *check* (:func:`jaxbandit.lower_bound.check_warm_start`): the basis verified at the
+   new estimates, a few ``K x K`` products with refinement; a pass re-anchors
+   (``lp_warm_solves``);
+3. the full simplex (``lp_full_solves``), and a new factorised basis.
+
+The answer is the canonical optimum whichever stage gives it: the same basis, ``c*``
+equal up to rounding (check, full solve) or within a certified relative 1e-5 (float32;
+1e-9 float64) per component (re-use).
 
 Defaults: ``alpha = 4.5`` (the theorem needs ``alpha > 4``; smaller values explore less
 and often do better in practice, but void the guarantee and emit a
