@@ -124,9 +124,11 @@ class WarmAnchor(NamedTuple):
         best_arm: ``()`` int32 ``i*`` there.
         values: ``(K,)`` the refined basic values there (basis order).
         error_size: ``(K,)`` :func:`jaxbandit.lp.error_size` there.
-        radius: ``()`` the basis stays the unique optimum for every ``mu`` with
-            ``max_i |mu_i - mean_i| < radius`` at which it stays primal feasible; ``0``
-            when there is no certificate (no passing check since the basis changed).
+        radius: ``()`` the basis stays the canonical optimum for every ``mu`` with
+            ``max_i |mu_i - mean_i| < radius`` at which it stays primal feasible
+            (:attr:`jaxbandit.lp.BasisSensitivity.cost_radius`, and ``i*`` cannot
+            change); ``0`` when there is no certificate (no passing check since the
+            basis changed).
     """
 
     mean: Array
@@ -399,7 +401,7 @@ REUSE_TOLERANCE = {"float32": 1e-5, "float64": 1e-9}
 def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> tuple[Array, LowerBoundSolution]:
     """The canonical optimum near the anchor of ``warm``, without any check: ``O(K^2)``.
 
-    Within ``warm.anchor.radius`` of the anchor's means the basis stays the unique
+    Within ``warm.anchor.radius`` of the anchor's means the basis stays the canonical
     optimum as long as it stays primal feasible (:class:`jaxbandit.lp.BasisSensitivity`),
     so ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
     ``K x K`` product.  ``ok`` requires every basic value to exceed its error bound

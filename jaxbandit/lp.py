@@ -70,6 +70,7 @@ __all__ = [
     "factor_basis",
     "quick_check",
     "BasisSensitivity",
+    "error_size",
     "shifted_values",
 ]
 
@@ -1137,16 +1138,14 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     A cost change ``delta`` moves the duals by ``delta_B B^-1``, at most
     ``|delta|_inf v`` with ``v = |B^-1|^T 1[basic with a moving cost]``, so reduced cost
     ``j`` moves by at most ``|delta|_inf (1[j has a moving cost] + v |M_j|)`` (its
-    gain).  Its room:
-    for a strictly positive one, what it exceeds ``noise + slack`` by; for a tied one
-    (within ``noise - slack`` of zero, decided by the ``sum(x)`` objective, which does
-    not move), what it may grow before it is no longer tied.  Ties are common here: a
-    constraint that the free best arm covers has a zero dual, and its surplus column a
-    zero reduced cost and a zero gain once the rounding residues of ``B^-1`` are
-    dropped.  Half the smallest
-    ratio is returned: the bound uses the computed ``B^-1``, which is itself off by up
-    to ``eps cond(B)`` (at most ``_CONDITION_LIMIT``), and ``noise`` moves a little
-    with the costs.
+    gain).  Its room: for a strictly positive one, what it exceeds ``noise + slack`` by;
+    for a tied one (within ``noise - slack`` of zero, decided by the ``sum(x)``
+    objective, which does not move), what it may grow before it is no longer tied.
+    Ties are common here: a constraint that the free best arm covers has a zero dual,
+    and its surplus column a zero reduced cost and a zero gain once the rounding
+    residues of ``B^-1`` are dropped.  Half the smallest ratio is returned: the bound
+    uses the computed ``B^-1``, which is itself off by up to ``eps cond(B)`` (at most
+    ``_CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
 
     Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` ``(n + m,)``; ``moving_cost``
     ``(n,)``; ``moving_basic`` ``(m,)``; ``abs_inverse`` ``(m, m)``; ``abs_matrix``
@@ -1154,9 +1153,10 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     """
     dtype = abs_matrix.dtype
     m = abs_inverse.shape[0]
-    # Entries of B^-1 below the rounding error of their column are structural zeros
-    # computed with a residue (a covered constraint's zero dual): taken as zero.  Were
-    # one real, its effect on a reduced cost would be below that cost's rounding error.
+    # Entries of B^-1 below the rounding error of their column (m eps of its largest)
+    # are taken as the structural zeros they are here, computed with a residue (a
+    # covered constraint's zero dual; seen at 1e-19 relative).  Were one real, a cost
+    # change would move a reduced cost through it by a rounding-level amount only.
     residue = abs_inverse <= m * jnp.finfo(dtype).eps * jnp.max(abs_inverse, axis=0, keepdims=True)
     abs_inverse = jnp.where(residue, 0, abs_inverse)
     dual_gain = _dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
