@@ -124,6 +124,7 @@ class WarmAnchor(NamedTuple):
         best_arm: ``()`` int32 ``i*`` there.
         values: ``(K,)`` the refined basic values there (basis order).
         error_size: ``(K,)`` :func:`jaxbandit.lp.error_size` there.
+        value_size: ``(K,)`` ``|B^-1| |b|`` there, the scale of the check's tolerance.
         radius: ``()`` the basis stays the canonical optimum for every ``mu`` with
             ``max_i |mu_i - mean_i| < radius`` at which it stays primal feasible
             (:attr:`jaxbandit.lp.BasisSensitivity.cost_radius`, and ``i*`` cannot
@@ -136,6 +137,7 @@ class WarmAnchor(NamedTuple):
     best_arm: Array
     values: Array
     error_size: Array
+    value_size: Array
     radius: Array
 
 
@@ -308,6 +310,7 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
         best_arm=jnp.zeros((), jnp.int32),
         values=zeros,
         error_size=zeros,
+        value_size=zeros,
         radius=zero,
     )
     factor = lp.factor_basis(_information_matrix(precision), basis)
@@ -365,6 +368,7 @@ def anchor_warm_start(
         best_arm=problem.best_arm,
         values=jnp.asarray(values),
         error_size=lp.error_size(warm.factor, problem.A, problem.b),
+        value_size=lp._dot(jnp.abs(warm.factor.inverse), jnp.abs(problem.b)),
         radius=jnp.where(problem.status == LowerBoundStatus.OPTIMAL, radius, 0).astype(problem.b.dtype),
     )
     return warm._replace(anchor=anchor)
@@ -383,10 +387,21 @@ def reuse_warm_start_of(mu, problem: LowerBoundProblem, warm: LPWarmStart) -> tu
     )
     values, error = lp.shifted_values(warm.factor, anchor.values, anchor.error_size, anchor.rhs, problem.b)
     structural = warm.basis < num_arms
-    feasible = jnp.all(values > error)
-    accurate = jnp.all(~structural | (error <= REUSE_TOLERANCE[jnp.dtype(dtype).name] * values))
+    tolerance = REUSE_TOLERANCE[jnp.dtype(dtype).name]
+    # Primal feasible to the check's tolerance (-tolerance |B^-1| |b|, with |B^-1| |b|
+    # no smaller than the anchor's shrunk by the relative step), as the check accepts:
+    # a degenerate basic value (full information: the best arm's constraint and that
+    # of the arm with the smallest gap coincide, so one surplus is exactly 0) passes.
+    step = jnp.max(jnp.abs(problem.b - anchor.rhs) / jnp.where(anchor.rhs > 0, anchor.rhs, jnp.inf))
+    floor = -tolerance * anchor.value_size * jnp.maximum(1 - step, 0)
+    feasible = jnp.all(values - error >= floor)
+    # Each basic c_i to `tolerance` relative, or, where it is zero within its error
+    # bound (degenerate), to `tolerance` of the largest.
+    largest = jnp.max(jnp.where(structural, jnp.abs(values), 0))
+    degenerate = (jnp.abs(values) <= 2 * error) & (error <= tolerance * largest)
+    accurate = jnp.all(~structural | (error <= tolerance * jnp.abs(values)) | degenerate)
     ok = inside & feasible & accurate
-    c = jnp.concatenate([values, jnp.zeros((1,), dtype)])[warm.positions]
+    c = jnp.concatenate([jnp.maximum(values, 0), jnp.zeros((1,), dtype)])[warm.positions]
     c = jnp.where(ok, c, 0).astype(dtype)
     value = jnp.where(ok, lp._dot(problem.cost, c), jnp.inf).astype(dtype)
     status = jnp.where(ok, LowerBoundStatus.OPTIMAL, LowerBoundStatus.NUMERICAL_ERROR).astype(jnp.int32)
@@ -404,9 +419,11 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     Within ``warm.anchor.radius`` of the anchor's means the basis stays the canonical
     optimum as long as it stays primal feasible (:class:`jaxbandit.lp.BasisSensitivity`),
     so ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
-    ``K x K`` product.  ``ok`` requires every basic value to exceed its error bound
-    (:func:`jaxbandit.lp.shifted_values`; strict primal feasibility) and that bound to
-    be within ``REUSE_TOLERANCE`` (1e-5 float32, 1e-9 float64) of each basic ``c_i``.
+    ``K x K`` product.  ``ok`` requires every basic value, less its error bound
+    (:func:`jaxbandit.lp.shifted_values`), to be feasible to the check's tolerance
+    (``-REUSE_TOLERANCE |B^-1| |b|``), and that bound to be within ``REUSE_TOLERANCE``
+    (1e-5 float32, 1e-9 float64) of each basic ``c_i`` (of the largest, for a ``c_i``
+    that is zero within its bound).  ``c`` is clipped at 0, as the check's is.
     When ``ok`` is False, call :func:`check_warm_start`.
 
     Returns:

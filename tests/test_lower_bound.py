@@ -438,7 +438,8 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     means: the same basis and each c_i to REUSE_TOLERANCE relative in float64; in
     float32 c to 1e-4 of max c (the cold float32 solve's own accuracy), or HiGHS's value
     to 1e-4 where that solve gives up.  It must answer most well-scaled lanes at 0.1
-    radius, and none beyond the radius."""
+    radius (full information, whose bases are degenerate, included), and none beyond
+    the radius."""
     rng = np.random.default_rng(21)
     count, k = 60, 6
     pairs = [_family(family, rng, count, k) for family in FAMILIES]
@@ -462,6 +463,8 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
                     continue
                 if scale == 0.1:
                     assert ok[np.isin(family, WELL_SCALED)].mean() > 0.6, (dtype, ok.mean())
+                    # degenerate bases (a basic surplus exactly 0) are re-used too
+                    assert ok[family == "full_information"].mean() > 0.5, dtype
                 assert np.all(reused.status[ok] == Status.OPTIMAL) and np.all(reused.status[~ok] != Status.OPTIMAL)
                 both = ok & (cold.status == Status.OPTIMAL)
                 np.testing.assert_array_equal(reused.basis[both], cold.basis[both])
