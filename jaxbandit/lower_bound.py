@@ -123,7 +123,8 @@ class WarmAnchor(NamedTuple):
         rhs: ``(K,)`` the LP's ``b`` there.
         best_arm: ``()`` int32 ``i*`` there.
         values: ``(K,)`` the refined basic values there (basis order).
-        error_size: ``(K,)`` :func:`jaxbandit.lp.error_size` there.
+        error_size: ``(K,)`` ``|B^-1| |B| |B^-1| |b|`` there, the scale of the error of
+            ``B^-1 b`` (:func:`jaxbandit.lp.value_scales`).
         value_size: ``(K,)`` ``|B^-1| |b|`` there, the scale of the check's tolerance.
         radius: ``()`` the basis stays the canonical optimum for every ``mu`` with
             ``max_i |mu_i - mean_i| < radius`` at which it stays primal feasible
@@ -359,6 +360,7 @@ def anchor_warm_start(
             policy need not carry it through the engine's answers).
     """
     problem = lower_bound_problem(mu, precision)
+    value_size, error_size = lp.value_scales(warm.factor, problem.A, problem.b)
     # The costs are the gaps: with i* fixed, moving every mean by at most r moves each
     # gap by at most 2 r; i* stays the best arm while 2 r < Delta_min.
     radius = jnp.minimum(jnp.asarray(cost_radius), problem.min_gap) / 2
@@ -367,8 +369,8 @@ def anchor_warm_start(
         rhs=problem.b,
         best_arm=problem.best_arm,
         values=jnp.asarray(values),
-        error_size=lp.error_size(warm.factor, problem.A, problem.b),
-        value_size=lp._dot(jnp.abs(warm.factor.inverse), jnp.abs(problem.b)),
+        error_size=error_size,
+        value_size=value_size,
         radius=jnp.where(problem.status == LowerBoundStatus.OPTIMAL, radius, 0).astype(problem.b.dtype),
     )
     return warm._replace(anchor=anchor)
@@ -385,14 +387,15 @@ def reuse_warm_start_of(mu, problem: LowerBoundProblem, warm: LPWarmStart) -> tu
         & (problem.best_arm == anchor.best_arm)
         & (problem.status == LowerBoundStatus.OPTIMAL)
     )
-    values, error = lp.shifted_values(warm.factor, anchor.values, anchor.error_size, anchor.rhs, problem.b)
+    values, error, step = lp.shifted_values(
+        warm.factor, anchor.values, anchor.error_size, anchor.rhs, problem.b
+    )
     structural = warm.basis < num_arms
-    tolerance = REUSE_TOLERANCE[jnp.dtype(dtype).name]
+    tolerance = lp.default_tolerance(dtype)
     # Primal feasible to the check's tolerance (-tolerance |B^-1| |b|, with |B^-1| |b|
     # no smaller than the anchor's shrunk by the relative step), as the check accepts:
     # a degenerate basic value (full information: the best arm's constraint and that
     # of the arm with the smallest gap coincide, so one surplus is exactly 0) passes.
-    step = jnp.max(jnp.abs(problem.b - anchor.rhs) / jnp.where(anchor.rhs > 0, anchor.rhs, jnp.inf))
     floor = -tolerance * anchor.value_size * jnp.maximum(1 - step, 0)
     feasible = jnp.all(values - error >= floor)
     # Each basic c_i to `tolerance` relative, or, where it is zero within its error
@@ -408,11 +411,6 @@ def reuse_warm_start_of(mu, problem: LowerBoundProblem, warm: LPWarmStart) -> tu
     return ok, LowerBoundSolution(c, value, status, jnp.int32(0), warm.basis.astype(jnp.int32))
 
 
-# Relative error bound the re-used c* must meet, per component: the solver's
-# feasibility tolerance (lp.default_tolerance).
-REUSE_TOLERANCE = {"float32": 1e-5, "float64": 1e-9}
-
-
 def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> tuple[Array, LowerBoundSolution]:
     """The canonical optimum near the anchor of ``warm``, without any check: ``O(K^2)``.
 
@@ -421,14 +419,14 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     so ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
     ``K x K`` product.  ``ok`` requires every basic value, less its error bound
     (:func:`jaxbandit.lp.shifted_values`), to be feasible to the check's tolerance
-    (``-REUSE_TOLERANCE |B^-1| |b|``), and that bound to be within ``REUSE_TOLERANCE``
-    (1e-5 float32, 1e-9 float64) of each basic ``c_i`` (of the largest, for a ``c_i``
-    that is zero within its bound).  ``c`` is clipped at 0, as the check's is.
+    ``tol = lp.default_tolerance`` (``-tol |B^-1| |b|``), and that bound to be within
+    ``tol`` (1e-5 float32, 1e-9 float64) of each basic ``c_i`` (of the largest, for a
+    ``c_i`` that is zero within its bound).  ``c`` is clipped at 0, as the check's is.
     When ``ok`` is False, call :func:`check_warm_start`.
 
     Returns:
         ``(ok, solution)``: when ``ok``, ``solution`` is the canonical optimum with each
-        ``c_i`` within a relative ``REUSE_TOLERANCE`` (the basis is the same one a full
+        ``c_i`` within a relative ``tol`` (the basis is the same one a full
         solve returns).
     """
     problem = lower_bound_problem(mu, precision)

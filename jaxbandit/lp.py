@@ -70,7 +70,7 @@ __all__ = [
     "factor_basis",
     "quick_check",
     "BasisSensitivity",
-    "error_size",
+    "value_scales",
     "shifted_values",
 ]
 
@@ -1169,14 +1169,19 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype)
 
 
-def error_size(factor: BasisFactor, A: ArrayLike, rhs: ArrayLike) -> Array:
-    """``|B^-1| |B| |B^-1| |b|`` ``(m,)``: the inverse a Gauss-Jordan elimination computes
-    is off by about ``m eps |B^-1| |B| |B^-1|`` entrywise, so ``B^-1 b`` computed with it
-    is off by about ``m eps`` times this, per component (three products)."""
+def value_scales(factor: BasisFactor, A: ArrayLike, rhs: ArrayLike) -> tuple[Array, Array]:
+    """``(|B^-1| |b|, |B^-1| |B| |B^-1| |b|)``, both ``(m,)`` (three products).
+
+    The first is the scale of :func:`quick_check`'s feasibility tolerance.  The second
+    (the error size) bounds the error of ``B^-1 b`` computed with the stored inverse:
+    the inverse a Gauss-Jordan elimination computes is off by about
+    ``m eps |B^-1| |B| |B^-1|`` entrywise, so ``B^-1 b`` is off by about ``m eps`` times
+    it, per component."""
     matrix = jnp.where(jnp.isfinite(A), A, 0)
     abs_inverse = jnp.abs(factor.inverse)
-    inner = _dot(jnp.abs(_basis_matrix(matrix, factor.basis)), _dot(abs_inverse, jnp.abs(rhs)))
-    return _dot(abs_inverse, inner)
+    value_size = _dot(abs_inverse, jnp.abs(rhs))
+    error_size = _dot(abs_inverse, _dot(jnp.abs(_basis_matrix(matrix, factor.basis)), value_size))
+    return value_size, error_size
 
 
 def shifted_values(factor: BasisFactor, values: ArrayLike, errors: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
@@ -1185,19 +1190,21 @@ def shifted_values(factor: BasisFactor, values: ArrayLike, errors: ArrayLike, rh
     ``x_B(b') = x_B(b) + B^-1 (b' - b)``: one ``m x m`` product, no refinement.  The
     bound covers the anchor's own error (a few units in the last place after
     :func:`quick_check`'s refinement), the error of the computed ``B^-1`` (see
-    :func:`error_size`, with a factor 4 for element growth) and the product's rounding,
-    per component; it needs ``b > 0`` wherever ``b'`` differs from ``b``.
+    :func:`value_scales`, with a factor 4 for element growth) and the product's
+    rounding, per component; it needs ``b > 0`` wherever ``b'`` differs from ``b``.
 
     Args:
         factor: the :class:`BasisFactor` the check used.
         values: ``(m,)`` the basic values at ``rhs`` (:attr:`BasisSensitivity.values`).
-        errors: ``(m,)`` :func:`error_size` at ``rhs``.
+        errors: ``(m,)`` the error size of :func:`value_scales` at ``rhs``.
         rhs: ``(m,)`` the right-hand side of that check.
         new_rhs: ``(m,)`` the new right-hand side.
 
     Returns:
-        ``(values, error)``, both ``(m,)``: ``|values - B^-1 new_rhs| <= error`` (``inf``
-        where the bound does not apply).
+        ``(values, error, relative_step)``: ``(m,)`` values and errors with
+        ``|values - B^-1 new_rhs| <= error`` (``inf`` where the bound does not apply),
+        and ``()`` ``max_k |new_rhs_k - rhs_k| / rhs_k`` (``inf`` if some ``rhs_k = 0``
+        moved).
     """
     rhs, new_rhs = jnp.asarray(rhs), jnp.asarray(new_rhs)
     m = rhs.shape[0]
@@ -1210,4 +1217,4 @@ def shifted_values(factor: BasisFactor, values: ArrayLike, errors: ArrayLike, rh
     values = anchor + _dot(factor.inverse, step)
     error = 4 * eps * jnp.abs(anchor) + eps * jnp.abs(values)
     error = error + 4 * m * eps * jnp.asarray(errors) * relative_step
-    return values, jnp.where(jnp.isfinite(error), error, jnp.inf)
+    return values, jnp.where(jnp.isfinite(error), error, jnp.inf), relative_step

@@ -435,7 +435,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     """Re-use without a check (lb.reuse_warm_start), 60 instances per family at K = 6,
     means moved by 0.1, 0.5 and 0.9 times the anchor's radius in a random direction, and
     by 2 radii.  Wherever it answers, the answer must be the cold solve's at the moved
-    means: the same basis and each c_i to REUSE_TOLERANCE relative in float64; in
+    means: the same basis and each c_i to lp.default_tolerance (1e-9) relative in float64; in
     float32 c to 1e-4 of max c (the cold float32 solve's own accuracy), or HiGHS's value
     to 1e-4 where that solve gives up.  It must answer most well-scaled lanes at 0.1
     radius (full information, whose bases are degenerate, included), and none beyond
@@ -447,7 +447,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     precision = np.concatenate([p[1] for p in pairs])
     family = np.repeat(FAMILIES, count)
     direction = rng.uniform(-1, 1, mu0.shape)
-    for dtype, rtol in ((np.float64, lb.REUSE_TOLERANCE["float64"]), (np.float32, None)):
+    for dtype, rtol in ((np.float64, lp.default_tolerance(np.float64)), (np.float32, None)):
         with jax.enable_x64(dtype == np.float64):
             args = (jnp.asarray(mu0, dtype), jnp.asarray(precision, dtype))
             warm = _anchored(*args)
