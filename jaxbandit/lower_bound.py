@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbandit import lp
+from jaxbandit import exact_lp, lp
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.instances import Instance
 
@@ -360,7 +360,7 @@ def anchor_warm_start(
             policy need not carry it through the engine's answers).
     """
     problem = lower_bound_problem(mu, precision)
-    value_size, error_size = lp.value_scales(warm.factor, problem.A, problem.b)
+    value_size, error_size = lp.value_scales(warm.factor, problem.b)
     # The costs are the gaps: with i* fixed, moving every mean by at most r moves each
     # gap by at most 2 r; i* stays the best arm while 2 r < Delta_min.
     radius = jnp.minimum(jnp.asarray(cost_radius), problem.min_gap) / 2
@@ -538,9 +538,32 @@ def _unsolved(status: np.ndarray) -> np.ndarray:
     return np.isin(status, (lp.LPStatus.NUMERICAL_ERROR, lp.LPStatus.MAX_ITERATIONS))
 
 
+_batched_problem = jax.jit(jax.vmap(lower_bound_problem))
+
+
+def _solved_exactly(mu: np.ndarray, precision: np.ndarray, guess: np.ndarray) -> LowerBoundSolution:
+    """:func:`jaxbandit.exact_lp.solve_exact` on each lane (float64 data), started from
+    the basis ``guess`` the float solve ended on."""
+    with jax.enable_x64(True):
+        problem = jax.tree.map(
+            np.asarray, _batched_problem(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
+        )
+    answers = [
+        exact_lp.solve_exact(problem.cost[i], problem.A[i], problem.b[i], basis=guess[i]) for i in range(len(mu))
+    ]
+    return LowerBoundSolution(
+        c=np.stack([a.x for a in answers]),
+        value=np.array([a.objective for a in answers], np.float64),
+        status=np.array([a.status for a in answers], np.int32),
+        num_iterations=np.array([a.num_iterations for a in answers], np.int32),
+        basis=np.stack([a.basis for a in answers]),
+    )
+
+
 def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSolution) -> LowerBoundSolution:
     """Retry the float64 lanes left unsolved: the float32 solve's basis verified in
-    float64 (a different pivot path often ends elsewhere), then :data:`_FLOAT64_RETRIES`."""
+    float64 (a different pivot path often ends elsewhere), then :data:`_FLOAT64_RETRIES`,
+    then, for what is left, the exact rational solve (:mod:`jaxbandit.exact_lp`)."""
     retry = _unsolved(out.status)
     if not retry.any():
         return out
@@ -557,7 +580,12 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
         def solved_with(options):
             return jax.tree.map(np.asarray, _solve_with(mu64, precision64, options))
 
-        attempts = [verified_guess] + [functools.partial(solved_with, o) for o in _FLOAT64_RETRIES]
+        def solved_exactly():
+            unsolved = _unsolved(best.status)
+            exact = _solved_exactly(mu[retry][unsolved], precision[retry][unsolved], best.basis[unsolved])
+            return jax.tree.map(lambda a, b: _assign(a, unsolved, b), best, exact)
+
+        attempts = [verified_guess] + [functools.partial(solved_with, o) for o in _FLOAT64_RETRIES] + [solved_exactly]
         for attempt in attempts:  # in order, only while some lane is still unsolved
             if not _unsolved(best.status).any():
                 break
@@ -575,7 +603,9 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     ``NUMERICAL_ERROR``/``MAX_ITERATIONS`` status) are solved again in float64.  Float64
     lanes still unsolved (badly scaled ``sigma``) are retried: the float32 solve's
     basis verified in float64, more re-factorisations, then feasibility tolerances of
-    1e-8 and 1e-7 (relative); what no retry certifies keeps its status.
+    1e-8 and 1e-7 (relative), and what none of those certifies is solved in exact
+    rational arithmetic (:mod:`jaxbandit.exact_lp`; milliseconds to a second per LP on
+    the host).  So every feasible instance without a tie ends ``OPTIMAL``.
 
     Args:
         instance: a single or batch ``Instance``.

@@ -964,13 +964,19 @@ class BasisFactor(NamedTuple):
     lower-bound LP at new estimated means), ``B^-1`` can be kept and every re-check is a
     few ``m x m`` products (:func:`quick_check`) instead of an elimination.
 
+    ``B`` itself is kept too: rebuilt inside a check, XLA fuses its gather and select
+    into every loop that reads it (the extra-precise residuals read each entry once per
+    column) and recomputes them there, which made :func:`quick_check` 2-3x slower on CPU.
+
     Attributes:
         basis: ``(m,)`` int32 sorted basic-variable indices among ``(x, surplus)``.
+        matrix: ``(m, m)`` ``B`` (non-finite entries of ``A`` read as 0).
         inverse: ``(m, m)`` ``B^-1`` (zeros if ``B`` is singular).
         condition: ``()`` Skeel's ``max_i (|B^-1| |B| 1)_i`` (``inf`` if singular).
     """
 
     basis: Array
+    matrix: Array
     inverse: Array
     condition: Array
 
@@ -1015,7 +1021,7 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     finite = jnp.all(jnp.isfinite(inverse)) & jnp.isfinite(condition)
     inverse = jnp.where(finite, inverse, jnp.zeros_like(inverse))
     condition = jnp.where(finite, condition, jnp.inf).astype(matrix.dtype)
-    return BasisFactor(basis, inverse, condition)
+    return BasisFactor(basis, basis_matrix, inverse, condition)
 
 
 @functools.partial(jax.jit, static_argnames=("feasibility_tolerance",))
@@ -1058,13 +1064,13 @@ def quick_check(
     )
     margin = 8 * (m**0.5) * eps  # rounding error of the products below, relative
     valid, cost, matrix, rhs = _validated(cost, matrix, rhs)
-    basis, inverse = factor.basis, factor.inverse
-    if basis.shape != (m,) or inverse.shape != (m, m):
+    basis, basis_matrix, inverse = factor.basis, factor.matrix, factor.inverse
+    if basis.shape != (m,) or inverse.shape != (m, m) or basis_matrix.shape != (m, m):
         raise ValueError(
-            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {basis.shape} "
-            f"and inverse shape {inverse.shape}, expected ({m},) and ({m}, {m})."
+            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {basis.shape}, "
+            f"matrix shape {basis_matrix.shape} and inverse shape {inverse.shape}, expected "
+            f"({m},), ({m}, {m}) and ({m}, {m})."
         )
-    basis_matrix = _basis_matrix(matrix, basis)
     abs_inverse = jnp.abs(inverse)
 
     # Primal: x_B = B^-1 b, refined; feasible to the tolerance of check_basis.
@@ -1169,7 +1175,7 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype)
 
 
-def value_scales(factor: BasisFactor, A: ArrayLike, rhs: ArrayLike) -> tuple[Array, Array]:
+def value_scales(factor: BasisFactor, rhs: ArrayLike) -> tuple[Array, Array]:
     """``(|B^-1| |b|, |B^-1| |B| |B^-1| |b|)``, both ``(m,)`` (three products).
 
     The first is the scale of :func:`quick_check`'s feasibility tolerance.  The second
@@ -1177,10 +1183,9 @@ def value_scales(factor: BasisFactor, A: ArrayLike, rhs: ArrayLike) -> tuple[Arr
     the inverse a Gauss-Jordan elimination computes is off by about
     ``m eps |B^-1| |B| |B^-1|`` entrywise, so ``B^-1 b`` is off by about ``m eps`` times
     it, per component."""
-    matrix = jnp.where(jnp.isfinite(A), A, 0)
     abs_inverse = jnp.abs(factor.inverse)
     value_size = _dot(abs_inverse, jnp.abs(rhs))
-    error_size = _dot(abs_inverse, _dot(jnp.abs(_basis_matrix(matrix, factor.basis)), value_size))
+    error_size = _dot(abs_inverse, _dot(jnp.abs(factor.matrix), value_size))
     return value_size, error_size
 
 
