@@ -255,8 +255,9 @@ def _dot(a, b):
     return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-def _residual(matrix, x, rhs):
-    """``rhs - matrix @ x`` in about twice the working precision (after Ogita-Rump-Oishi).
+def _residual(matrix, x, rhs, *, transposed: bool = False):
+    """``rhs - matrix @ x`` (``rhs - x @ matrix`` if ``transposed``) in about twice the
+    working precision (after Ogita-Rump-Oishi).
 
     The basic solution of a covering LP often has one huge component (a free arm) next
     to small ones that are differences of large terms; a residual in working precision
@@ -267,18 +268,22 @@ def _residual(matrix, x, rhs):
     half the significand and is summed plainly with the errors (its rounding, and a
     compiler contracting it into fused multiply-adds, as XLA on CPU does, change the
     result only at that smaller size).  It is all one loop over the columns of
-    ``matrix``, unrolled: one fused elementwise pass, with no separate products
-    (those took 40% of the time under ``vmap`` on CPU).
+    ``matrix`` (its rows if ``transposed``, so no transposed copy is made), unrolled:
+    one fused elementwise pass, with no separate products (those took 40% of the time
+    under ``vmap`` on CPU).
 
-    Shapes: ``matrix`` ``(m, k)``, ``x`` ``(k,)``, ``rhs`` ``(m,)``.
+    Shapes: ``matrix`` ``(m, k)``, ``x`` ``(k,)``, ``rhs`` ``(m,)``; transposed: ``matrix``
+    ``(k, m)``.
     """
     matrix_high, matrix_low = _split(matrix)
     x_high, x_low = _split(x)
+    column = (lambda a, j: a[j]) if transposed else (lambda a, j: a[:, j])
     total = rhs
     errors = jnp.zeros_like(rhs)
-    for j in range(matrix.shape[1]):
-        total, error = _two_sum(total, -matrix_high[:, j] * x_high[j])
-        errors = errors + error - (matrix_high[:, j] * x_low[j] + matrix_low[:, j] * x[j])
+    for j in range(x.shape[0]):
+        high, low = column(matrix_high, j), column(matrix_low, j)
+        total, error = _two_sum(total, -high * x_high[j])
+        errors = errors + error - (high * x_low[j] + low * x[j])
     return total + errors
 
 
@@ -295,8 +300,7 @@ def _row_residuals(matrix, ys, gs):
     ``(r, n)``), each as :func:`_residual`.  An unrolled loop over the ``r`` rows: with a
     trailing axis of 2 (or an inner ``vmap``) XLA on CPU lays the batch out badly, and
     the dual refinement of :func:`quick_check` ran 1.6x slower."""
-    transposed = matrix.T
-    return jnp.stack([_residual(transposed, ys[k], gs[k]) for k in range(ys.shape[0])])
+    return jnp.stack([_residual(matrix, ys[k], gs[k], transposed=True) for k in range(ys.shape[0])])
 
 
 def _leading_axis(combine, rows):
