@@ -23,7 +23,9 @@ and ``liminf R_T / log T >= sum_i c*_i Delta_i`` (:attr:`LowerBound.value`).
   ``TIED_BEST_ARM``.  An arm that no row observes makes the LP infeasible.
 
 Inside ``jit``/``vmap`` these come back as status codes; :func:`lower_bound` (host side)
-raises a ``ValueError`` for them.
+raises a ``ValueError`` for them.  A float solve that cannot certify its answer also
+comes back as a status inside ``jit``; :func:`lower_bound` retries such lanes and, in
+the end, solves them exactly (:mod:`jaxbandit.exact_lp`).
 """
 
 from __future__ import annotations
