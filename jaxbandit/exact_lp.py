@@ -163,7 +163,8 @@ def solve_exact(cost, A, b, basis=None, *, max_iterations: int | None = None) ->
         b: ``(m,)`` finite.
         basis: optional ``(m,)`` indices among ``(x, surplus)``, e.g. the basis a
             floating-point solve ended on: used as the start if it is non-singular and
-            dual feasible (then a few pivots usually finish), else ignored.
+            dual feasible (then a few pivots usually finish), else ignored.  A wrong
+            shape or an index outside ``[0, n + m)`` raises ``ValueError``.
         max_iterations: pivot cap (default ``20 (m + n)``; the lexicographic ratio test
             cannot cycle, the cap only bounds the time).
 
@@ -177,6 +178,10 @@ def solve_exact(cost, A, b, basis=None, *, max_iterations: int | None = None) ->
     invalid = not (np.all(np.isfinite(A)) and np.all(np.isfinite(b)) and np.all(np.isfinite(cost)))
     if invalid or np.any(cost < 0):
         return ExactSolution(np.zeros(n), np.inf, LPStatus.INVALID_INPUT, 0, np.arange(n, n + m, dtype=np.int32))
+    if basis is not None:
+        basis = np.asarray(basis)
+        if basis.shape != (m,) or not np.all((basis >= 0) & (basis < n + m)):
+            raise ValueError(f"basis must hold {m} indices in [0, {n + m}), got {basis.tolist()}.")
     cap = 20 * (m + n) if max_iterations is None else max_iterations
     exact_cost = _as_fractions(cost)[0]
     tableau = _start(exact_cost, _as_fractions(A), _as_fractions(b)[0], basis)

@@ -81,6 +81,8 @@ def test_exact_reports_bad_data_and_shapes():
     assert exact_lp.solve_exact([1.0, 1.0], [[1.0, 0.0], [0.0, 0.0]], [1.0, 1.0]).status == Status.INFEASIBLE
     with pytest.raises(ValueError, match="must match A"):
         exact_lp.solve_exact([1.0], matrix, [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"basis must hold 2 indices in \[0, 4\), got \[0, 4\]"):
+        exact_lp.solve_exact([1.0, 1.0], matrix, [1.0, 1.0], basis=[0, 4])
 
 
 def test_lower_bound_certifies_every_badly_scaled_float64_lane():
