@@ -12,7 +12,10 @@ gaps: almost every round after the initial ones is Case A, but the first ~140 ro
 of every run are Case C), ``lp_explore_case_a_steady_state`` (the same instance, rounds
 ``rounds + 1 .. 2 rounds``: no LP at all, the cost of a round without LP), ``ucb_n`` and
 ``lp_explore`` on a random general instance (whatever case mix it has over ``--rounds``;
-``mean_case_counts`` says which), ``numpy_highs_vs_engine``, with
+``mean_case_counts`` says which), ``numpy_highs_vs_engine`` (both at ``--numpy-runs``,
+and the engine again at the largest ``--runs``: the NumPy loop's cost per run-round is
+one ``linprog`` per Case C run-round whatever the run count, the engine's falls with
+more runs), with
 ``--late``, a segment of rounds after the start-up (``late_rounds``), and, with
 ``--long-horizon``, one long run.
 """
@@ -149,9 +152,10 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     info = machine()
+    run_counts = [int(x) for x in args.runs.split(",")]
     for num_arms in [int(x) for x in args.arms.split(",") if x]:
         inst = instance(num_arms)
-        for runs in [int(x) for x in args.runs.split(",")]:
+        for runs in run_counts:
             config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}
             # Rounds where no run needs the LP: full information with large gaps stays
             # in Case A after the initial rounds.
@@ -194,17 +198,26 @@ def main(argv=None) -> int:
         _, solves = numpy_lp_explore(inst.mu, inst.sigma, runs, rounds)
         numpy_seconds = time.perf_counter() - start
         jax_seconds, diag = engine_time("lp_explore", inst, runs, rounds)
+        # The NumPy loop pays one linprog per Case C run-round, so its rate per run-round
+        # does not grow with the number of runs; the engine's does.  Also time the
+        # engine at the study's run count (the largest of --runs) on the same rounds.
+        study_runs = max(run_counts)
+        study_seconds, _ = engine_time("lp_explore", inst, study_runs, rounds)
+        numpy_rate = runs * rounds / numpy_seconds
         emit(
             {
                 "case": "numpy_highs_vs_engine",
                 "num_arms": num_arms,
                 "runs": runs,
                 "rounds": rounds,
-                "numpy_run_rounds_per_s": runs * rounds / numpy_seconds,
+                "numpy_run_rounds_per_s": numpy_rate,
                 "numpy_linprog_calls": solves,
                 "engine_run_rounds_per_s": runs * rounds / jax_seconds,
                 "speedup": numpy_seconds / jax_seconds,
                 "engine_mean_case_counts": diag,
+                "study_runs": study_runs,
+                "engine_run_rounds_per_s_at_study_runs": study_runs * rounds / study_seconds,
+                "speedup_at_study_runs": study_runs * rounds / study_seconds / numpy_rate,
                 "machine": info,
             }
         )

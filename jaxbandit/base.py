@@ -102,6 +102,11 @@ class Policy(NamedTuple):
             buffer that holds them all.
         check_update_fn: optional ``(state, answer, ctx) -> state``, as
             ``fallback_update_fn`` for the runs ``check_fn`` served.
+        solve_reads_state: if True, ``solve_fn``, ``check_fn`` and ``fallback_solve_fn``
+            are called as ``(request, ctx, state)`` with the run's current state.  Large
+            per-run data the stages read (a factorised warm start) then stays out of
+            the request: a request that copies part of the state which a later stage
+            updates makes XLA copy that part of the state for every run, every round.
     """
 
     name: str
@@ -118,3 +123,4 @@ class Policy(NamedTuple):
     fallback_update_fn: Optional[Callable] = None
     check_fn: Optional[Callable] = None
     check_update_fn: Optional[Callable] = None
+    solve_reads_state: bool = False

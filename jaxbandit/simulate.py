@@ -201,6 +201,7 @@ def _solve_compacted(
     state=None,
     update_fn: Optional[Callable] = None,
     one_pass: bool = False,
+    reads_state: bool = False,
 ):
     """Run ``solve_fn`` only for runs with ``needs``, in buffers of the given sizes.
 
@@ -219,13 +220,16 @@ def _solve_compacted(
     the cost is per served run).
 
     Args:
-        solve_fn: ``(request, ctx) -> answer`` for one run.
+        solve_fn: ``(request, ctx) -> answer`` for one run; ``(request, ctx, state)``
+            with ``reads_state``.
         needs: ``(C, R)`` bool.
         requests: pytree with leaves ``(C, R, ...)``.
         ctx: :class:`Context` with leaves ``(C, ...)``.
         sizes: decreasing buffer sizes (see :func:`buffer_sizes`).
-        state: pytree with leaves ``(C, R, ...)`` (with ``update_fn``).
+        state: pytree with leaves ``(C, R, ...)`` (with ``update_fn`` or ``reads_state``).
         update_fn: optional ``(state, answer, ctx) -> state`` for one run.
+        one_pass: see above.
+        reads_state: pass each run's state to ``solve_fn``.
 
     Returns:
         Answers with leaves ``(C, R, ...)``, and the updated ``state``.
@@ -237,35 +241,41 @@ def _solve_compacted(
     requests = jax.tree_util.tree_map(flat, requests)
     position = jnp.cumsum(needs.astype(jnp.int32)) - 1
     total = position[-1] + 1
-    one_request = jax.tree_util.tree_map(lambda x: x[0], requests)
-    one_ctx = jax.tree_util.tree_map(lambda x: x[0], ctx)
-    answer_shape = jax.eval_shape(solve_fn, one_request, one_ctx)
+    states = None if update_fn is None and not reads_state else jax.tree_util.tree_map(flat, state)
+    first = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)
+    one_state = (first(states),) if reads_state else ()
+    answer_shape = jax.eval_shape(solve_fn, first(requests), first(ctx), *one_state)
     answers = jax.tree_util.tree_map(
         lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape
     )
     sizes = tuple(sorted({min(size, total_runs) for size in sizes}, reverse=True))
-    states = None if update_fn is None else jax.tree_util.tree_map(flat, state)
 
-    def serve(size, start, answers, states):
+    # Only a stage that updates the states carries them through its loop; one that just
+    # reads them reads the value it was given (passing a large state through a loop or
+    # a cond that leaves it unchanged can cost XLA a copy of it).
+    carried = states if update_fn is not None else None
+
+    def serve(size, start, answers, carried):
         selected = needs & (position >= start) & (position < start + size)
         (index,) = jnp.nonzero(selected, size=size, fill_value=0)
         valid = jnp.arange(size, dtype=jnp.int32) < jnp.minimum(total - start, size)
         batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
         batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
-        solved = jax.vmap(solve_fn)(batch_requests, batch_ctx)
+        current = states if carried is None else carried
+        lane_states = None if current is None else jax.tree_util.tree_map(lambda x: x[index], current)
+        solved = jax.vmap(solve_fn)(batch_requests, batch_ctx, *((lane_states,) if reads_state else ()))
         target = jnp.where(valid, index, total_runs)  # out of range: dropped
         scatter = lambda a, s: a.at[target].set(s, mode="drop")
         answers = jax.tree_util.tree_map(scatter, answers, solved)
         if update_fn is not None:
-            lane_states = jax.tree_util.tree_map(lambda x: x[index], states)
             lane_states = jax.vmap(update_fn)(lane_states, solved, batch_ctx)
-            states = jax.tree_util.tree_map(scatter, states, lane_states)
-        return start + size, answers, states
+            carried = jax.tree_util.tree_map(scatter, carried, lane_states)
+        return start + size, answers, carried
 
     def serve_batch(loop):
-        start, answers, states = loop
+        start, answers, carried = loop
         if len(sizes) == 1:
-            return serve(sizes[0], start, answers, states)
+            return serve(sizes[0], start, answers, carried)
         waiting = total - start
         if one_pass:
             # The smallest size that holds every waiting run, else the largest.
@@ -274,20 +284,22 @@ def _solve_compacted(
             # The largest size the waiting runs fill (sizes are decreasing), else the smallest.
             choice = jnp.minimum(jnp.sum(jnp.asarray(sizes) > waiting), len(sizes) - 1)
         branches = [functools.partial(serve, size) for size in sizes]
-        return jax.lax.switch(choice, branches, start, answers, states)
+        return jax.lax.switch(choice, branches, start, answers, carried)
 
     def compacted(answers):
         _, answers, new_states = jax.lax.while_loop(
-            lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers, states)
+            lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers, carried)
         )
         return answers, new_states
 
     def dense(answers):
-        cells = lambda x: x.reshape((num_cells, num_runs) + x.shape[1:])
-        every = jax.vmap(jax.vmap(solve_fn, (0, None)), (0, 0))(jax.tree_util.tree_map(cells, requests), ctx)
+        cells = lambda tree: jax.tree_util.tree_map(lambda x: x.reshape((num_cells, num_runs) + x.shape[1:]), tree)
+        extra = (cells(states),) if reads_state else ()
+        in_axes = (0, None) + (0,) * len(extra)
+        every = jax.vmap(jax.vmap(solve_fn, in_axes), (0, 0) + (0,) * len(extra))(cells(requests), ctx, *extra)
         every = jax.tree_util.tree_map(flat, every)
         keep = lambda a, z: jnp.where(needs.reshape(needs.shape + (1,) * (a.ndim - 1)), a, z)
-        return jax.tree_util.tree_map(keep, every, answers), states
+        return jax.tree_util.tree_map(keep, every, answers), None
 
     if one_pass and update_fn is None:
         answers, states = jax.lax.cond(4 * total > total_runs, dense, compacted, answers)
@@ -308,8 +320,10 @@ def _solve_requests(
     the runs each served.  Returns ``(answers, state)``."""
     # A first stage that a check follows is the cheap one (a re-use): one pass.
     one_pass = policy.check_fn is not None
+    reads_state = policy.solve_reads_state
     answers, _ = _solve_compacted(
-        policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes, one_pass=one_pass
+        policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes,
+        state=state, one_pass=one_pass, reads_state=reads_state,
     )
     later = (
         (policy.check_fn, policy.check_update_fn, sizes),
@@ -323,13 +337,16 @@ def _solve_requests(
         def stage(carry, solve_fn=solve_fn, update_fn=update_fn, stage_sizes=stage_sizes, needs=needs):
             answers, state = carry
             found, state = _solve_compacted(
-                solve_fn, needs, decision.request, ctx, stage_sizes, state=state, update_fn=update_fn
+                solve_fn, needs, decision.request, ctx, stage_sizes,
+                state=state, update_fn=update_fn, reads_state=reads_state,
             )
             expand = lambda x: needs.reshape(needs.shape + (1,) * (x.ndim - 2))
             return jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, found), state
 
-        # Later stages are rare: a scalar predicate, so rounds that need none skip them.
-        answers, state = jax.lax.cond(jnp.any(needs), stage, lambda carry: carry, (answers, state))
+        # Later stages are rare, and their compacted loop takes no pass when no run needs
+        # them.  Not a cond: XLA copied every large leaf of the state a cond passes
+        # through (the warm starts of all runs, every round).
+        answers, state = stage((answers, state))
     return answers, state
 
 
@@ -378,7 +395,7 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             # is a real branch and such rounds skip the compaction entirely.
             needed = jnp.any(decision.needs_solve)
             if policy.fallback_update_fn is None and policy.check_update_fn is None:
-                answers, _ = jax.lax.cond(needed, solve, lambda s: (placeholder, None), None)
+                answers = jax.lax.cond(needed, lambda s: solve(s)[0], lambda s: placeholder, state)
             else:
                 # The untaken branch passes the state through: XLA updates it in place.
                 answers, state = jax.lax.cond(needed, solve, lambda s: (placeholder, s), state)

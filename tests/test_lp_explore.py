@@ -111,7 +111,7 @@ def test_case_c_solves_and_plays_a_deficient_arm():
     state = _state(inst, [10, 3, 9], [1.0, 0.5, 0.0])
     decision = _select(policy, state, 50, ctx)
     assert int(decision.request.case) == Case.C
-    answer = jax.jit(policy.solve_fn)(decision.request, ctx)
+    answer = jax.jit(policy.solve_fn)(decision.request, ctx, state)
     assert bool(answer.needs_fallback)  # the initial warm start has no anchor to re-use
     answer, state = _later_stages(policy, decision, answer, state, ctx)
     assert bool(answer.full_solve) and int(answer.status) == lp.LPStatus.OPTIMAL
@@ -130,7 +130,7 @@ def _later_stages(policy, decision, answer, state, ctx):
     stages = ((policy.check_fn, policy.check_update_fn), (policy.fallback_solve_fn, policy.fallback_update_fn))
     for stage, update in stages:
         if bool(answer.needs_fallback):
-            answer = jax.jit(stage)(decision.request, ctx)
+            answer = jax.jit(stage)(decision.request, ctx, state)
             state = jax.jit(update)(state, answer, ctx)
     return answer, state
 
@@ -143,24 +143,24 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     state = _state(inst, counts, inst.mu)
     decision = _select(policy, state, 200, ctx)
     assert int(decision.request.case) == Case.C
-    full, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx), state, ctx)
+    full, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx, state), state, ctx)
     assert bool(full.full_solve) and float(state.warm.anchor.radius) == 0  # a new basis: no anchor
     decision = _select(policy, state, 200, ctx)  # the same means, the new warm start
-    checked, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx), state, ctx)
+    checked, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx, state), state, ctx)
     assert not bool(checked.full_solve) and not bool(checked.reused)  # the check passed ...
     radius = float(state.warm.anchor.radius)
     assert radius > 0  # ... and anchored the warm start
     moved = _state(inst, counts, inst.mu + radius / 2 * np.linspace(-1, 1, 5))
     moved = moved._replace(warm=state.warm)
     decision = _select(policy, moved, 200, ctx)
-    reused = jax.jit(policy.solve_fn)(decision.request, ctx)
+    reused = jax.jit(policy.solve_fn)(decision.request, ctx, moved)
     assert bool(reused.reused) and not bool(reused.needs_fallback)
     cold = lower_bound_module.solve_lower_bound(decision.request.mean, ctx.precision)
     np.testing.assert_array_equal(reused.basis, cold.basis)
     np.testing.assert_allclose(reused.c, cold.c, rtol=1e-5, atol=1e-5 * float(jnp.max(cold.c)))
     # beyond the radius: no re-use (the check decides)
     far = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius).stats)
-    assert bool(jax.jit(policy.solve_fn)(_select(policy, far, 200, ctx).request, ctx).needs_fallback)
+    assert bool(jax.jit(policy.solve_fn)(_select(policy, far, 200, ctx).request, ctx, far).needs_fallback)
 
 
 def test_case_c_rules_differ_as_documented():

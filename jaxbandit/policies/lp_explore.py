@@ -120,8 +120,7 @@ class LPExploreState(NamedTuple):
 
 
 class LPRequest(NamedTuple):
-    mean: Array  # (K,) mu_hat
-    warm: LPWarmStart
+    mean: Array  # (K,) mu_hat; the stages read the warm start from the run's state
     case: Array  # int32 Case code
     case_b_arm: Array  # int32, the Case B arm (LP-failure fallback)
 
@@ -198,7 +197,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
         greedy_arm = jnp.argmax(mean).astype(jnp.int32)
         arm = jnp.select([case == Case.INITIAL, case == Case.A], [initial_arm, greedy_arm], case_b_arm)
-        request = LPRequest(mean=mean, warm=state.warm, case=case, case_b_arm=case_b_arm)
+        request = LPRequest(mean=mean, case=case, case_b_arm=case_b_arm)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
 
     def _answer(solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_radius=0):
@@ -214,15 +213,15 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
             cost_radius=jnp.asarray(cost_radius, zeros.dtype),
         )
 
-    def solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
+    def solve_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
         # Near the means of the last passing check the basis is certified to stay
         # optimal: c* is one K x K product.
         problem = _lower_bound_lp(request.mean, ctx.precision)
-        ok, solution = reuse_warm_start_of(request.mean, problem, request.warm)
+        ok, solution = reuse_warm_start_of(request.mean, problem, state.warm)
         return _answer(solution, ~ok, reused=ok)
 
-    def check_fn(request: LPRequest, ctx: Context) -> LPAnswer:
-        ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, request.warm)
+    def check_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
+        ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, state.warm)
         return _answer(solution, ~ok, anchor_values=sensitivity.values, cost_radius=sensitivity.cost_radius)
 
     def check_update_fn(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
@@ -234,7 +233,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         warm = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored, state.warm)
         return state._replace(warm=warm)
 
-    def fallback_solve_fn(request: LPRequest, ctx: Context) -> LPAnswer:
+    def fallback_solve_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
         # A cold solve: its canonical answer does not depend on the run's history.
         solution = solve_lower_bound(request.mean, ctx.precision)
         return _answer(solution, False, full_solve=True)
@@ -317,4 +316,5 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         fallback_update_fn=fallback_update_fn,
         check_fn=check_fn,
         check_update_fn=check_update_fn,
+        solve_reads_state=True,
     )
