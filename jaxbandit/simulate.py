@@ -272,24 +272,27 @@ def _solve_compacted(
             carried = jax.tree_util.tree_map(scatter, carried, lane_states)
         return start + size, answers, carried
 
-    def serve_batch(loop):
+    def one_pass_batch(loop):
+        # The smallest size that holds every waiting run, else the largest.
         start, answers, carried = loop
-        if len(sizes) == 1:
-            return serve(sizes[0], start, answers, carried)
-        waiting = total - start
-        if one_pass:
-            # The smallest size that holds every waiting run, else the largest.
-            choice = jnp.maximum(jnp.sum(jnp.asarray(sizes) >= waiting) - 1, 0)
-        else:
-            # The largest size the waiting runs fill (sizes are decreasing), else the smallest.
-            choice = jnp.minimum(jnp.sum(jnp.asarray(sizes) > waiting), len(sizes) - 1)
+        choice = jnp.maximum(jnp.sum(jnp.asarray(sizes) >= total - start) - 1, 0)
         branches = [functools.partial(serve, size) for size in sizes]
         return jax.lax.switch(choice, branches, start, answers, carried)
 
     def compacted(answers):
-        _, answers, new_states = jax.lax.while_loop(
-            lambda loop: loop[0] < total, serve_batch, (jnp.int32(0), answers, carried)
-        )
+        loop = (jnp.int32(0), answers, carried)
+        if one_pass and len(sizes) > 1:
+            loop = jax.lax.while_loop(lambda loop: loop[0] < total, one_pass_batch, loop)
+        else:
+            # Each pass takes the largest size the waiting runs fill, the smallest for the
+            # rest: one loop per size, largest first.  Not a switch over the sizes: XLA
+            # copied the carried states through its branches, every pass.
+            for size in sizes[:-1]:
+                loop = jax.lax.while_loop(
+                    lambda loop, size=size: total - loop[0] >= size, lambda loop, size=size: serve(size, *loop), loop
+                )
+            loop = jax.lax.while_loop(lambda loop: loop[0] < total, lambda loop: serve(sizes[-1], *loop), loop)
+        _, answers, new_states = loop
         return answers, new_states
 
     def dense(answers):
