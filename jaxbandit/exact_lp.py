@@ -95,7 +95,7 @@ def _as_fractions(array: np.ndarray) -> list:
     return [[Fraction(float(v)) for v in row] for row in np.atleast_2d(array)]
 
 
-def _lexicographically_positive(column: Sequence[Fraction]) -> bool:
+def _lexicographically_nonnegative(column: Sequence[Fraction]) -> bool:
     for value in column:
         if value:
             return value > 0
@@ -118,7 +118,7 @@ def _factor(tableau: _Tableau, basis: Sequence[int]) -> bool:
 def _dual_feasible(tableau: _Tableau) -> bool:
     basic = set(tableau.basis)
     return all(
-        _lexicographically_positive(tableau.reduced_costs(j))
+        _lexicographically_nonnegative(tableau.reduced_costs(j))
         for j in range(tableau.size)
         if j not in basic
     )

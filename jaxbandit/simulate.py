@@ -336,20 +336,15 @@ def _solve_requests(
         if solve_fn is None:
             continue
         needs = decision.needs_solve & answers.needs_fallback
-
-        def stage(carry, solve_fn=solve_fn, update_fn=update_fn, stage_sizes=stage_sizes, needs=needs):
-            answers, state = carry
-            found, state = _solve_compacted(
-                solve_fn, needs, decision.request, ctx, stage_sizes,
-                state=state, update_fn=update_fn, reads_state=reads_state,
-            )
-            expand = lambda x: needs.reshape(needs.shape + (1,) * (x.ndim - 2))
-            return jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, found), state
-
         # Later stages are rare, and their compacted loop takes no pass when no run needs
-        # them.  Not a cond: XLA copied every large leaf of the state a cond passes
+        # them.  Not behind a cond: XLA copied every large leaf of the state a cond passes
         # through (the warm starts of all runs, every round).
-        answers, state = stage((answers, state))
+        found, state = _solve_compacted(
+            solve_fn, needs, decision.request, ctx, stage_sizes,
+            state=state, update_fn=update_fn, reads_state=reads_state,
+        )
+        expand = lambda x: needs.reshape(needs.shape + (1,) * (x.ndim - 2))
+        answers = jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, found)
     return answers, state
 
 
