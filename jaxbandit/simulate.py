@@ -313,21 +313,27 @@ def _solve_compacted(
     return answers, (state if update_fn is None else jax.tree_util.tree_map(unflat, states))
 
 
-def _solve_requests(
-    policy: Policy, decision: Decision, state, ctx: Context, sizes: tuple, fallback_sizes: tuple
-):
-    """The solve stages: ``solve_fn`` for every run that asks; then, each for the runs
-    whose answer so far has ``needs_fallback``, ``check_fn`` (if any, in buffers of
-    ``sizes``) and ``fallback_solve_fn`` (if any, in buffers of ``fallback_sizes``),
-    with ``check_update_fn`` / ``fallback_update_fn`` (if any) applied to the states of
-    the runs each served.  Returns ``(answers, state)``."""
+def _first_stage(policy: Policy, decision: Decision, state, ctx: Context, sizes: tuple):
+    """``solve_fn`` for every run that asks (answers with leaves ``(C, R, ...)``)."""
     # A first stage that a check follows is the cheap one (a re-use): one pass.
-    one_pass = policy.check_fn is not None
-    reads_state = policy.solve_reads_state
     answers, _ = _solve_compacted(
         policy.solve_fn, decision.needs_solve, decision.request, ctx, sizes,
-        state=state, one_pass=one_pass, reads_state=reads_state,
+        state=state, one_pass=policy.check_fn is not None, reads_state=policy.solve_reads_state,
     )
+    return answers
+
+
+def _has_later_stages(policy: Policy) -> bool:
+    return policy.check_fn is not None or policy.fallback_solve_fn is not None
+
+
+def _later_stages(
+    policy: Policy, decision: Decision, answers, state, ctx: Context, sizes: tuple, fallback_sizes: tuple
+):
+    """Each for the runs whose answer so far has ``needs_fallback``: ``check_fn`` (if
+    any, in buffers of ``sizes``) and ``fallback_solve_fn`` (if any, in buffers of
+    ``fallback_sizes``), with ``check_update_fn`` / ``fallback_update_fn`` (if any)
+    applied to the states of the runs each served.  Returns ``(answers, state)``."""
     later = (
         (policy.check_fn, policy.check_update_fn, sizes),
         (policy.fallback_solve_fn, policy.fallback_update_fn, fallback_sizes),
@@ -336,16 +342,24 @@ def _solve_requests(
         if solve_fn is None:
             continue
         needs = decision.needs_solve & answers.needs_fallback
-        # Later stages are rare, and their compacted loop takes no pass when no run needs
-        # them.  Not behind a cond: XLA copied every large leaf of the state a cond passes
-        # through (the warm starts of all runs, every round).
+        # Inside one stage sequence, not behind a cond per stage: XLA copied every large
+        # leaf of the state a nested cond passes through (the warm starts of all runs).
         found, state = _solve_compacted(
             solve_fn, needs, decision.request, ctx, stage_sizes,
-            state=state, update_fn=update_fn, reads_state=reads_state,
+            state=state, update_fn=update_fn, reads_state=policy.solve_reads_state,
         )
         expand = lambda x: needs.reshape(needs.shape + (1,) * (x.ndim - 2))
         answers = jax.tree_util.tree_map(lambda a, f: jnp.where(expand(a), f, a), answers, found)
     return answers, state
+
+
+def _solve_requests(
+    policy: Policy, decision: Decision, state, ctx: Context, sizes: tuple, fallback_sizes: tuple
+):
+    """The solve stages in sequence, unconditionally: :func:`_first_stage` then
+    :func:`_later_stages`.  Returns ``(answers, state)``."""
+    answers = _first_stage(policy, decision, state, ctx, sizes)
+    return _later_stages(policy, decision, answers, state, ctx, sizes, fallback_sizes)
 
 
 def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
@@ -385,18 +399,19 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             # buffer size is one more compiled copy of the solver: compile memory).
             sizes = buffer_sizes(batch)
             fallback_sizes = (max(1, batch // 8),)
-            solve = lambda state: _solve_requests(policy, decision, state, ctx, sizes, fallback_sizes)
+            first = lambda state: _first_stage(policy, decision, state, ctx, sizes)
             placeholder = jax.tree_util.tree_map(
-                lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(solve, state)[0]
+                lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(first, state)
             )
-            # Most rounds of a long run need no solve at all: a scalar predicate, so this
-            # is a real branch and such rounds skip the compaction entirely.
-            needed = jnp.any(decision.needs_solve)
-            if policy.fallback_update_fn is None and policy.check_update_fn is None:
-                answers = jax.lax.cond(needed, lambda s: solve(s)[0], lambda s: placeholder, state)
-            else:
+            # Most rounds of a long run need no solve at all, and most that do are served
+            # by the first stage: scalar predicates, so these are real branches and such
+            # rounds skip the compaction (and its fixed cost per stage) entirely.
+            answers = jax.lax.cond(jnp.any(decision.needs_solve), first, lambda s: placeholder, state)
+            if _has_later_stages(policy):
+                later = lambda a, s: _later_stages(policy, decision, a, s, ctx, sizes, fallback_sizes)
+                waiting = jnp.any(decision.needs_solve & answers.needs_fallback)
                 # The untaken branch passes the state through: XLA updates it in place.
-                answers, state = jax.lax.cond(needed, solve, lambda s: (placeholder, s), state)
+                answers, state = jax.lax.cond(waiting, later, lambda a, s: (a, s), answers, state)
             arm, state = finish(state, decision, answers, round_number, ctx)
         arm = arm.astype(jnp.int32)
         values = observe(noise_keys, t, arm, env)
