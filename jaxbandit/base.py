@@ -99,7 +99,8 @@ class Policy(NamedTuple):
             ``solve_fn`` answer has ``needs_fallback``; its own ``needs_fallback``
             sends a run on to ``fallback_solve_fn``.  With a ``check_fn``, ``solve_fn``
             should be cheap: the engine serves its runs in one pass of the smallest
-            buffer that holds them all.
+            buffer that holds them all (up to a quarter of the runs; beyond that it
+            evaluates ``solve_fn`` for every run).
         check_update_fn: optional ``(state, answer, ctx) -> state``, as
             ``fallback_update_fn`` for the runs ``check_fn`` served.
         solve_reads_state: if True, ``solve_fn``, ``check_fn`` and ``fallback_solve_fn``

@@ -210,11 +210,13 @@ def _solve_compacted(
     every such run is served (zero times when none is), so the result never depends on
     the sizes.  Each pass takes the largest buffer the waiting runs fill (else the
     smallest): 100 waiting runs cost 64 + 16 + 16 + 16 solves, not ``sizes[0]`` = 256.
-    With ``one_pass`` (a cheap ``solve_fn``, where the gathers and scatters of a pass
-    cost more than idle lanes) it takes the smallest buffer that holds them all: one
-    pass of 256 for 100 waiting runs; and when more than a quarter of all runs wait,
-    it runs ``solve_fn`` for every run instead, with no gathers or scatters at all
-    (only without ``update_fn``).
+
+    With ``one_pass`` (a cheap ``solve_fn`` without ``update_fn``, where the fixed cost
+    of a pass exceeds that of idle lanes) there is no loop: when more than a quarter of
+    all runs wait, ``solve_fn`` runs for every run, with no gathers or scatters at all;
+    otherwise in one pass of the smallest of the buffers ``buffer_sizes(runs / 4)``
+    (not ``sizes``) that holds them all: 37 of 1000 waiting runs take one pass of 62.
+
     Runs that did not ask get a zero answer.  With ``update_fn``, each served run's
     ``state`` becomes ``update_fn(state, answer, ctx)`` (gathered and scattered back, so
     the cost is per served run).
@@ -234,9 +236,12 @@ def _solve_compacted(
     Returns:
         Answers with leaves ``(C, R, ...)``, and the updated ``state``.
     """
+    if one_pass and update_fn is not None:
+        raise ValueError("one_pass stages cannot update states.")
     num_cells, num_runs = needs.shape
     total_runs = num_cells * num_runs
     flat = lambda x: x.reshape((total_runs,) + x.shape[2:])
+    unflat = lambda x: x.reshape((num_cells, num_runs) + x.shape[1:])
     needs = flat(needs)
     requests = jax.tree_util.tree_map(flat, requests)
     position = jnp.cumsum(needs.astype(jnp.int32)) - 1
@@ -245,72 +250,73 @@ def _solve_compacted(
     first = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)
     one_state = (first(states),) if reads_state else ()
     answer_shape = jax.eval_shape(solve_fn, first(requests), first(ctx), *one_state)
-    answers = jax.tree_util.tree_map(
-        lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape
-    )
-    sizes = tuple(sorted({min(size, total_runs) for size in sizes}, reverse=True))
+    zero_answers = lambda: jax.tree_util.tree_map(lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape)
 
+    def gather_and_solve(size, start, current_states):
+        """Solve the waiting runs numbered ``start .. start + size - 1``; returns the
+        answers, the runs' states and ctx, and where each lane goes (``total_runs``:
+        an idle lane, dropped by the scatter)."""
+        slot = jnp.where(needs & (position >= start) & (position < start + size), position - start, size)
+        index = jnp.zeros((size,), jnp.int32).at[slot].set(jnp.arange(total_runs, dtype=jnp.int32), mode="drop")
+        valid = jnp.arange(size, dtype=jnp.int32) < total - start
+        batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
+        batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
+        lane_states = None if current_states is None else jax.tree_util.tree_map(lambda x: x[index], current_states)
+        solved = jax.vmap(solve_fn)(batch_requests, batch_ctx, *((lane_states,) if reads_state else ()))
+        return solved, lane_states, batch_ctx, jnp.where(valid, index, total_runs)
+
+    scatter = lambda target: lambda a, s: a.at[target].set(s, mode="drop")
+
+    if one_pass:
+        pass_sizes = buffer_sizes(max(total_runs // 4, 1))
+
+        def single_pass(size):
+            solved, _, _, target = gather_and_solve(size, 0, states)
+            return jax.tree_util.tree_map(scatter(target), zero_answers(), solved)
+
+        def dense():
+            cells = lambda tree: jax.tree_util.tree_map(unflat, tree)
+            extra = (cells(states),) if reads_state else ()
+            in_axes = (0, None) + (0,) * len(extra)
+            every = jax.vmap(jax.vmap(solve_fn, in_axes), (0, 0) + (0,) * len(extra))(cells(requests), ctx, *extra)
+            keep = lambda a: jnp.where(needs.reshape(needs.shape + (1,) * (a.ndim - 1)), a, jnp.zeros_like(a))
+            return jax.tree_util.tree_map(lambda a: keep(flat(a)), every)
+
+        # Branch 0 evaluates every run; branch i > 0 is one pass of pass_sizes[i - 1].
+        # Each branch builds its answers itself: a loop or switch carrying them copied
+        # them every pass.
+        fits = jnp.sum(jnp.asarray(pass_sizes, jnp.int32) >= total, dtype=jnp.int32)
+        choice = jnp.where(total > pass_sizes[0], jnp.int32(0), fits)
+        branches = [dense] + [functools.partial(single_pass, size) for size in pass_sizes]
+        answers = jax.lax.switch(choice, branches)
+        return jax.tree_util.tree_map(unflat, answers), state
+
+    sizes = tuple(sorted({min(size, total_runs) for size in sizes}, reverse=True))
     # Only a stage that updates the states carries them through its loop; one that just
     # reads them reads the value it was given (passing a large state through a loop or
     # a cond that leaves it unchanged can cost XLA a copy of it).
     carried = states if update_fn is not None else None
 
     def serve(size, start, answers, carried):
-        selected = needs & (position >= start) & (position < start + size)
-        (index,) = jnp.nonzero(selected, size=size, fill_value=0)
-        valid = jnp.arange(size, dtype=jnp.int32) < jnp.minimum(total - start, size)
-        batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
-        batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
-        current = states if carried is None else carried
-        lane_states = None if current is None else jax.tree_util.tree_map(lambda x: x[index], current)
-        solved = jax.vmap(solve_fn)(batch_requests, batch_ctx, *((lane_states,) if reads_state else ()))
-        target = jnp.where(valid, index, total_runs)  # out of range: dropped
-        scatter = lambda a, s: a.at[target].set(s, mode="drop")
-        answers = jax.tree_util.tree_map(scatter, answers, solved)
+        solved, lane_states, batch_ctx, target = gather_and_solve(size, start, states if carried is None else carried)
+        answers = jax.tree_util.tree_map(scatter(target), answers, solved)
         if update_fn is not None:
             lane_states = jax.vmap(update_fn)(lane_states, solved, batch_ctx)
-            carried = jax.tree_util.tree_map(scatter, carried, lane_states)
+            carried = jax.tree_util.tree_map(scatter(target), carried, lane_states)
         return start + size, answers, carried
 
-    def one_pass_batch(loop):
-        # The smallest size that holds every waiting run, else the largest.
-        start, answers, carried = loop
-        choice = jnp.maximum(jnp.sum(jnp.asarray(sizes) >= total - start) - 1, 0)
-        branches = [functools.partial(serve, size) for size in sizes]
-        return jax.lax.switch(choice, branches, start, answers, carried)
-
-    def compacted(answers):
-        loop = (jnp.int32(0), answers, carried)
-        if one_pass and len(sizes) > 1:
-            loop = jax.lax.while_loop(lambda loop: loop[0] < total, one_pass_batch, loop)
-        else:
-            # Each pass takes the largest size the waiting runs fill, the smallest for the
-            # rest: one loop per size, largest first.  Not a switch over the sizes: XLA
-            # copied the carried states through its branches, every pass.
-            for size in sizes[:-1]:
-                loop = jax.lax.while_loop(
-                    lambda loop, size=size: total - loop[0] >= size, lambda loop, size=size: serve(size, *loop), loop
-                )
-            loop = jax.lax.while_loop(lambda loop: loop[0] < total, lambda loop: serve(sizes[-1], *loop), loop)
-        _, answers, new_states = loop
-        return answers, new_states
-
-    def dense(answers):
-        cells = lambda tree: jax.tree_util.tree_map(lambda x: x.reshape((num_cells, num_runs) + x.shape[1:]), tree)
-        extra = (cells(states),) if reads_state else ()
-        in_axes = (0, None) + (0,) * len(extra)
-        every = jax.vmap(jax.vmap(solve_fn, in_axes), (0, 0) + (0,) * len(extra))(cells(requests), ctx, *extra)
-        every = jax.tree_util.tree_map(flat, every)
-        keep = lambda a, z: jnp.where(needs.reshape(needs.shape + (1,) * (a.ndim - 1)), a, z)
-        return jax.tree_util.tree_map(keep, every, answers), None
-
-    if one_pass and update_fn is None:
-        answers, states = jax.lax.cond(4 * total > total_runs, dense, compacted, answers)
-    else:
-        answers, states = compacted(answers)
-    unflat = lambda x: x.reshape((num_cells, num_runs) + x.shape[1:])
+    # Each pass takes the largest size the waiting runs fill, the smallest for the rest:
+    # one loop per size, largest first.  Not a switch over the sizes: XLA copied the
+    # carried states through its branches, every pass.
+    loop = (jnp.int32(0), zero_answers(), carried)
+    for size in sizes[:-1]:
+        loop = jax.lax.while_loop(
+            lambda loop, size=size: total - loop[0] >= size, lambda loop, size=size: serve(size, *loop), loop
+        )
+    loop = jax.lax.while_loop(lambda loop: loop[0] < total, lambda loop: serve(sizes[-1], *loop), loop)
+    _, answers, new_states = loop
     answers = jax.tree_util.tree_map(unflat, answers)
-    return answers, (state if update_fn is None else jax.tree_util.tree_map(unflat, states))
+    return answers, (state if update_fn is None else jax.tree_util.tree_map(unflat, new_states))
 
 
 def _first_stage(policy: Policy, decision: Decision, state, ctx: Context, sizes: tuple):
@@ -754,7 +760,8 @@ def simulate(
         dtype: ``"float32"`` (default) or ``"float64"`` (needs ``jax_enable_x64``).
         chunk_size: rounds per compiled chunk (memory and progress granularity only).
         solve_batch: size of the buffer of runs solved together in a round (policies with
-            a ``solve_fn``); does not change results.
+            a ``solve_fn``; not the cheap first stage of a policy with a ``check_fn``,
+            which takes one pass of up to a quarter of the runs); does not change results.
         first_run: index of the first run (to simulate runs ``first_run ...`` separately).
         devices: JAX devices to shard the runs over (default: all visible devices).
         progress: optional ``callback(rounds_done, horizon)`` called after each chunk.
