@@ -104,6 +104,39 @@ def test_case_b_plays_the_best_observer_of_the_least_explored_arm():
     assert int(decision.request.case) == Case.C and bool(decision.needs_solve)
 
 
+def test_round_tests_match_the_lp_right_hand_side():
+    """Cases A and B's one-pass tests against the LP's b built arm by arm: 3000 random
+    states with K = 2..6, zeta straddling s b (so Case A often fails by one arm), tied
+    best means in a tenth of them and noise-free rows in a third."""
+    rng = np.random.default_rng(5)
+    for num_arms in range(2, 7):
+        size = 600
+        mean = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=(size, num_arms)) + rng.normal(0, 0.3, (size, num_arms))
+        tied = rng.random(size) < 0.1
+        mean[tied, 1] = mean[tied].max(axis=1)
+        mean = mean.astype(np.float32)
+        precision = np.where(rng.random((size, num_arms, num_arms)) < 0.05, np.inf, 1.0).astype(np.float32)
+        precision[rng.random(size) < 0.66] = 1.0
+        scale = np.float32(70.0)
+        problem = jax.vmap(lower_bound_module.lower_bound_problem)(jnp.asarray(mean), jnp.asarray(precision))
+        b = np.asarray(problem.b)
+        zeta = (scale * b * rng.choice([0.5, 1.0, 2.0], size=b.shape)).astype(np.float32)
+        zeta = np.where(np.isfinite(zeta), zeta, rng.uniform(0, 10, b.shape)).astype(np.float32)
+        zeta[:, 0] = np.where(rng.random(size) < 0.2, zeta[:, 1], zeta[:, 0])  # ties for argmin zeta
+        observed_exactly = np.isinf(precision).any(axis=1)
+        tests = jax.jit(jax.vmap(lp_explore_module._round_tests, (0, 0, None, 0)))(
+            jnp.asarray(mean), jnp.asarray(zeta), scale, jnp.asarray(observed_exactly)
+        )
+        expected_tie = np.asarray(problem.status) != 0
+        np.testing.assert_array_equal(tests.tie, expected_tie)
+        np.testing.assert_array_equal(tests.best_arm, np.argmax(mean, axis=1))
+        expected_a = ~expected_tie & np.all(zeta >= scale * b, axis=1)
+        np.testing.assert_array_equal(tests.case_a, expected_a)
+        assert 0.05 < expected_a.mean() < 0.95, "the states should straddle Case A"
+        np.testing.assert_array_equal(tests.least_explored, np.argmin(zeta, axis=1))
+        np.testing.assert_array_equal(tests.min_zeta, zeta.min(axis=1))
+
+
 def test_case_c_solves_and_plays_a_deficient_arm():
     policy = _policy()
     inst = instances.bandit([1.0, 0.5, 0.0])
