@@ -105,7 +105,8 @@ def test_case_b_plays_the_best_observer_of_the_least_explored_arm():
 
 
 def test_round_tests_match_the_lp_right_hand_side():
-    """Cases A and B's one-pass tests against the LP's b built arm by arm: 3000 random
+    """Cases A and B's one-pass tests, and the b they hand to the re-use, against the
+    LP's b built by lower_bound_problem: 3000 random
     states with K = 2..6, zeta straddling s b (so Case A often fails by one arm), tied
     best means in a tenth of them and noise-free rows in a third."""
     rng = np.random.default_rng(5)
@@ -135,6 +136,8 @@ def test_round_tests_match_the_lp_right_hand_side():
         assert 0.05 < expected_a.mean() < 0.95, "the states should straddle Case A"
         np.testing.assert_array_equal(tests.least_explored, np.argmin(zeta, axis=1))
         np.testing.assert_array_equal(tests.min_zeta, zeta.min(axis=1))
+        # the re-use reads this b: bit for bit the LP's
+        np.testing.assert_array_equal(np.asarray(tests.rhs)[~expected_tie], b[~expected_tie])
 
 
 def test_case_c_solves_and_plays_a_deficient_arm():

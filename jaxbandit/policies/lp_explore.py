@@ -33,7 +33,7 @@ the means, so the inverse stays valid), anchored at the means of its last passin
 A Case C round goes through three stages, each only for the runs the previous one could
 not answer (the engine compacts them, see :mod:`jaxbandit.base`):
 
-1. *re-use* (:func:`jaxbandit.lower_bound.reuse_warm_start`): within a certified radius
+1. *re-use* (:func:`jaxbandit.lower_bound.reuse_warm_start_at`): within a certified radius
    of the anchor the basis stays optimal as long as it stays primal feasible, so
    ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound: one ``K x K``
    product (``lp_reuses``);
@@ -63,13 +63,12 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator, lp
 from jaxbandit.lower_bound import (
-    LowerBoundProblem,
+    LowerBoundSolution,
     LPWarmStart,
     anchor_warm_start,
     check_warm_start,
     initial_warm_start,
-    lower_bound_problem,
-    reuse_warm_start_of,
+    reuse_warm_start_at,
     solve_lower_bound,
     warm_start,
 )
@@ -121,6 +120,8 @@ class LPExploreState(NamedTuple):
 
 class LPRequest(NamedTuple):
     mean: Array  # (K,) mu_hat; the stages read the warm start from the run's state
+    rhs: Array  # (K,) the LP's b at mu_hat (lower_bound_problem(mean).b)
+    best_arm: Array  # int32 argmax mu_hat
     case: Array  # int32 Case code
     case_b_arm: Array  # int32, the Case B arm (LP-failure fallback)
 
@@ -136,11 +137,6 @@ class LPAnswer(NamedTuple):
     cost_radius: Array  # () the check's cost radius (0 unless the check passed)
 
 
-def _lower_bound_lp(mean, precision) -> LowerBoundProblem:
-    """The LP of eq. (3) at ``mean``: ``min Delta @ c  s.t.  W^T c >= b, c >= 0``."""
-    return lower_bound_problem(mean, precision)
-
-
 class RoundTests(NamedTuple):
     """What a round of Algorithm 1 needs to know about one run (all scalars)."""
 
@@ -149,6 +145,7 @@ class RoundTests(NamedTuple):
     case_a: Array  # bool: zeta_i >= s b_i(mu_hat) for every i (never with a tie)
     least_explored: Array  # int32 argmin zeta (the smallest index among ties)
     min_zeta: Array
+    rhs: Array  # (K,) the LP's b, equal to lower_bound_problem(mean).b without a tie
 
 
 def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
@@ -191,7 +188,9 @@ def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
     identity = (jnp.asarray(jnp.inf, dtype), jnp.asarray(True), jnp.asarray(jnp.inf, zeta.dtype), jnp.int32(num_arms))
     min_gap, all_covered, min_zeta, least_explored = jax.lax.reduce(operands, identity, combine, (0,))
     tie = min_gap == 0
-    return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta)
+    # As lower_bound_problem builds it, operation for operation (the re-use needs it).
+    rhs = jnp.where(observed_exactly, 0, 2 / jnp.square(jnp.where(others, gaps, min_gap))).astype(dtype)
+    return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta, rhs)
 
 
 def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "largest_deficit") -> Policy:
@@ -247,7 +246,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         case_b_arm = best_observer[tests.least_explored]
         initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
         arm = jnp.select([case == Case.INITIAL, case == Case.A], [initial_arm, tests.best_arm], case_b_arm)
-        request = LPRequest(mean=mean, case=case, case_b_arm=case_b_arm)
+        request = LPRequest(mean, tests.rhs, tests.best_arm, case, case_b_arm)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
 
     def _answer(solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_radius=0):
@@ -265,9 +264,10 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
 
     def solve_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
         # Near the means of the last passing check the basis is certified to stay
-        # optimal: c* is one K x K product.
-        problem = _lower_bound_lp(request.mean, ctx.precision)
-        ok, solution = reuse_warm_start_of(request.mean, problem, state.warm)
+        # optimal: c* is one K x K product (Case C has no tie, so the LP is well posed).
+        ok, c = reuse_warm_start_at(request.mean, request.rhs, request.best_arm, state.warm)
+        status = jnp.where(ok, lp.LPStatus.OPTIMAL, lp.LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
+        solution = LowerBoundSolution(c, jnp.zeros((), c.dtype), status, jnp.int32(0), state.warm.basis)
         return _answer(solution, ~ok, reused=ok)
 
     def check_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
