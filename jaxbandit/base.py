@@ -90,7 +90,8 @@ class Policy(NamedTuple):
             ``solve_fn``'s, which must then have a bool ``needs_fallback`` field).
         fallback_update_fn: optional ``(state, answer, ctx) -> state``, applied (before
             ``finish_fn``) to the runs the fallback stage served, with their fallback
-            answer; the engine gathers and scatters just those runs' states.
+            answer; the engine gathers and scatters just those runs' states, and of
+            them only the leaves the function replaces (return the others as given).
         counts_fn: optional ``(state) -> (num_arms,)`` int32 plays of each arm, for a
             policy whose state already counts them: the engine then keeps no copy
             (one pass over the state per round less).

@@ -219,7 +219,8 @@ def _solve_compacted(
 
     Runs that did not ask get a zero answer.  With ``update_fn``, each served run's
     ``state`` becomes ``update_fn(state, answer, ctx)`` (gathered and scattered back, so
-    the cost is per served run).
+    the cost is per served run; a leaf that ``update_fn`` returns as it received it is
+    not scattered back).
 
     Args:
         solve_fn: ``(request, ctx) -> answer`` for one run; ``(request, ctx, state)``
@@ -301,8 +302,13 @@ def _solve_compacted(
         solved, lane_states, batch_ctx, target = gather_and_solve(size, start, states if carried is None else carried)
         answers = jax.tree_util.tree_map(scatter(target), answers, solved)
         if update_fn is not None:
-            lane_states = jax.vmap(update_fn)(lane_states, solved, batch_ctx)
-            carried = jax.tree_util.tree_map(scatter(target), carried, lane_states)
+            updated = jax.vmap(update_fn)(lane_states, solved, batch_ctx)
+            # Scatter back only the leaves the update replaced: one it returns as it got
+            # them (the same traced value; vmap keeps it) is unchanged.
+            carried = jax.tree_util.tree_map(
+                lambda whole, old, new: whole if new is old else scatter(target)(whole, new),
+                carried, lane_states, updated,
+            )
         return start + size, answers, carried
 
     # Each pass takes the largest size the waiting runs fill, the smallest for the rest:

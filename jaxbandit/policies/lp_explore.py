@@ -280,8 +280,9 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         mean = estimator.mean(state.stats)
         anchored = anchor_warm_start(state.warm, mean, ctx.precision, answer.anchor_values, answer.cost_radius)
         passed = ~answer.needs_fallback
-        warm = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored, state.warm)
-        return state._replace(warm=warm)
+        # Only the anchor changes: the engine then scatters back just its leaves.
+        anchor = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored.anchor, state.warm.anchor)
+        return state._replace(warm=state.warm._replace(anchor=anchor))
 
     def fallback_solve_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
         # A cold solve: its canonical answer does not depend on the run's history.
@@ -309,13 +310,14 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
             # Ratios equal up to RATIO_TIE_TOLERANCE are ties (arms that share a binding
             # constraint get c* equal up to rounding), broken by the smallest index, so
             # the choice does not hinge on the last bits of the LP solution.
-            near_best = ratio <= jnp.min(ratio) * (1 + RATIO_TIE_TOLERANCE)
+            smallest = jnp.min(ratio)
+            near_best = ratio <= smallest * (1 + RATIO_TIE_TOLERANCE)
             lp_arm = jnp.argmax(near_best).astype(jnp.int32)
+            any_deficient = smallest < jnp.inf  # a deficient arm's ratio is finite
         else:
             lp_arm = jnp.argmax(deficient).astype(jnp.int32)  # first True
-        any_deficient = jnp.any(deficient)
-        greedy_arm = jnp.argmax(request.mean).astype(jnp.int32)
-        case_c_arm = jnp.where(solved, jnp.where(any_deficient, lp_arm, greedy_arm), request.case_b_arm)
+            any_deficient = deficient[lp_arm]
+        case_c_arm = jnp.where(solved, jnp.where(any_deficient, lp_arm, request.best_arm), request.case_b_arm)
         arm = jnp.where(case_c, case_c_arm, decision.arm)
 
         case = request.case
