@@ -136,8 +136,9 @@ def test_round_tests_match_the_lp_right_hand_side():
         assert 0.05 < expected_a.mean() < 0.95, "the states should straddle Case A"
         np.testing.assert_array_equal(tests.least_explored, np.argmin(zeta, axis=1))
         np.testing.assert_array_equal(tests.min_zeta, zeta.min(axis=1))
-        # the re-use reads this b: bit for bit the LP's
+        # the re-use reads this b: bit for bit the LP's (finite with a tie, where no LP is solved)
         np.testing.assert_array_equal(np.asarray(tests.rhs)[~expected_tie], b[~expected_tie])
+        assert np.all(np.isfinite(np.asarray(tests.rhs)))
 
 
 def test_case_c_solves_and_plays_a_deficient_arm():

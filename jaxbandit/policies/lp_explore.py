@@ -169,7 +169,8 @@ def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
     best_arm = jnp.argmax(mean).astype(jnp.int32)
     gaps = mean[best_arm] - mean
     others = jnp.arange(num_arms, dtype=jnp.int32) != best_arm
-    need = scale * (2 / jnp.square(jnp.where(others, gaps, 1)))  # s b_i for i != i*
+    positive = gaps > 0  # the other arms, unless one ties with i* (then no Case A anyway)
+    need = scale * (2 / jnp.square(jnp.where(positive, gaps, 1)))  # s b_i for i != i*: finite
     covered = (observed_exactly | (zeta >= need)) & (observed_exactly[best_arm] | (zeta[best_arm] >= need))
 
     def combine(left, right):
@@ -188,8 +189,10 @@ def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
     identity = (jnp.asarray(jnp.inf, dtype), jnp.asarray(True), jnp.asarray(jnp.inf, zeta.dtype), jnp.int32(num_arms))
     min_gap, all_covered, min_zeta, least_explored = jax.lax.reduce(operands, identity, combine, (0,))
     tie = min_gap == 0
-    # As lower_bound_problem builds it, operation for operation (the re-use needs it).
-    rhs = jnp.where(observed_exactly, 0, 2 / jnp.square(jnp.where(others, gaps, min_gap))).astype(dtype)
+    # As lower_bound_problem builds it, operation for operation (the re-use needs it);
+    # finite with a tie too, where no LP is solved.
+    smallest_gap = jnp.where(tie, jnp.ones_like(min_gap), min_gap)
+    rhs = jnp.where(observed_exactly, 0, 2 / jnp.square(jnp.where(positive, gaps, smallest_gap))).astype(dtype)
     return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta, rhs)
 
 
