@@ -52,6 +52,8 @@ __all__ = [
     "WarmAnchor",
     "LowerBound",
     "lower_bound_problem",
+    "noise_free_arms",
+    "right_hand_side",
     "solve_lower_bound",
     "solve_lower_bound_batch",
     "warm_start",
@@ -186,10 +188,24 @@ def _check_shapes(mu, precision):
     return mu, precision
 
 
+def noise_free_arms(precision: ArrayLike) -> Array:
+    """``(K,)`` bool: the arms some arm observes without noise (``W[j, i] = inf``).  The
+    LP drops their constraints (their row of ``A`` and ``b_i`` are 0)."""
+    return jnp.any(jnp.isinf(jnp.asarray(precision)), axis=0)
+
+
+def right_hand_side(gaps: ArrayLike, min_gap: ArrayLike, noise_free: ArrayLike) -> Array:
+    """``(K,)`` the LP's ``b``: ``2 / Delta_i**2``, ``2 / Delta_min**2`` where the gap is 0
+    (``i*``, and arms tied with it), 0 where ``noise_free`` (:func:`noise_free_arms`)."""
+    gaps = jnp.asarray(gaps)
+    rhs = 2 / jnp.square(jnp.where(gaps > 0, gaps, min_gap))
+    return jnp.where(noise_free, jnp.zeros_like(rhs), rhs)
+
+
 def _information_matrix(precision) -> Array:
     """The LP's ``A``: ``W^T`` with the rows of noise-free observations zeroed."""
     matrix = jnp.asarray(precision).T
-    return jnp.where(jnp.any(jnp.isinf(matrix), axis=1)[:, None], jnp.zeros_like(matrix), matrix)
+    return jnp.where(noise_free_arms(precision)[:, None], jnp.zeros_like(matrix), matrix)
 
 
 def lower_bound_problem(mu: ArrayLike, precision: ArrayLike) -> LowerBoundProblem:
@@ -212,10 +228,9 @@ def lower_bound_problem(mu: ArrayLike, precision: ArrayLike) -> LowerBoundProble
     min_gap = jnp.min(jnp.where(positive, gaps, jnp.inf))
     min_gap = jnp.where(jnp.isfinite(min_gap), min_gap, jnp.ones((), dtype))
     # Arms tied with i* have gap 0; they only occur with the tie status.
-    rhs = 2 / jnp.square(jnp.where(positive, gaps, min_gap))
-    observed_exactly = jnp.any(jnp.isinf(precision.T), axis=1)
+    observed_exactly = noise_free_arms(precision)
+    rhs = right_hand_side(gaps, min_gap, observed_exactly)
     matrix = _information_matrix(precision)  # the warm starts factor this same matrix
-    rhs = jnp.where(observed_exactly, jnp.zeros_like(rhs), rhs)
     status = jnp.where(tied, LowerBoundStatus.TIED_BEST_ARM, LowerBoundStatus.OPTIMAL)
     return LowerBoundProblem(
         cost=gaps,

@@ -68,7 +68,9 @@ from jaxbandit.lower_bound import (
     anchor_warm_start,
     check_warm_start,
     initial_warm_start,
+    noise_free_arms,
     reuse_warm_start_at,
+    right_hand_side,
     solve_lower_bound,
     warm_start,
 )
@@ -163,7 +165,7 @@ def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
     Args:
         mean, zeta: ``(K,)`` estimates and weighted counts.
         scale: ``()`` ``s = 4 alpha log t`` (> 0).
-        observed_exactly: ``(K,)`` bool, arms some row observes without noise.
+        observed_exactly: ``(K,)`` bool, :func:`jaxbandit.lower_bound.noise_free_arms`.
     """
     num_arms = mean.shape[0]
     best_arm = jnp.argmax(mean).astype(jnp.int32)
@@ -189,10 +191,9 @@ def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
     identity = (jnp.asarray(jnp.inf, dtype), jnp.asarray(True), jnp.asarray(jnp.inf, zeta.dtype), jnp.int32(num_arms))
     min_gap, all_covered, min_zeta, least_explored = jax.lax.reduce(operands, identity, combine, (0,))
     tie = min_gap == 0
-    # As lower_bound_problem builds it, operation for operation (the re-use needs it);
-    # finite with a tie too, where no LP is solved.
-    smallest_gap = jnp.where(tie, jnp.ones_like(min_gap), min_gap)
-    rhs = jnp.where(observed_exactly, 0, 2 / jnp.square(jnp.where(positive, gaps, smallest_gap))).astype(dtype)
+    # The b of lower_bound_problem (the re-use needs it); finite with a tie too, where
+    # no LP is solved.
+    rhs = right_hand_side(gaps, jnp.where(tie, jnp.ones_like(min_gap), min_gap), observed_exactly)
     return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta, rhs)
 
 
@@ -236,7 +237,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         mean = estimator.mean(state.stats)
         zeta = estimator.weighted_counts(state.stats)
         scale = 4 * ctx.params["alpha"] * log_round(t, dtype)
-        tests = _round_tests(mean, zeta, scale, jnp.any(jnp.isinf(ctx.precision), axis=0))
+        tests = _round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
         # beta(n_e) / K with sbar^2 floored at the smallest variance the estimator uses.
         sbar_squared = jnp.maximum(jnp.max(jnp.min(jnp.square(ctx.sigma), axis=0)), 1 / estimator.max_weight(dtype))
         beta = state.exploration_rounds.astype(dtype) ** ctx.params["gamma"] / (2 * sbar_squared)
