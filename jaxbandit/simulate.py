@@ -365,15 +365,6 @@ def _later_stages(
     return answers, state
 
 
-def _solve_requests(
-    policy: Policy, decision: Decision, state, ctx: Context, sizes: tuple, fallback_sizes: tuple
-):
-    """The solve stages in sequence, unconditionally: :func:`_first_stage` then
-    :func:`_later_stages`.  Returns ``(answers, state)``."""
-    answers = _first_stage(policy, decision, state, ctx, sizes)
-    return _later_stages(policy, decision, answers, state, ctx, sizes, fallback_sizes)
-
-
 def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
     """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
 

@@ -239,8 +239,15 @@ def test_compacted_solves_equal_dense_evaluation_for_any_buffer_size():
         np.testing.assert_array_equal(compacted.counts, dense.counts)
 
 
-def test_fallback_update_reaches_exactly_the_runs_the_fallback_served():
+def _all_stages(policy, decision, state, ctx, sizes, fallback_sizes):
+    """Every solve stage in sequence, unconditionally (the engine skips the later ones
+    behind a cond when no run needs them)."""
     simulate_module = sys.modules["jaxbandit.simulate"]
+    answers = simulate_module._first_stage(policy, decision, state, ctx, sizes)
+    return simulate_module._later_stages(policy, decision, answers, state, ctx, sizes, fallback_sizes)
+
+
+def test_fallback_update_reaches_exactly_the_runs_the_fallback_served():
     num_cells, num_runs = 2, 23
     request = jnp.arange(num_cells * num_runs, dtype=jnp.float32).reshape(num_cells, num_runs)
     needs = (request % 3) != 0
@@ -254,7 +261,7 @@ def test_fallback_update_reaches_exactly_the_runs_the_fallback_served():
     state = -request
     for sizes, fallback_sizes in (((64, 16), (8, 2)), ((4,), (1,)), ((46,), (46,))):
         answers, new_state = jax.jit(
-            lambda d, s: simulate_module._solve_requests(policy, d, s, ctx, sizes, fallback_sizes)
+            lambda d, s: _all_stages(policy, d, s, ctx, sizes, fallback_sizes)
         )(decision, state)
         np.testing.assert_array_equal(answers.arm, np.where(served, 2, np.where(needs, 1, 0)))
         expected = np.where(served, -request + 200 + np.asarray(ctx)[:, None], -request)
@@ -265,7 +272,6 @@ def test_three_stages_serve_exactly_the_runs_each_needs():
     """A cheap first stage (served in one pass, or for every run when more than a
     quarter wait), a check with a state update, a full solve with another: each later
     stage serves exactly the runs the previous one could not answer."""
-    simulate_module = sys.modules["jaxbandit.simulate"]
     num_cells, num_runs = 2, 23
     request = jnp.arange(num_cells * num_runs, dtype=jnp.float32).reshape(num_cells, num_runs)
     first = lambda r, ctx: _Answer(jnp.int32(1), (r % 2) == 1)
@@ -286,7 +292,7 @@ def test_three_stages_serve_exactly_the_runs_each_needs():
         solved = checked & (r % 4 == 3)
         for sizes in ((64, 16), (4,), (46,)):
             answers, state = jax.jit(
-                lambda d, s: simulate_module._solve_requests(policy, d, s, ctx, sizes, (2,))
+                lambda d, s: _all_stages(policy, d, s, ctx, sizes, (2,))
             )(decision, -request)
             expected_arm = np.where(solved, 3, np.where(checked, 2, np.where(needs, 1, 0)))
             np.testing.assert_array_equal(answers.arm, expected_arm)
