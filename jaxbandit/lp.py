@@ -249,6 +249,11 @@ def _split(v):
     return high, v - high
 
 
+def _halves(matrix):
+    """:func:`_split` of ``matrix``, or ``matrix`` itself if it is such a pair already."""
+    return matrix if isinstance(matrix, tuple) else _split(matrix)
+
+
 def _dot(a, b):
     """Matrix product in full working precision: on GPUs the default lets float32
     products run in TF32 (10-bit mantissa), far too coarse for a simplex."""
@@ -273,9 +278,10 @@ def _residual(matrix, x, rhs, *, transposed: bool = False):
     under ``vmap`` on CPU).
 
     Shapes: ``matrix`` ``(m, k)``, ``x`` ``(k,)``, ``rhs`` ``(m,)``; transposed: ``matrix``
-    ``(k, m)``.
+    ``(k, m)``.  ``matrix`` may also be its :func:`_split` halves (a kept basis matrix is
+    split once, not at every check).
     """
-    matrix_high, matrix_low = _split(matrix)
+    matrix_high, matrix_low = _halves(matrix)
     x_high, x_low = _split(x)
     column = (lambda a, j: a[j]) if transposed else (lambda a, j: a[:, j])
     total = rhs
@@ -976,21 +982,37 @@ class BasisFactor(NamedTuple):
     lower-bound LP at new estimated means), ``B^-1`` can be kept and every re-check is a
     few ``m x m`` products (:func:`quick_check`) instead of an elimination.
 
-    ``B`` itself is kept too: rebuilt inside a check, XLA fuses its gather and select
-    into every loop that reads it (the extra-precise residuals read each entry once per
-    column) and recomputes them there, which made :func:`quick_check` 2-3x slower on CPU.
+    What every check would otherwise recompute from ``B`` and ``B^-1`` is kept too, as
+    it depends on the basis only.  ``B`` itself: rebuilt inside a check, XLA fuses its
+    gather and select into every loop that reads it (the extra-precise residuals read
+    each entry once per column), which made :func:`quick_check` 2-3x slower on CPU.
+    ``B`` split into the halves of the extra-precise residuals, and ``|B^-1|`` without
+    its rounding residues: under ``vmap`` each was an ``m x m`` pass per check, and
+    together they took 60% of a float64 check at ``m = 20`` (19.8 -> 7.6 ms for 2000).
 
     Attributes:
         basis: ``(m,)`` int32 sorted basic-variable indices among ``(x, surplus)``.
-        matrix: ``(m, m)`` ``B`` (non-finite entries of ``A`` read as 0).
+        matrix_high, matrix_low: ``(m, m)`` ``B = matrix_high + matrix_low`` (exactly;
+            non-finite entries of ``A`` read as 0), split as by ``_split``: the leading
+            halves of the significands, and the rest.
         inverse: ``(m, m)`` ``B^-1`` (zeros if ``B`` is singular).
         condition: ``()`` Skeel's ``max_i (|B^-1| |B| 1)_i`` (``inf`` if singular).
+        abs_inverse: ``(m, m)`` ``|B^-1|`` with the rounding residues zeroed: entries at
+            most ``m eps`` times the largest of their column, taken as the structural
+            zeros they are here (see ``_cost_radius``).
     """
 
     basis: Array
-    matrix: Array
+    matrix_high: Array
+    matrix_low: Array
     inverse: Array
     condition: Array
+    abs_inverse: Array
+
+    @property
+    def matrix(self) -> Array:
+        """``(m, m)`` ``B``."""
+        return self.matrix_high + self.matrix_low
 
 
 def _basis_matrix(matrix, basis):
@@ -1033,7 +1055,14 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     finite = jnp.all(jnp.isfinite(inverse)) & jnp.isfinite(condition)
     inverse = jnp.where(finite, inverse, jnp.zeros_like(inverse))
     condition = jnp.where(finite, condition, jnp.inf).astype(matrix.dtype)
-    return BasisFactor(basis, basis_matrix, inverse, condition)
+    abs_inverse = jnp.abs(inverse)
+    # Entries of B^-1 below the rounding error of their column (m eps of its largest)
+    # are the structural zeros they stand for, computed with a residue (a covered
+    # constraint's zero dual; seen at 1e-19 relative).  Were one real, a cost change
+    # would move a reduced cost through it by a rounding-level amount only.
+    residue = abs_inverse <= m * jnp.finfo(matrix.dtype).eps * jnp.max(abs_inverse, axis=0)[None, :]
+    high, low = _split(basis_matrix)
+    return BasisFactor(basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse))
 
 
 @functools.partial(jax.jit, static_argnames=("feasibility_tolerance",))
@@ -1075,13 +1104,18 @@ def quick_check(
         default_tolerance(dtype) if feasibility_tolerance is None else feasibility_tolerance
     )
     margin = 8 * (m**0.5) * eps  # rounding error of the products below, relative
-    valid, cost, matrix, rhs = _validated(cost, matrix, rhs)
-    basis, basis_matrix, inverse = factor.basis, factor.matrix, factor.inverse
-    if basis.shape != (m,) or inverse.shape != (m, m) or basis_matrix.shape != (m, m):
+    valid, cost, _, rhs = _validated(cost, matrix, rhs)
+    # Not _validated's matrix, which depends on cost and b: under vmap with one shared A
+    # it would be a (batch, m, n) array, built and read at every check.
+    matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
+    basis, inverse = factor.basis, factor.inverse
+    basis_matrix = (factor.matrix_high, factor.matrix_low)
+    shapes = [a.shape for a in (factor.matrix_high, factor.matrix_low, inverse, factor.abs_inverse)]
+    if basis.shape != (m,) or any(shape != (m, m) for shape in shapes):
         raise ValueError(
-            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {basis.shape}, "
-            f"matrix shape {basis_matrix.shape} and inverse shape {inverse.shape}, expected "
-            f"({m},), ({m}, {m}) and ({m}, {m})."
+            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {basis.shape} "
+            f"and matrix halves, inverse and abs_inverse shapes {shapes}, expected ({m},) "
+            f"and ({m}, {m})."
         )
     abs_inverse = jnp.abs(inverse)
 
@@ -1140,7 +1174,7 @@ def quick_check(
     # Zero costs stay zero (the lower-bound LP: the best arm's gap), so only the basic
     # variables with a nonzero cost move the duals.
     moving = (basis < n) & (cost[jnp.clip(basis, 0, n - 1)] != 0)
-    radius = _cost_radius(reduced[0], noise[0], slack[0], nonbasic, cost != 0, moving, abs_inverse, abs_matrix)
+    radius = _cost_radius(reduced[0], noise[0], slack[0], nonbasic, cost != 0, moving, factor.abs_inverse, abs_matrix)
     sensitivity = BasisSensitivity(
         values=jnp.where(ok, values, jnp.zeros_like(values)),
         cost_radius=jnp.where(ok, radius, jnp.zeros_like(radius)),
@@ -1166,17 +1200,11 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     ``_CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
 
     Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` ``(n + m,)``; ``moving_cost``
-    ``(n,)``; ``moving_basic`` ``(m,)``; ``abs_inverse`` ``(m, m)``; ``abs_matrix``
-    ``(m, n)``.  Returns ``()``, ``inf`` when no reduced cost can move.
+    ``(n,)``; ``moving_basic`` ``(m,)``; ``abs_inverse`` ``(m, m)``
+    (:attr:`BasisFactor.abs_inverse`, the residues dropped); ``abs_matrix`` ``(m, n)``.
+    Returns ``()``, ``inf`` when no reduced cost can move.
     """
     dtype = abs_matrix.dtype
-    m = abs_inverse.shape[0]
-    # Entries of B^-1 below the rounding error of their column (m eps of its largest)
-    # are taken as the structural zeros they are here, computed with a residue (a
-    # covered constraint's zero dual; seen at 1e-19 relative).  Were one real, a cost
-    # change would move a reduced cost through it by a rounding-level amount only.
-    residue = abs_inverse <= m * jnp.finfo(dtype).eps * _leading_axis(jnp.maximum, abs_inverse)[None, :]
-    abs_inverse = jnp.where(residue, 0, abs_inverse)
     dual_gain = _dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
     gain = jnp.concatenate([moving_cost.astype(dtype) + _dot(dual_gain, abs_matrix), dual_gain])
     positive = reduced > noise + slack
