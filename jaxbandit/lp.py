@@ -1125,56 +1125,62 @@ def quick_check(
     value_size = _dot(abs_inverse, jnp.abs(rhs))
     primal_feasible = jnp.all(values >= -(tolerance - margin) * value_size)
 
-    # Duals of both objectives (cost; sum of x), refined; reduced costs d = g - y M
-    # with M = [A, -I]: d = (g_x - y A, y).
-    objectives = jnp.stack([cost, jnp.ones((n,), dtype)])  # (2, n) structural costs
-    padded = jnp.concatenate([objectives, jnp.zeros((2, m), dtype)], axis=1)
-    weights = padded[:, basis]  # (2, m)
-    duals = _rows_dot(weights, inverse)
-    duals = duals + _rows_dot(_row_residuals(basis_matrix, duals, weights), inverse)
-    reduced = jnp.concatenate([objectives - _rows_dot(duals, matrix), duals], axis=1)  # (2, N)
+    # Duals of both objectives (cost; sum of x), refined, and their reduced costs
+    # d = g - y M with M = [A, -I], i.e. (g - y A, y) on the (structural, surplus)
+    # columns.  Per-column quantities stay (structural, surplus) pairs, one per
+    # objective, never stacked or concatenated: under vmap on CPU each slice of a stack
+    # is a kernel of its own (a sixth of a check's kernels at m = 5 were such copies).
+    structural_basic = basis < n
     abs_matrix = jnp.abs(matrix)
-    abs_duals = jnp.abs(duals)
-    abs_weights = jnp.abs(weights)
-    # The magnitudes of check_basis, |g_j| + |y| |M_j| + |g_B| |B^-1 M_j|, with the
-    # last term bounded by |g_B| |B^-1| |M_j| (no m x m x n product): a larger noise
-    # level can only make the check refuse more, never accept what check_basis refuses.
-    spread = _rows_dot(abs_weights, abs_inverse)  # (2, m)
-    size = jnp.concatenate(
-        [
-            jnp.abs(objectives) + _rows_dot(abs_duals + spread, abs_matrix),
-            abs_duals + spread,
-        ],
-        axis=1,
-    )
-    noise = tolerance * size
-    slack = margin * size
+
+    def reduced_costs(g):
+        g_basic = jnp.where(structural_basic, g[jnp.clip(basis, 0, n - 1)], 0)  # (m,)
+        y = _dot(g_basic, inverse)
+        y = y + _dot(_residual(basis_matrix, y, g_basic, transposed=True), inverse)
+        # The magnitudes of check_basis, |g_j| + |y| |M_j| + |g_B| |B^-1 M_j|, with the
+        # last term bounded by |g_B| |B^-1| |M_j| (no m x m x n product): a larger noise
+        # level can only make the check refuse more, never accept what check_basis
+        # refuses.
+        spread = _dot(jnp.abs(g_basic), abs_inverse) + jnp.abs(y)
+        size = (jnp.abs(g) + _dot(spread, abs_matrix), spread)
+        return (g - _dot(y, matrix), y), size
+
+    cost_reduced, cost_size = reduced_costs(cost)
+    sum_reduced, sum_size = reduced_costs(jnp.ones((n,), dtype))
+    noise = tuple(tolerance * size for size in cost_size)
+    slack = tuple(margin * size for size in cost_size)
     # One-hot comparisons rather than scatters (a vmapped scatter is a slow loop on CPU).
-    in_basis = basis[:, None] == jnp.arange(n + m, dtype=jnp.int32)[None, :]  # (m, N)
-    nonbasic = ~_leading_axis(jnp.logical_or, in_basis)
-    cost_tied = jnp.abs(reduced[0]) <= noise[0] - slack[0]
-    strictly = jnp.all(
-        ~nonbasic
-        | (reduced[0] > noise[0] + slack[0])
-        | (cost_tied & (reduced[1] > noise[1] + slack[1]))
+    placed = basis[:, None] == jnp.arange(n, dtype=jnp.int32)[None, :]  # (m, n)
+    nonbasic = (
+        ~_leading_axis(jnp.logical_or, placed),
+        ~_leading_axis(jnp.logical_or, basis[:, None] == n + jnp.arange(m, dtype=jnp.int32)[None, :]),
     )
+    strictly = jnp.bool_(True)
+    for part in range(2):
+        tied = jnp.abs(cost_reduced[part]) <= noise[part] - slack[part]
+        decided = (cost_reduced[part] > noise[part] + slack[part]) | (
+            tied & (sum_reduced[part] > tolerance * sum_size[part] + margin * sum_size[part])
+        )
+        strictly = strictly & jnp.all(~nonbasic[part] | decided)
 
     # The returned (clipped) point meets every row to 4 * tolerance of its activity.
-    x = jnp.maximum(_leading_axis(jnp.add, jnp.where(in_basis[:, :n], values[:, None], 0)), 0)
+    x = jnp.maximum(_leading_axis(jnp.add, jnp.where(placed, values[:, None], 0)), 0)
     shortfall = rhs - _dot(matrix, x)
     activity = _dot(abs_matrix, x) + jnp.abs(rhs)
     satisfied = jnp.all(shortfall <= (4 * tolerance - margin) * activity)
 
     well_conditioned = eps * factor.condition <= _CONDITION_LIMIT
-    finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(reduced))
+    finite = jnp.all(jnp.isfinite(values))
+    for part in cost_reduced + sum_reduced:
+        finite = finite & jnp.all(jnp.isfinite(part))
     ok = valid & finite & well_conditioned & primal_feasible & strictly & satisfied
     x = jnp.where(ok, x, jnp.zeros_like(x))
     status = jnp.where(ok, LPStatus.OPTIMAL, LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
     objective = jnp.where(ok, _dot(cost, x), jnp.inf).astype(dtype)
     # Zero costs stay zero (the lower-bound LP: the best arm's gap), so only the basic
     # variables with a nonzero cost move the duals.
-    moving = (basis < n) & (cost[jnp.clip(basis, 0, n - 1)] != 0)
-    radius = _cost_radius(reduced[0], noise[0], slack[0], nonbasic, cost != 0, moving, factor.abs_inverse, abs_matrix)
+    moving = structural_basic & (cost[jnp.clip(basis, 0, n - 1)] != 0)
+    radius = _cost_radius(cost_reduced, noise, slack, nonbasic, cost != 0, moving, factor.abs_inverse, abs_matrix)
     sensitivity = BasisSensitivity(
         values=jnp.where(ok, values, jnp.zeros_like(values)),
         cost_radius=jnp.where(ok, radius, jnp.zeros_like(radius)),
@@ -1199,19 +1205,24 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     uses the computed ``B^-1``, which is itself off by up to ``eps cond(B)`` (at most
     ``_CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
 
-    Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` ``(n + m,)``; ``moving_cost``
+    Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` pairs of ``(n,)`` (structural
+    columns) and ``(m,)`` (surplus columns); ``moving_cost``
     ``(n,)``; ``moving_basic`` ``(m,)``; ``abs_inverse`` ``(m, m)``
     (:attr:`BasisFactor.abs_inverse`, the residues dropped); ``abs_matrix`` ``(m, n)``.
     Returns ``()``, ``inf`` when no reduced cost can move.
     """
     dtype = abs_matrix.dtype
     dual_gain = _dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
-    gain = jnp.concatenate([moving_cost.astype(dtype) + _dot(dual_gain, abs_matrix), dual_gain])
-    positive = reduced > noise + slack
-    room = jnp.where(positive, reduced - (noise + slack), (noise - slack) - jnp.abs(reduced))
-    constrained = nonbasic & (gain > 0)
-    ratio = jnp.where(constrained, room / jnp.where(constrained, gain, 1), jnp.inf)
-    radius = jnp.where(jnp.all(~constrained | (room > 0)), 0.5 * jnp.min(ratio), 0)
+    gains = (moving_cost.astype(dtype) + _dot(dual_gain, abs_matrix), dual_gain)
+    smallest, roomy = jnp.asarray(jnp.inf, dtype), jnp.bool_(True)
+    for d, d_noise, d_slack, free, gain in zip(reduced, noise, slack, nonbasic, gains):
+        positive = d > d_noise + d_slack
+        room = jnp.where(positive, d - (d_noise + d_slack), (d_noise - d_slack) - jnp.abs(d))
+        constrained = free & (gain > 0)
+        ratio = jnp.where(constrained, room / jnp.where(constrained, gain, 1), jnp.inf)
+        smallest = jnp.minimum(smallest, jnp.min(ratio))
+        roomy = roomy & jnp.all(~constrained | (room > 0))
+    radius = jnp.where(roomy, 0.5 * smallest, 0)
     return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype)
 
 
