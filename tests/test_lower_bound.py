@@ -270,10 +270,38 @@ def test_quick_check_refuses_singular_bases_and_bad_data():
     assert bool(lp.quick_check(cost, matrix, rhs, good).ok)
     with pytest.raises(ValueError, match="factor must be a BasisFactor"):
         lp.quick_check(cost[:2], matrix[:, :2], rhs, good._replace(inverse=good.inverse[:2]))
-    for bad_cost, bad_rhs in ((cost, rhs * np.nan), (-cost, rhs)):
-        check = lp.quick_check(bad_cost, matrix, bad_rhs, good)
+    bad_matrix = matrix.copy()
+    bad_matrix[2, 0] = np.nan  # not a basic column's entry: only the validation sees it
+    for bad_cost, bad_matrix, bad_rhs in ((cost, matrix, rhs * np.nan), (-cost, matrix, rhs), (cost, bad_matrix, rhs)):
+        check = lp.quick_check(bad_cost, bad_matrix, bad_rhs, good)
         assert not bool(check.ok) and int(check.solution.status) == Status.NUMERICAL_ERROR
         assert np.all(np.isfinite(np.asarray(check.solution.x)))
+        assert np.all(np.isfinite(np.asarray(check.sensitivity.values)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_factor_keeps_exact_halves_of_the_basis_matrix(dtype):
+    """``B = matrix_high + matrix_low`` exactly, each half short enough that the
+    residuals' products are exact, and ``abs_inverse`` is ``|B^-1|`` with only the
+    rounding residues (at most m eps of their column's largest) zeroed."""
+    rng = np.random.default_rng(5)
+    m, n = 6, 6
+    matrix = (rng.lognormal(0, 3, (m, n)) * (rng.uniform(size=(m, n)) < 0.7)).astype(dtype)
+    basis = np.array([0, 1, 2, 3, 4, 5 + n])  # five columns of A and one surplus
+    with jax.enable_x64(dtype == np.float64):
+        factor = jax.tree.map(np.asarray, lp.factor_basis(matrix, basis))
+    expected = np.concatenate([matrix, -np.eye(m, dtype=dtype)], axis=1)[:, np.sort(basis)]
+    assert factor.matrix_high.dtype == dtype
+    np.testing.assert_array_equal(factor.matrix_high + factor.matrix_low, expected)
+    np.testing.assert_array_equal(factor.matrix, expected)
+    half = (np.finfo(dtype).nmant + 1) // 2  # significant bits each half may keep
+    for part in (factor.matrix_high, factor.matrix_low):
+        nonzero = part[part != 0]
+        mantissa, _ = np.frexp(nonzero)  # in [0.5, 1): exact in 'half' bits iff this is
+        np.testing.assert_array_equal(np.ldexp(np.round(np.ldexp(mantissa, half)), -half), mantissa)
+    size = np.abs(factor.inverse)
+    residue = size <= m * np.finfo(dtype).eps * size.max(axis=0, keepdims=True)
+    np.testing.assert_array_equal(factor.abs_inverse, np.where(residue, 0, size))
 
 
 def test_canonical_is_min_sum_among_optima(sweep):
