@@ -1061,7 +1061,7 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     # are the structural zeros they stand for, computed with a residue (a covered
     # constraint's zero dual; seen at 1e-19 relative).  Were one real, a cost change
     # would move a reduced cost through it by a rounding-level amount only.
-    residue = abs_inverse <= m * jnp.finfo(matrix.dtype).eps * jnp.max(abs_inverse, axis=0)[None, :]
+    residue = abs_inverse <= m * jnp.finfo(matrix.dtype).eps * _leading_axis(jnp.maximum, abs_inverse)[None, :]
     high, low = _split(basis_matrix)
     return BasisFactor(basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse))
 
@@ -1207,10 +1207,10 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     ``_CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
 
     Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` pairs of ``(n,)`` (structural
-    columns) and ``(m,)`` (surplus columns); ``moving_cost``
-    ``(n,)``; ``moving_basic`` ``(m,)``; ``abs_inverse`` ``(m, m)``
-    (:attr:`BasisFactor.abs_inverse`, the residues dropped); ``abs_matrix`` ``(m, n)``.
-    Returns ``()``, ``inf`` when no reduced cost can move.
+    columns) and ``(m,)`` (surplus columns); ``moving_cost`` ``(n,)``; ``moving_basic``
+    ``(m,)``; ``abs_inverse`` ``(m, m)`` (:attr:`BasisFactor.abs_inverse`, the residues
+    dropped); ``abs_matrix`` ``(m, n)``.  Returns ``()``, ``inf`` when no reduced cost
+    can move.
     """
     dtype = abs_matrix.dtype
     dual_gain = _dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)

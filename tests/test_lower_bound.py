@@ -271,7 +271,7 @@ def test_quick_check_refuses_singular_bases_and_bad_data():
     with pytest.raises(ValueError, match="factor must be a BasisFactor"):
         lp.quick_check(cost[:2], matrix[:, :2], rhs, good._replace(inverse=good.inverse[:2]))
     bad_matrix = matrix.copy()
-    bad_matrix[2, 0] = np.nan  # not a basic column's entry: only the validation sees it
+    bad_matrix[2, 0] = np.nan  # the factor keeps the clean B: only the check's validation sees it
     for bad_cost, bad_matrix, bad_rhs in ((cost, matrix, rhs * np.nan), (-cost, matrix, rhs), (cost, bad_matrix, rhs)):
         check = lp.quick_check(bad_cost, bad_matrix, bad_rhs, good)
         assert not bool(check.ok) and int(check.solution.status) == Status.NUMERICAL_ERROR
