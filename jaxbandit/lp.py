@@ -249,11 +249,6 @@ def _split(v):
     return high, v - high
 
 
-def _halves(matrix):
-    """:func:`_split` of ``matrix``, or ``matrix`` itself if it is such a pair already."""
-    return matrix if isinstance(matrix, tuple) else _split(matrix)
-
-
 def _dot(a, b):
     """Matrix product in full working precision: on GPUs the default lets float32
     products run in TF32 (10-bit mantissa), far too coarse for a simplex."""
@@ -281,7 +276,7 @@ def _residual(matrix, x, rhs, *, transposed: bool = False):
     ``(k, m)``.  ``matrix`` may also be its :func:`_split` halves (a kept basis matrix is
     split once, not at every check).
     """
-    matrix_high, matrix_low = _halves(matrix)
+    matrix_high, matrix_low = matrix if isinstance(matrix, tuple) else _split(matrix)
     x_high, x_low = _split(x)
     column = (lambda a, j: a[j]) if transposed else (lambda a, j: a[:, j])
     total = rhs
@@ -1133,9 +1128,9 @@ def quick_check(
     # is a kernel of its own (a sixth of a check's kernels at m = 5 were such copies).
     structural_basic = basis < n
     abs_matrix = jnp.abs(matrix)
+    cost_basic = jnp.where(structural_basic, cost[jnp.clip(basis, 0, n - 1)], 0)  # (m,)
 
-    def reduced_costs(g):
-        g_basic = jnp.where(structural_basic, g[jnp.clip(basis, 0, n - 1)], 0)  # (m,)
+    def reduced_costs(g, g_basic):
         y = _dot(g_basic, inverse)
         y = y + _dot(_residual(basis_matrix, y, g_basic, transposed=True), inverse)
         # The magnitudes of check_basis, |g_j| + |y| |M_j| + |g_B| |B^-1 M_j|, with the
@@ -1146,8 +1141,8 @@ def quick_check(
         size = (jnp.abs(g) + _dot(spread, abs_matrix), spread)
         return (g - _dot(y, matrix), y), size
 
-    cost_reduced, cost_size = reduced_costs(cost)
-    sum_reduced, sum_size = reduced_costs(jnp.ones((n,), dtype))
+    cost_reduced, cost_size = reduced_costs(cost, cost_basic)
+    sum_reduced, sum_size = reduced_costs(jnp.ones((n,), dtype), structural_basic.astype(dtype))
     noise = tuple(tolerance * size for size in cost_size)
     slack = tuple(margin * size for size in cost_size)
     # One-hot comparisons rather than scatters (a vmapped scatter is a slow loop on CPU).
@@ -1180,7 +1175,7 @@ def quick_check(
     objective = jnp.where(ok, _dot(cost, x), jnp.inf).astype(dtype)
     # Zero costs stay zero (the lower-bound LP: the best arm's gap), so only the basic
     # variables with a nonzero cost move the duals.
-    moving = structural_basic & (cost[jnp.clip(basis, 0, n - 1)] != 0)
+    moving = cost_basic != 0
     radius = _cost_radius(cost_reduced, noise, slack, nonbasic, cost != 0, moving, factor.abs_inverse, abs_matrix)
     sensitivity = BasisSensitivity(
         values=jnp.where(ok, values, jnp.zeros_like(values)),
