@@ -429,6 +429,52 @@ def _row_scales(rows, scaled: _Scaled, m, n):
     return _dot(jnp.abs(rows[:m, n : n + m]), jnp.abs(scaled.rhs))
 
 
+class _DualStep(NamedTuple):
+    """The dual simplex half of :class:`_Step`: all a primal infeasible basis needs."""
+
+    primal_feasible: Array
+    farkas: Array
+    leave: Array
+    enter: Array
+    can_pivot: Array  # some column may enter on the leaving row
+
+
+def _dual_step(
+    tableau: _Tableau, scaled: _Scaled, magnitudes, nonbasic, tolerance, careful, classify_only=False
+) -> _DualStep:
+    """Primal feasibility, and the dual simplex step on the most infeasible row
+    (relative to its magnitude), entering column by the lexicographic ratio test."""
+    rows, basis = tableau
+    m = basis.shape[0]
+    n = scaled.matrix.shape[1] - m
+    dtype = rows.dtype
+    values = rows[:m, -1]
+    violation = values / jnp.maximum(_row_scales(rows, scaled, m, n), jnp.finfo(dtype).tiny)
+    leave = jnp.argmin(violation).astype(jnp.int32)
+    primal_feasible = jnp.min(violation) >= -tolerance  # violation[leave], without a gather
+    # Every entry beyond its rounding error may be the pivot: the lexicographic ratio
+    # test decides.  (Preferring entries above tolerance * the row's largest, as this
+    # code once did, picks columns whose ratio is not the minimum: the next basis is dual
+    # infeasible, and the primal clean-up then pivots on that same small entry.  On
+    # 9,760 test LPs it tripled the float32 NUMERICAL_ERROR count.)  Small pivots are
+    # refused only once one has led to a singular basis (``careful``).
+    # The whole row, as the pivot reads it (one gather for both); its surplus block is
+    # the row of -B^-1.
+    full_row = rows[leave]
+    pivot_row = full_row[: n + m]
+    entry_noise = 64 * jnp.finfo(dtype).eps * _dot(jnp.abs(full_row[n : n + m]), magnitudes.matrix)
+    usable = nonbasic & (pivot_row < -entry_noise)
+    stable = usable & (pivot_row < -tolerance * jnp.max(jnp.abs(pivot_row)))
+    candidates = jnp.where(careful, stable, usable)
+    # Infeasibility needs a row with no usable entry at all, whatever careful refuses.
+    farkas = ~primal_feasible & ~jnp.any(usable)
+    if classify_only:  # the warm-start check needs no pivot
+        enter = jnp.int32(0)
+    else:
+        enter = _entering_column(tableau, magnitudes, scaled, leave, candidates, tolerance)
+    return _DualStep(primal_feasible, farkas, leave, enter, jnp.any(candidates))
+
+
 class _Step(NamedTuple):
     """What the current basis calls for: a dual pivot, a primal pivot, or nothing."""
 
@@ -468,29 +514,8 @@ def _next_step(
     body = rows[:m, :total]
     magnitudes = _magnitudes(tableau, scaled)
 
-    # -- primal feasibility and the dual simplex step --------------------------------
-    violation = values / jnp.maximum(_row_scales(rows, scaled, m, n), jnp.finfo(dtype).tiny)
-    leave_dual = jnp.argmin(violation).astype(jnp.int32)
-    primal_feasible = violation[leave_dual] >= -tolerance
-    # Every entry beyond its rounding error may be the pivot: the lexicographic ratio
-    # test decides.  (Preferring entries above tolerance * the row's largest, as this
-    # code once did, picks columns whose ratio is not the minimum: the next basis is dual
-    # infeasible, and the primal clean-up then pivots on that same small entry.  On
-    # 9,760 test LPs it tripled the float32 NUMERICAL_ERROR count.)  Small pivots are
-    # refused only once one has led to a singular basis (``careful``).
-    pivot_row = body[leave_dual]
-    entry_noise = 64 * jnp.finfo(dtype).eps * _dot(magnitudes.inverse[leave_dual], magnitudes.matrix)
-    usable = nonbasic & (pivot_row < -entry_noise)
-    stable = usable & (pivot_row < -tolerance * jnp.max(jnp.abs(pivot_row)))
-    dual_candidates = jnp.where(careful, stable, usable)
-    # Infeasibility needs a row with no usable entry at all, whatever careful refuses.
-    farkas = ~primal_feasible & ~jnp.any(usable)
-    if classify_only:  # the warm-start check needs no pivot
-        enter_dual = jnp.int32(0)
-    else:
-        enter_dual = _entering_column(
-            tableau, magnitudes, scaled, leave_dual, dual_candidates, tolerance
-        )
+    dual = _dual_step(tableau, scaled, magnitudes, nonbasic, tolerance, careful, classify_only)
+    primal_feasible, leave_dual, enter_dual = dual.primal_feasible, dual.leave, dual.enter
 
     # -- dual feasibility and the primal clean-up step -------------------------------
     reduced = rows[m : m + 2, :total]
@@ -533,12 +558,12 @@ def _next_step(
     dual_step = ~primal_feasible
     return _Step(
         primal_feasible=primal_feasible,
-        farkas=farkas,
+        farkas=dual.farkas,
         dual_feasible=dual_feasible,
         strictly_dual_feasible=strictly,
         leave=jnp.where(dual_step, leave_dual, leave_primal),
         enter=jnp.where(dual_step, enter_dual, enter_primal),
-        can_pivot=jnp.where(dual_step, jnp.any(dual_candidates), ~dual_feasible),
+        can_pivot=jnp.where(dual_step, dual.can_pivot, ~dual_feasible),
     )
 
 
@@ -643,29 +668,28 @@ def _entering_column(
     n = total - m
     pivot_row = rows[leave, :total]
     denominator = jnp.where(candidates, -pivot_row, jnp.ones_like(pivot_row))
-    row_of = jnp.full((total,), -1, jnp.int32).at[basis].set(jnp.arange(m, dtype=jnp.int32))
-    objective_noise = _reduced_cost_noise(
-        rows[m : m + 2, :total],
-        scaled.objectives,
-        scaled.objectives[:, basis],
-        magnitudes,
-        tolerance,
-    )
+    columns = jnp.arange(total, dtype=jnp.int32)
 
     def level_values(level):
-        """Reduced costs of objective ``level`` and their rounding-error level."""
-        k = jnp.clip(level - 2, 0, n - 1)
-        k_row = row_of[k]
-        unit = (jnp.arange(total, dtype=jnp.int32) == k).astype(rows.dtype)
-        lexicographic = jnp.where(k_row >= 0, -rows[jnp.maximum(k_row, 0), :total], unit)
-        weights = (jnp.arange(m, dtype=jnp.int32) == k_row).astype(rows.dtype)[None, :]
-        lexicographic_noise = _reduced_cost_noise(
-            lexicographic[None, :], unit[None, :], weights, magnitudes, tolerance
-        )[0]
+        """Reduced costs of objective ``level`` and their rounding-error level.
+
+        One row at a time (the sum's noise too is computed only at its level): a pivot
+        is mostly decided at the cost level, and the later levels then never run."""
         first_two = jnp.minimum(level, 1)
-        values = jnp.where(level < 2, rows[m + first_two, :total], lexicographic)
-        noise = jnp.where(level < 2, objective_noise[first_two], lexicographic_noise)
-        return values, noise
+        k = jnp.clip(level - 2, 0, n - 1)
+        k_row = jnp.argmax(jnp.append(basis == k, True)).astype(jnp.int32)  # m if nonbasic
+        unit = (columns == k).astype(rows.dtype)
+        lexicographic = jnp.where(k_row < m, -rows[jnp.minimum(k_row, m - 1), :total], unit)
+        objective = level < 2
+        values = jnp.where(objective, rows[m + first_two, :total], lexicographic)
+        costs = jnp.where(objective, scaled.objectives[first_two], unit)
+        weights = jnp.where(
+            objective,
+            scaled.objectives[first_two, basis],
+            (jnp.arange(m, dtype=jnp.int32) == k_row).astype(rows.dtype),
+        )
+        noise = _reduced_cost_noise(values[None, :], costs[None, :], weights[None, :], magnitudes, tolerance)
+        return values, noise[0]
 
     def cond(carry):
         level, remaining = carry
@@ -682,7 +706,7 @@ def _entering_column(
 
     # The cost level outside the loop (it keeps a lone candidate, so it is always safe
     # to apply): most pivots are decided there, and the loop then never runs.
-    remaining = narrow(candidates, rows[m, :total], objective_noise[0])
+    remaining = narrow(candidates, *level_values(jnp.int32(0)))
     _, remaining = jax.lax.while_loop(cond, body, (jnp.int32(1), remaining))
     return jnp.argmax(remaining).astype(jnp.int32)
 
@@ -704,7 +728,26 @@ def _pivot(tableau: _Tableau, leave, enter) -> _Tableau:
 def _pivot_loop(
     tableau: _Tableau, scaled: _Scaled, num_iterations, max_iterations, tolerance, careful
 ):
-    """Simplex pivots until optimal, a Farkas row, no usable pivot, or the budget."""
+    """Simplex pivots until optimal, a Farkas row, no usable pivot, or the budget.
+
+    Dual steps first, in a loop of their own: while the basis is primal infeasible the
+    next pivot is always the dual one, so that loop takes exactly the pivots of the
+    full one, without its primal half (a fifth of a pivot's small kernels, and a
+    vmapped loop pays them until its slowest lane is done).  The full loop then does
+    the clean-up, if rounding left any.
+    """
+
+    def dual_running(tableau: _Tableau):
+        magnitudes = _magnitudes(tableau, scaled)
+        nonbasic = _nonbasic_mask(tableau.basis, scaled.matrix.shape[1])
+        step = _dual_step(tableau, scaled, magnitudes, nonbasic, tolerance, careful)
+        return step, ~step.primal_feasible & step.can_pivot
+
+    def dual_body(state: _PivotState) -> _PivotState:
+        step, go = dual_running(state.tableau)
+        pivoted = _pivot(state.tableau, step.leave, step.enter)
+        new = jax.tree.map(lambda a, b: jnp.where(go, a, b), pivoted, state.tableau)
+        return _PivotState(new, state.num_iterations + go.astype(jnp.int32), go)
 
     def step(state: _PivotState) -> _PivotState:
         next_step = _next_step(state.tableau, scaled, tolerance, careful)
@@ -716,7 +759,9 @@ def _pivot_loop(
     def cond(state: _PivotState):
         return state.running & (state.num_iterations < max_iterations)
 
-    state = jax.lax.while_loop(cond, step, _PivotState(tableau, num_iterations, jnp.bool_(True)))
+    state = _PivotState(tableau, num_iterations, jnp.bool_(True))
+    state = jax.lax.while_loop(cond, dual_body, state)
+    state = jax.lax.while_loop(cond, step, state._replace(running=jnp.bool_(True)))
     return state.tableau.basis, state.num_iterations
 
 
