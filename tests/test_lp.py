@@ -172,3 +172,53 @@ def test_check_basis_accepts_the_optimal_basis_only():
     assert not np.any(np.asarray(not_ok.ok))  # x = 0 is infeasible here
     np.testing.assert_array_equal(np.asarray(warm.x), np.asarray(cold.x))
     assert np.all(np.asarray(warm.num_iterations)[unique] == 0)
+
+
+def _single_loop_pivots(cost, matrix, rhs, basis):
+    """The pivot loop as one loop of ``_next_step`` (dual and primal steps together) from
+    the tableau of ``basis``: the reference for ``lp._pivot_loop``'s dual-first split."""
+    scaled = lp._scale(cost, matrix, rhs)
+    tolerance = jnp.asarray(lp.default_tolerance(matrix.dtype), matrix.dtype)
+    budget = 3 * sum(matrix.shape)
+
+    def body(carry):
+        tableau, count, _ = carry
+        step = lp._next_step(tableau, scaled, tolerance)
+        pivoted = lp._pivot(tableau, step.leave, step.enter)
+        tableau = jax.tree.map(lambda a, b: jnp.where(step.can_pivot, a, b), pivoted, tableau)
+        return tableau, count + step.can_pivot.astype(jnp.int32), step.can_pivot
+
+    carry = (lp._tableau(scaled, basis), jnp.int32(0), jnp.bool_(True))
+    tableau, count, _ = jax.lax.while_loop(lambda c: c[2] & (c[1] < budget), body, carry)
+    return tableau.basis, count
+
+
+def _split_loop_pivots(cost, matrix, rhs, basis):
+    scaled = lp._scale(cost, matrix, rhs)
+    tolerance = jnp.asarray(lp.default_tolerance(matrix.dtype), matrix.dtype)
+    tableau = lp._tableau(scaled, basis)
+    return lp._pivot_loop(tableau, scaled, jnp.int32(0), 3 * sum(matrix.shape), tolerance, jnp.bool_(False))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
+    """The pivot loop runs dual steps in a loop of their own first: while the basis is
+    primal infeasible the single loop's step is the dual one, so both take the same
+    pivots (same final basis, same count).  From the surplus basis (dual steps only, on
+    mixed-sign and covering LPs), and from the optimal basis of other costs (primal
+    feasible, not dual feasible: primal steps, which the second loop takes)."""
+    cost, matrix, rhs = _random_lps(21, 200, 6, 6)
+    covering = (cost, np.abs(matrix), np.abs(rhs) + 0.1)
+    other_cost = np.random.default_rng(22).uniform(0, 1, cost.shape)
+    with jax.enable_x64(dtype == np.float64):
+        surplus = jnp.broadcast_to(lp.surplus_basis(6, 6), (200, 6))
+        other_optimum = jax.jit(jax.vmap(lp.solve))(*(jnp.asarray(a, dtype) for a in (other_cost,) + covering[1:])).basis
+        cases = (((cost, matrix, rhs), surplus), (covering, surplus), (covering, other_optimum))
+        data = [jnp.asarray(np.concatenate([c[0][i] for c in cases]), dtype) for i in range(3)]
+        basis = jnp.concatenate([c[1] for c in cases])
+        single = jax.jit(jax.vmap(_single_loop_pivots))(*data, basis)
+        split = jax.jit(jax.vmap(_split_loop_pivots))(*data, basis)
+    np.testing.assert_array_equal(np.asarray(split[0]), np.asarray(single[0]))
+    np.testing.assert_array_equal(np.asarray(split[1]), np.asarray(single[1]))
+    # Several pivots in every case, primal ones from the other costs' optimum.
+    assert all(np.asarray(single[1])[200 * k : 200 * (k + 1)].max() >= 3 for k in range(3))
