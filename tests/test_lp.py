@@ -206,7 +206,8 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
     primal infeasible the single loop's step is the dual one, so both take the same
     pivots (same final basis, same count).  From the surplus basis (dual steps only, on
     mixed-sign and covering LPs), and from the optimal basis of other costs (primal
-    feasible, not dual feasible: primal steps, which the second loop takes)."""
+    feasible, not dual feasible: primal steps, which the second loop takes where
+    ``lp._may_take_primal_step`` lets it run)."""
     cost, matrix, rhs = _random_lps(21, 200, 6, 6)
     covering = (cost, np.abs(matrix), np.abs(rhs) + 0.1)
     other_cost = np.random.default_rng(22).uniform(0, 1, cost.shape)
