@@ -471,7 +471,7 @@ def _dual_step(
     if classify_only:  # the warm-start check needs no pivot
         enter = jnp.int32(0)
     else:
-        enter = _entering_column(tableau, magnitudes, scaled, leave, candidates, tolerance)
+        enter = _entering_column(tableau, magnitudes, scaled, pivot_row, candidates, tolerance)
     return _DualStep(primal_feasible, farkas, leave, enter, jnp.any(candidates))
 
 
@@ -652,9 +652,10 @@ def _nonbasic_mask(basis, size):
 
 
 def _entering_column(
-    tableau: _Tableau, magnitudes: _Magnitudes, scaled: _Scaled, leave, candidates, tolerance
+    tableau: _Tableau, magnitudes: _Magnitudes, scaled: _Scaled, pivot_row, candidates, tolerance
 ):
-    """Lexicographic ratio test on row ``leave`` among the ``candidates`` columns.
+    """Lexicographic ratio test on the leaving row ``pivot_row`` (``(N,)``, the
+    tableau's row without its value) among the ``candidates`` columns.
 
     Levels: cost, sum(x), then x[0], ..., x[n-1], whose reduced costs are ``-rows[r]``
     for a basic ``x[k]`` in row ``r`` and ``e_k`` for a nonbasic one.  At each level a
@@ -666,7 +667,6 @@ def _entering_column(
     m = basis.shape[0]
     total = rows.shape[1] - 1
     n = total - m
-    pivot_row = rows[leave, :total]
     denominator = jnp.where(candidates, -pivot_row, jnp.ones_like(pivot_row))
     columns = jnp.arange(total, dtype=jnp.int32)
 
