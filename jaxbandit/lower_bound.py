@@ -123,21 +123,22 @@ class WarmAnchor(NamedTuple):
     """Where a warm start's basis was last verified, and how far that certificate reaches.
 
     Attributes:
-        mean: ``(K,)`` the means of the last passing :func:`check_warm_start`.
+        gaps: ``(K,)`` the LP's costs, the gaps ``Delta_i``, at the means of the last
+            passing :func:`check_warm_start`.
         rhs: ``(K,)`` the LP's ``b`` there.
         best_arm: ``()`` int32 ``i*`` there.
         values: ``(K,)`` the refined basic values there (basis order).
         error_size: ``(K,)`` ``|B^-1| |B| |B^-1| |b|`` there, the scale of the error of
             ``B^-1 b`` (:func:`jaxbandit.lp.value_scales`).
         value_size: ``(K,)`` ``|B^-1| |b|`` there, the scale of the check's tolerance.
-        radius: ``()`` the basis stays the canonical optimum for every ``mu`` with
-            ``max_i |mu_i - mean_i| < radius`` at which it stays primal feasible
-            (:attr:`jaxbandit.lp.BasisSensitivity.cost_radius`, and ``i*`` cannot
-            change); ``0`` when there is no certificate (no passing check since the
-            basis changed).
+        radius: ``()`` the basis stays the canonical optimum for every ``mu`` with the
+            same ``i*`` and gaps ``max_i |Delta_i(mu) - gaps_i| < radius`` at which it
+            stays primal feasible (:attr:`jaxbandit.lp.BasisSensitivity.cost_radius`);
+            ``0`` when there is no certificate (no passing check since the basis
+            changed).
     """
 
-    mean: Array
+    gaps: Array
     rhs: Array
     best_arm: Array
     values: Array
@@ -323,7 +324,7 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
     zeros = jnp.zeros((num_arms,), precision.dtype)
     zero = jnp.zeros((), precision.dtype)
     anchor = WarmAnchor(
-        mean=zeros,
+        gaps=zeros,
         rhs=zeros,
         best_arm=jnp.zeros((), jnp.int32),
         values=zeros,
@@ -378,11 +379,11 @@ def anchor_warm_start(
     """
     problem = lower_bound_problem(mu, precision)
     value_size, error_size = lp.value_scales(warm.factor, problem.b)
-    # The costs are the gaps: with i* fixed, moving every mean by at most r moves each
-    # gap by at most 2 r; i* stays the best arm while 2 r < Delta_min.
-    radius = jnp.minimum(jnp.asarray(cost_radius), problem.min_gap) / 2
+    # The costs are the gaps, so the check's cost radius bounds how far each gap may
+    # move; the re-use tests the gaps themselves, and that i* is the same arm.
+    radius = jnp.asarray(cost_radius)
     anchor = WarmAnchor(
-        mean=jnp.asarray(mu),
+        gaps=problem.cost,
         rhs=problem.b,
         best_arm=problem.best_arm,
         values=jnp.asarray(values),
@@ -393,12 +394,12 @@ def anchor_warm_start(
     return warm._replace(anchor=anchor)
 
 
-def reuse_warm_start_at(mu, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, Array]:
+def reuse_warm_start_at(gaps, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, Array]:
     """:func:`reuse_warm_start` for a problem already built, without a tie.
 
     Args:
-        mu: ``(K,)`` the means.
-        rhs: ``(K,)`` ``lower_bound_problem(mu, precision).b``.
+        gaps: ``(K,)`` ``lower_bound_problem(mu, precision).cost``, the gaps at the means.
+        rhs: ``(K,)`` its ``b``.
         best_arm: ``()`` int32, its ``best_arm``.
         warm: the run's :class:`LPWarmStart`.
 
@@ -422,9 +423,10 @@ def reuse_warm_start_at(mu, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, Ar
     largest = jnp.max(jnp.where(structural, jnp.abs(values), 0))
     degenerate = (jnp.abs(values) <= 2 * error) & (error <= tolerance * largest)
     accurate = ~structural | (error <= tolerance * jnp.abs(values)) | degenerate
-    # Inside the certified radius: max_i |mu_i - anchor_i| < radius, tested per arm so
-    # that all the tests share one reduction (each costs a pass under vmap).
-    inside = jnp.abs(mu - anchor.mean) < anchor.radius
+    # Inside the certified radius: max_i |Delta_i - anchor gap_i| < radius, tested per
+    # arm so that all the tests share one reduction (each costs a pass under vmap).
+    # With i* the same arm, the costs are exactly these gaps.
+    inside = jnp.abs(gaps - anchor.gaps) < anchor.radius
     ok = jnp.all(feasible & accurate & inside) & (best_arm == anchor.best_arm)
     c = jnp.concatenate([jnp.maximum(values, 0), jnp.zeros((1,), dtype)])[warm.positions]
     return ok, jnp.where(ok, c, 0).astype(dtype)
@@ -433,8 +435,8 @@ def reuse_warm_start_at(mu, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, Ar
 def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> tuple[Array, LowerBoundSolution]:
     """The canonical optimum near the anchor of ``warm``, without any check: ``O(K^2)``.
 
-    Within ``warm.anchor.radius`` of the anchor's means the basis stays the canonical
-    optimum as long as it stays primal feasible (:class:`jaxbandit.lp.BasisSensitivity`),
+    While ``i*`` is the same arm and every gap is within ``warm.anchor.radius`` of the
+    anchor's, the basis stays the canonical optimum as long as it stays primal feasible (:class:`jaxbandit.lp.BasisSensitivity`),
     so ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
     ``K x K`` product.  ``ok`` requires every basic value, less its error bound
     (:func:`jaxbandit.lp.shifted_values`), to be feasible to the check's tolerance
@@ -450,7 +452,7 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     """
     mu = jnp.asarray(mu)
     problem = lower_bound_problem(mu, precision)
-    ok, c = reuse_warm_start_at(mu, problem.b, problem.best_arm, warm)
+    ok, c = reuse_warm_start_at(problem.cost, problem.b, problem.best_arm, warm)
     ok = ok & (problem.status == LowerBoundStatus.OPTIMAL)
     c = jnp.where(ok, c, 0)
     value = jnp.where(ok, lp._dot(problem.cost, c), jnp.inf).astype(c.dtype)

@@ -187,7 +187,8 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     assert not bool(checked.full_solve) and not bool(checked.reused)  # the check passed ...
     radius = float(state.warm.anchor.radius)
     assert radius > 0  # ... and anchored the warm start
-    moved = _state(inst, counts, inst.mu + radius / 2 * np.linspace(-1, 1, 5))
+    # each gap (the LP's costs) moves by at most radius / 2
+    moved = _state(inst, counts, inst.mu + radius / 4 * np.linspace(-1, 1, 5))
     moved = moved._replace(warm=state.warm)
     decision = _select(policy, moved, 200, ctx)
     reused = jax.jit(policy.solve_fn)(decision.request, ctx, moved)
@@ -195,9 +196,12 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     cold = lower_bound_module.solve_lower_bound(decision.request.mean, ctx.precision)
     np.testing.assert_array_equal(reused.basis, cold.basis)
     np.testing.assert_allclose(reused.c, cold.c, rtol=1e-5, atol=1e-5 * float(jnp.max(cold.c)))
-    # beyond the radius: no re-use (the check decides)
-    far = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius).stats)
+    # gaps moved beyond the radius: no re-use (the check decides) ...
+    far = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius * np.linspace(-1, 1, 5)).stats)
     assert bool(jax.jit(policy.solve_fn)(_select(policy, far, 200, ctx).request, ctx, far).needs_fallback)
+    # ... but means that all moved alike leave the gaps (up to rounding): re-use
+    shifted = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius).stats)
+    assert bool(jax.jit(policy.solve_fn)(_select(policy, shifted, 200, ctx).request, ctx, shifted).reused)
 
 
 def test_case_c_rules_differ_as_documented():

@@ -29,12 +29,13 @@ Corner cases (never NaN; each is counted in the diagnostics):
 LP solves use the canonical optimum of :mod:`jaxbandit.lp` (smallest ``sum c`` among the
 optima), so the algorithm is deterministic.  Each run keeps the optimal basis of its last
 solve with the inverse of its basis matrix (the LP's matrix ``W^T`` does not depend on
-the means, so the inverse stays valid), anchored at the means of its last passing check.
+the means, so the inverse stays valid), anchored at the gaps of its last passing check.
 A Case C round goes through three stages, each only for the runs the previous one could
 not answer (the engine compacts them, see :mod:`jaxbandit.base`):
 
-1. *re-use* (:func:`jaxbandit.lower_bound.reuse_warm_start_at`): within a certified radius
-   of the anchor the basis stays optimal as long as it stays primal feasible, so
+1. *re-use* (:func:`jaxbandit.lower_bound.reuse_warm_start_at`): while ``i*`` is the same
+   arm and every gap (the LP's costs) is within a certified radius of the anchor's, the
+   basis stays optimal as long as it stays primal feasible, so
    ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound: one ``K x K``
    product (``lp_reuses``);
 2. *check* (:func:`jaxbandit.lower_bound.check_warm_start`): the basis verified at the
@@ -126,6 +127,7 @@ class LPRequest(NamedTuple):
     best_arm: Array  # int32 argmax mu_hat
     case: Array  # int32 Case code
     case_b_arm: Array  # int32, the Case B arm (LP-failure fallback)
+    gaps: Array  # (K,) the LP's costs at mu_hat (lower_bound_problem(mean).cost)
 
 
 class LPAnswer(NamedTuple):
@@ -148,6 +150,7 @@ class RoundTests(NamedTuple):
     least_explored: Array  # int32 argmin zeta (the smallest index among ties)
     min_zeta: Array
     rhs: Array  # (K,) the LP's b, equal to lower_bound_problem(mean).b without a tie
+    gaps: Array  # (K,) mu_hat[i*] - mu_hat, the LP's costs
 
 
 def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
@@ -194,7 +197,7 @@ def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
     # The b of lower_bound_problem (the re-use needs it); finite with a tie too, where
     # no LP is solved.
     rhs = right_hand_side(gaps, jnp.where(tie, jnp.ones_like(min_gap), min_gap), observed_exactly)
-    return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta, rhs)
+    return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta, rhs, gaps)
 
 
 def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "largest_deficit") -> Policy:
@@ -250,7 +253,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         case_b_arm = best_observer[tests.least_explored]
         initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
         arm = jnp.select([case == Case.INITIAL, case == Case.A], [initial_arm, tests.best_arm], case_b_arm)
-        request = LPRequest(mean, tests.rhs, tests.best_arm, case, case_b_arm)
+        request = LPRequest(mean, tests.rhs, tests.best_arm, case, case_b_arm, tests.gaps)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
 
     def _answer(solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_radius=0):
@@ -267,9 +270,9 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         )
 
     def solve_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
-        # Near the means of the last passing check the basis is certified to stay
+        # Near the gaps of the last passing check the basis is certified to stay
         # optimal: c* is one K x K product (Case C has no tie, so the LP is well posed).
-        ok, c = reuse_warm_start_at(request.mean, request.rhs, request.best_arm, state.warm)
+        ok, c = reuse_warm_start_at(request.gaps, request.rhs, request.best_arm, state.warm)
         status = jnp.where(ok, lp.LPStatus.OPTIMAL, lp.LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
         solution = LowerBoundSolution(c, jnp.zeros((), c.dtype), status, jnp.int32(0), state.warm.basis)
         return _answer(solution, ~ok, reused=ok)
