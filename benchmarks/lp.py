@@ -13,7 +13,15 @@ Prints one JSON line per case:
   the re-use without a check (``reuse_warm_start``, the warm start anchored where its
   check passed at the unperturbed means) at the same means and at means perturbed by
   1e-5 (consecutive rounds late in a run move less than that), with the fraction of
-  lanes each path answers.
+  lanes each path answers.  Each is timed two ways:
+
+  - *per call* (``full_over_check`` ...): one jitted call per batch from Python.  At
+    small batches this is mostly the call's fixed cost (dispatch, launching the
+    executable: 0.1-0.3 ms on a 2-core CPU), the same for all three.
+  - *in a loop* (``loop_full_over_check`` ...): ``--loop-lps`` LPs as successive
+    batches (new perturbed means each iteration) inside one compiled ``fori_loop``,
+    the warm start carried through the loop, as the simulation engine calls them
+    inside its ``scan``.  This is the cost a simulation pays.
 
 Instances: ``jaxbandit.instances.random`` (general asymmetric sigma with inf entries).
 Timing: ``timeit.repeat(..., number=1, repeat=N)`` minimum, after a warm-up call.
@@ -107,12 +115,46 @@ def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=No
     }
 
 
-def run_warm_case(num_arms, batch, dtype, repeat):
+def _loop(step):
+    """``jit`` of a ``fori_loop`` applying ``step`` to ``means[r]`` for each ``r``.
+
+    The warm start (when ``step`` takes one) is carried through the loop and made to
+    depend on the loop's values, as a simulation's state does: otherwise XLA could hoist
+    what depends on the warm start alone out of the loop.  The sum of the answers is
+    returned so that none of the work is dead.
+    """
+
+    def run(means, precision, *warm):
+        def body(r, carry):
+            total, warm = carry
+            ok, c = step(means[r], precision, *warm)
+            total = total + jnp.sum(c) + jnp.sum(ok)
+            keep = lambda x: jnp.where(total < -1e30, jnp.zeros_like(x), x)  # never taken
+            return total, jax.tree.map(keep, warm)
+
+        carry = (jnp.zeros((), means.dtype), warm)
+        return jax.lax.fori_loop(0, means.shape[0], body, carry)[0]
+
+    return jax.jit(run)
+
+
+_full_step = jax.vmap(lambda m, w: (jnp.bool_(True), lower_bound.solve_lower_bound(m, w).c))
+_check_step = jax.vmap(lambda m, w, warm: (lambda ok, s, _: (ok, s.c))(*lower_bound.check_warm_start(m, w, warm)))
+_reuse_step = jax.vmap(lambda m, w, warm: (lambda ok, s: (ok, s.c))(*lower_bound.reuse_warm_start(m, w, warm)))
+_full_loop = _loop(_full_step)
+_check_loop = _loop(_check_step)
+_reuse_loop = _loop(_reuse_step)
+
+
+def run_warm_case(num_arms, batch, dtype, repeat, loop_lps):
     mu, precision = make_batch(num_arms, batch, seed=1)
     rng = np.random.default_rng(2)
     moved = mu + rng.normal(0, 1e-3, mu.shape)
     solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
     nearby = mu + rng.normal(0, 1e-5, mu.shape)
+    iterations = max(4, loop_lps // batch)
+    moved_path = mu + rng.normal(0, 1e-3, (iterations,) + mu.shape)
+    nearby_path = mu + rng.normal(0, 1e-5, (iterations,) + mu.shape)
     check = jax.jit(jax.vmap(lower_bound.check_warm_start))
     anchor = jax.jit(jax.vmap(lower_bound.anchor_warm_start))
     reuse = jax.jit(jax.vmap(lower_bound.reuse_warm_start))
@@ -129,6 +171,10 @@ def run_warm_case(num_arms, batch, dtype, repeat):
         ok, _, _ = check(*moved_args, warm)
         reuse_ok, _ = reuse(*moved_args, anchored)
         nearby_ok, _ = reuse(*nearby_args, anchored)
+        moved_path, nearby_path = (jnp.asarray(p, dtype) for p in (moved_path, nearby_path))
+        loop_full = best_time(lambda: jax.block_until_ready(_full_loop(moved_path, args[1])), repeat)
+        loop_check = best_time(lambda: jax.block_until_ready(_check_loop(moved_path, args[1], warm)), repeat)
+        loop_reuse = best_time(lambda: jax.block_until_ready(_reuse_loop(nearby_path, args[1], anchored)), repeat)
     return {
         "case": "warm_check",
         "num_arms": num_arms,
@@ -142,6 +188,12 @@ def run_warm_case(num_arms, batch, dtype, repeat):
         "full_over_reuse": full / reused,
         "fraction_reuse_ok_1e-3": float(np.asarray(reuse_ok).mean()),
         "fraction_reuse_ok_1e-5": float(np.asarray(nearby_ok).mean()),
+        "loop_iterations": iterations,
+        "loop_full_solve_seconds": loop_full / iterations,
+        "loop_check_seconds": loop_check / iterations,
+        "loop_reuse_seconds": loop_reuse / iterations,
+        "loop_full_over_check": loop_full / loop_check,
+        "loop_full_over_reuse": loop_full / loop_reuse,
     }
 
 
@@ -157,7 +209,12 @@ def main():
     parser.add_argument(
         "--chunked-only", action="store_true", help="batches >= 1000: skip the plain vmapped solve"
     )
-    parser.add_argument("--warm-batch", type=int, default=None, help="default: the largest batch")
+    parser.add_argument(
+        "--warm-batches", type=int, nargs="+", default=None, help="batches of the warm-start cases (default: --batches)"
+    )
+    parser.add_argument(
+        "--loop-lps", type=int, default=20_000, help="LPs per timed loop of the warm-start cases (at least 4 batches)"
+    )
     parser.add_argument(
         "--chunk", type=int, default=128, help="also time solve_lower_bound_batch for batches >= 1000"
     )
@@ -176,10 +233,10 @@ def main():
                     print(json.dumps(record | {"machine": info}), flush=True)
     if not args.no_warm:
         for num_arms in args.arms:
-            for dtype in args.dtypes:
-                batch = args.warm_batch or max(args.batches)
-                record = run_warm_case(num_arms, batch, dtype, args.repeat)
-                print(json.dumps(record | {"machine": info}), flush=True)
+            for batch in args.warm_batches or args.batches:
+                for dtype in args.dtypes:
+                    record = run_warm_case(num_arms, batch, dtype, args.repeat, args.loop_lps)
+                    print(json.dumps(record | {"machine": info}), flush=True)
 
 
 if __name__ == "__main__":
