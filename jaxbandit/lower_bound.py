@@ -152,8 +152,8 @@ class LPWarmStart(NamedTuple):
 
     The LP's constraint matrix ``A = W^T`` does not depend on the means, so the inverse
     of the basis matrix stays valid from one solve to the next; re-checking the basis
-    at new means is then a few ``K x K`` products (:func:`check_warm_start`), and near
-    the means of the last passing check no check is needed at all
+    at new means is then a few ``K x K`` products (:func:`check_warm_start`), and while
+    the gaps stay near those of the last passing check no check is needed at all
     (:func:`reuse_warm_start`).
 
     Attributes:
