@@ -436,8 +436,9 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     """The canonical optimum near the anchor of ``warm``, without any check: ``O(K^2)``.
 
     While ``i*`` is the same arm and every gap is within ``warm.anchor.radius`` of the
-    anchor's, the basis stays the canonical optimum as long as it stays primal feasible (:class:`jaxbandit.lp.BasisSensitivity`),
-    so ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
+    anchor's, the basis stays the canonical optimum as long as it stays primal feasible
+    (:class:`jaxbandit.lp.BasisSensitivity`), so
+    ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
     ``K x K`` product.  ``ok`` requires every basic value, less its error bound
     (:func:`jaxbandit.lp.shifted_values`), to be feasible to the check's tolerance
     ``tol = lp.default_tolerance`` (``-tol |B^-1| |b|``), and that bound to be within
