@@ -732,7 +732,7 @@ def _pivot_loop(
 
     Dual steps first, in a loop of their own: while the basis is primal infeasible the
     next pivot is always the dual one, so that loop takes exactly the pivots of the
-    full one, without its primal half (at m = 20, 62 instead of 80 small kernels per
+    full one, without its primal half (at m = 20, 50 instead of 81 small kernels per
     pivot, which a vmapped loop pays until its slowest lane is done).  The full loop
     then takes the primal clean-up steps, where :func:`_may_take_primal_step` says
     rounding may have left one (on none of the 24,000 LPs of the test sweeps).
