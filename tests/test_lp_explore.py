@@ -136,9 +136,11 @@ def test_round_tests_match_the_lp_right_hand_side():
         assert 0.05 < expected_a.mean() < 0.95, "the states should straddle Case A"
         np.testing.assert_array_equal(tests.least_explored, np.argmin(zeta, axis=1))
         np.testing.assert_array_equal(tests.min_zeta, zeta.min(axis=1))
-        # the re-use reads this b: bit for bit the LP's (finite with a tie, where no LP is solved)
-        np.testing.assert_array_equal(np.asarray(tests.rhs)[~expected_tie], b[~expected_tie])
-        assert np.all(np.isfinite(np.asarray(tests.rhs)))
+        # the re-use builds b from the gaps and Delta_min: bit for bit the LP's (finite
+        # with a tie, where no LP is solved)
+        rhs = np.asarray(jax.vmap(lower_bound_module.right_hand_side)(tests.gaps, tests.min_gap, observed_exactly))
+        np.testing.assert_array_equal(rhs[~expected_tie], b[~expected_tie])
+        assert np.all(np.isfinite(rhs))
 
 
 def test_case_c_solves_and_plays_a_deficient_arm():
@@ -204,22 +206,30 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     assert bool(jax.jit(policy.solve_fn)(_select(policy, shifted, 200, ctx).request, ctx, shifted).reused)
 
 
+def _lp_solution(c, status=lp.LPStatus.OPTIMAL):
+    c = jnp.asarray(c, jnp.float32)
+    basis = lp.surplus_basis(c.shape[0], c.shape[0])
+    return lower_bound_module.LowerBoundSolution(c, jnp.float32(0), jnp.int32(status), jnp.int32(0), basis)
+
+
 def test_case_c_rules_differ_as_documented():
     inst = instances.bandit([1.0, 0.5, 0.0])
     for rule, expected in (("largest_deficit", 2), ("smallest_index", 1)):
         policy = _policy(case_c_rule=rule)
         ctx = _context(inst, policy)
         state = _state(inst, [10, 100, 1], [1.0, 0.5, 0.0])
-        decision = _select(policy, state, 50, ctx)
-        answer = lp_explore_module.LPAnswer(
-            c=jnp.asarray([0.0, 8.0, 2.0]), status=jnp.int32(0), basis=state.warm.basis,  # N_0 = 10 > 0: not deficient
-            needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(True),
-            anchor_values=jnp.zeros(3), cost_radius=jnp.float32(0),
-        )
-        decision = decision._replace(needs_solve=jnp.asarray(True))
-        arm, _ = jax.jit(policy.finish_fn)(state, decision, answer, jnp.int32(50), ctx)
+        request = _select(policy, state, 50, ctx).request
+        # N_0 = 10 > 0 = s c_0: not deficient
+        arm, no_arm = lp_explore_module._case_c_arm(_lp_solution([0.0, 8.0, 2.0]), request, state.stats.counts, rule)
         # targets s c = (0, 563, 141): deficient arms 1 (100/563) and 2 (1/141)
-        assert int(arm) == expected, rule
+        assert int(arm) == expected and not bool(no_arm), rule
+    # arm 1's ratio N / (s c) is below arm 0's by a relative 2e-6 < RATIO_TIE_TOLERANCE:
+    # a tie, broken by the smallest index
+    state = _state(inst, [1, 1, 1], [1.0, 0.5, 0.0])
+    request = _select(_policy(), state, 50, ctx).request
+    c = jnp.asarray([1.0, 1.0 + 2e-6, 0.0], jnp.float32)
+    arm, _ = lp_explore_module._case_c_arm(_lp_solution(c), request, state.stats.counts, "largest_deficit")
+    assert int(arm) == 0
 
 
 def test_corner_cases_fall_back_and_are_counted():
@@ -234,13 +244,15 @@ def test_corner_cases_fall_back_and_are_counted():
     assert int(decision.arm) == 2  # least explored arm's best observer
     _, counted = finish(state, decision, _dummy_answer(3), jnp.int32(50), ctx)
     assert int(counted.counters.tie_fallbacks) == 1 and int(counted.counters.case_b) == 1
-    # a failed LP: Case B's arm, counted
+    # a failed LP: Case B's arm (chosen by the stage), counted
     state = _state(inst, [10, 3, 1], [1.0, 0.5, 0.0])
     decision = _select(policy, state, 50, ctx)._replace(needs_solve=jnp.asarray(True))
-    failed = _dummy_answer(3)._replace(status=jnp.int32(lp.LPStatus.NUMERICAL_ERROR))
+    failed_solution = _lp_solution([8.0, 8.0, 2.0], lp.LPStatus.NUMERICAL_ERROR)
+    arm, no_arm = lp_explore_module._case_c_arm(failed_solution, decision.request, state.stats.counts, "largest_deficit")
+    assert int(arm) == int(decision.request.case_b_arm) == 2 and not bool(no_arm)
+    failed = _dummy_answer(3)._replace(arm=arm, status=jnp.int32(lp.LPStatus.NUMERICAL_ERROR))
     arm, new_state = finish(state, decision, failed, jnp.int32(50), ctx)
-    assert int(arm) == int(decision.request.case_b_arm) == 2
-    assert int(new_state.counters.lp_failures) == 1
+    assert int(arm) == 2 and int(new_state.counters.lp_failures) == 1
     # a failed full solve's basis is not kept; an optimal one is, factorised
     other = jnp.asarray([0, 1, 2], jnp.int32)
     kept = jax.jit(policy.fallback_update_fn)(state, failed._replace(basis=other), ctx)
@@ -249,13 +261,18 @@ def test_corner_cases_fall_back_and_are_counted():
     np.testing.assert_array_equal(taken.warm.basis, other)
     np.testing.assert_allclose(taken.warm.factor.inverse, np.linalg.inv(np.asarray(inst.precision).T), rtol=1e-6)
     # no deficient arm (c* = 0): the greedy arm, counted
-    arm, new_state = finish(state, decision, _dummy_answer(3), jnp.int32(50), ctx)
+    for rule in lp_explore_module.CASE_C_RULES:
+        arm, no_arm = lp_explore_module._case_c_arm(_lp_solution([0.0] * 3), decision.request, state.stats.counts, rule)
+        assert int(arm) == int(decision.request.best_arm) == 0 and bool(no_arm), rule
+    answer = _dummy_answer(3)._replace(arm=arm, no_arm=no_arm)
+    arm, new_state = finish(state, decision, answer, jnp.int32(50), ctx)
     assert int(arm) == 0 and int(new_state.counters.no_arm_fallbacks) == 1
+    assert int(new_state.counters.lp_failures) == 0
 
 
 def _dummy_answer(num_arms):
     return lp_explore_module.LPAnswer(
-        c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
+        arm=jnp.int32(0), no_arm=jnp.asarray(False), c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),
         anchor_values=jnp.zeros(num_arms), cost_radius=jnp.float32(0),
     )
