@@ -645,24 +645,41 @@ class SimulationRun:
     def done(self) -> bool:
         return self.rounds_done >= self.horizon
 
+    def _chunk_arguments(self) -> tuple:
+        return (
+            self.carry,
+            jnp.int32(self.rounds_done),
+            jnp.int32(self.horizon),
+            self._times_device,
+            self._noise_keys,
+            self._policy_keys,
+            self._env,
+            self._ctx,
+        )
+
+    def compile(self) -> float:
+        """Compile the chunk step now rather than in the first :meth:`advance`; returns
+        the seconds it took (so that compilation and simulation can be timed apart).
+
+        The executable goes to JAX's caches, which :meth:`advance` then hits: it is
+        shared by every run with the same policy, chunk size, solve batch and shapes in
+        this process.  Results do not change.
+        """
+        start = time.perf_counter()
+        self._sim.run_chunk.lower(*self._chunk_arguments()).compile()
+        return time.perf_counter() - start
+
     def advance(self, max_chunks: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None) -> int:
-        """Run up to ``max_chunks`` chunks (all remaining by default); returns rounds done."""
+        """Run up to ``max_chunks`` chunks (all remaining by default); returns rounds done.
+
+        The first call also compiles the chunk step (counted in :attr:`wall_time`) unless
+        :meth:`compile` did."""
         chunks = 0
         while not self.done and (max_chunks is None or chunks < max_chunks):
             start = time.perf_counter()
-            t0 = self.rounds_done
-            self.carry = self._sim.run_chunk(
-                self.carry,
-                jnp.int32(t0),
-                jnp.int32(self.horizon),
-                self._times_device,
-                self._noise_keys,
-                self._policy_keys,
-                self._env,
-                self._ctx,
-            )
+            self.carry = self._sim.run_chunk(*self._chunk_arguments())
             # The next chunk starts where this one ended; rounds beyond the horizon were
-            # skipped, so the round counter is min(t0 + chunk, horizon).
+            # skipped, so the round counter is min(first round + chunk, horizon).
             jax.block_until_ready(self.carry.round)
             self.wall_time += time.perf_counter() - start
             chunks += 1

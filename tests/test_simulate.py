@@ -63,6 +63,24 @@ def test_results_do_not_depend_on_run_count_or_chunk_size(reference_runs):
     assert not np.array_equal(other.regret, reference_runs.regret)
 
 
+def test_compiling_ahead_leaves_nothing_to_compile_and_changes_nothing(reference_runs):
+    run = jb.SimulationRun(jb.policies.make("ts_n"), GENERAL, 2500, 100, seed=4, chunk_size=500)
+    assert run.compile() > 0
+    compiled = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        run.advance()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiled == []
+    np.testing.assert_array_equal(run.result().regret, reference_runs.regret)
+
+
 def test_batch_of_instances_equals_separate_simulations(reference_runs):
     batch = instances.stack([GENERAL, instances.full_information(GENERAL.mu)])
     result = jb.simulate(jb.policies.make("ts_n"), batch, 2500, 100, seed=4)
