@@ -46,6 +46,8 @@ not answer (the engine compacts them, see :mod:`jaxbandit.base`):
 The answer is the canonical optimum whichever stage gives it: the same basis, ``c*``
 equal up to rounding (check, full solve) or within a certified relative 1e-5 (float32;
 1e-9 float64) per component, of the largest for a component that is zero (re-use).
+The stage that answers a run also chooses its Case C arm, so that this work too is done
+for the runs in Case C only.
 
 Defaults: ``alpha = 4.5`` (the theorem needs ``alpha > 4``; smaller values explore less
 and often do better in practice, but void the guarantee and emit a
