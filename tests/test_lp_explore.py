@@ -248,7 +248,9 @@ def test_corner_cases_fall_back_and_are_counted():
     state = _state(inst, [10, 3, 1], [1.0, 0.5, 0.0])
     decision = _select(policy, state, 50, ctx)._replace(needs_solve=jnp.asarray(True))
     failed_solution = _lp_solution([8.0, 8.0, 2.0], lp.LPStatus.NUMERICAL_ERROR)
-    arm, no_arm = lp_explore_module._case_c_arm(failed_solution, decision.request, state.stats.counts, "largest_deficit")
+    arm, no_arm = lp_explore_module._case_c_arm(
+        failed_solution, decision.request, state.stats.counts, "largest_deficit"
+    )
     assert int(arm) == int(decision.request.case_b_arm) == 2 and not bool(no_arm)
     failed = _dummy_answer(3)._replace(arm=arm, status=jnp.int32(lp.LPStatus.NUMERICAL_ERROR))
     arm, new_state = finish(state, decision, failed, jnp.int32(50), ctx)
@@ -272,7 +274,8 @@ def test_corner_cases_fall_back_and_are_counted():
 
 def _dummy_answer(num_arms):
     return lp_explore_module.LPAnswer(
-        arm=jnp.int32(0), no_arm=jnp.asarray(False), c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
+        arm=jnp.int32(0), no_arm=jnp.asarray(False),
+        c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),
         anchor_values=jnp.zeros(num_arms), cost_radius=jnp.float32(0),
     )
