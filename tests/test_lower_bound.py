@@ -143,7 +143,23 @@ def build_sweep(buckets, seed):
     return sweep
 
 
-_solve = jax.jit(jax.vmap(lp.solve))
+_solve_chunk = jax.jit(jax.vmap(lp.solve))
+# Every sweep is solved in chunks of one size, so each (padded K, dtype) compiles once
+# for all the tests here (a compile of the vmapped solve takes ~10 s).
+_CHUNK = 192
+
+
+def _solve(cost, matrix, rhs):
+    """``vmap(lp.solve)`` over a batch, as numpy arrays; the batch is cut into chunks of
+    ``_CHUNK`` LPs (the last one padded with copies of the first LP)."""
+    count = len(cost)
+    padded = -(-count // _CHUNK) * _CHUNK
+    take = np.concatenate([np.arange(count), np.zeros(padded - count, int)])
+    chunks = [
+        _solve_chunk(*(np.asarray(a)[take[start : start + _CHUNK]] for a in (cost, matrix, rhs)))
+        for start in range(0, padded, _CHUNK)
+    ]
+    return jax.tree.map(lambda *parts: np.concatenate([np.asarray(p) for p in parts])[:count], *chunks)
 
 
 def run_sweep(sweep, dtype):
@@ -153,9 +169,9 @@ def run_sweep(sweep, dtype):
         args = [np.asarray(bucket[name], dtype) for name in ("cost", "matrix", "rhs")]
         if dtype == np.float64:
             with jax.enable_x64(True):
-                out = jax.tree.map(np.asarray, _solve(*args))
+                out = _solve(*args)
         else:
-            out = jax.tree.map(np.asarray, _solve(*args))
+            out = _solve(*args)
         for i, ref in enumerate(bucket["refs"]):
             if ref is None or ref == "infeasible":
                 continue
@@ -232,7 +248,7 @@ def test_quick_check_of_the_previous_basis_across_families(sweep):
     rhs = rhs0 * (1 + 1e-3 * rng.uniform(-1, 1, rhs0.shape))
     with jax.enable_x64(True):
         before = _solve(cost0, matrix, rhs0)
-        cold = jax.tree.map(np.asarray, _solve(cost, matrix, rhs))
+        cold = _solve(cost, matrix, rhs)
         quick64 = jax.tree.map(np.asarray, _quick_check(cost, matrix, rhs, _factor(matrix, before.basis)))
     args32 = [np.asarray(a, np.float32) for a in (cost0, matrix, rhs0)]
     before32 = _solve(*args32)
@@ -308,7 +324,7 @@ def test_canonical_is_min_sum_among_optima(sweep):
     """Second linprog stage: min sum(c) over the optimal face, on a sample of instances."""
     bucket = sweep[0]
     with jax.enable_x64(True):
-        out = jax.tree.map(np.asarray, _solve(bucket["cost"], bucket["matrix"], bucket["rhs"]))
+        out = _solve(bucket["cost"], bucket["matrix"], bucket["rhs"])
     checked = 0
     for i in range(0, len(bucket["refs"]), 9):
         ref = bucket["refs"][i]
@@ -333,8 +349,8 @@ def test_same_canonical_solution_in_both_precisions(sweep):
     well = np.array([f in WELL_SCALED for f in bucket["family"]])
     args = [bucket[name][well] for name in ("cost", "matrix", "rhs")]
     with jax.enable_x64(True):
-        out64 = jax.tree.map(np.asarray, _solve(*args))
-    out32 = jax.tree.map(np.asarray, _solve(*[a.astype(np.float32) for a in args]))
+        out64 = _solve(*args)
+    out32 = _solve(*[a.astype(np.float32) for a in args])
     both = (out64.status == 0) & (out32.status == 0)
     assert both.mean() > 0.99
     scale = np.maximum(np.abs(out64.x[both]).max(axis=1, keepdims=True), 1e-30)
