@@ -1,6 +1,6 @@
 """jaxbandit: vectorized Monte Carlo simulation of Gaussian bandits with side observations."""
 
-from jaxbandit import base, config, environment, estimator, instances, io, lp, policies, rng, sweep
+from jaxbandit import base, compile_cache, config, environment, estimator, instances, io, lp, policies, rng, sweep
 from jaxbandit.base import Context, Decision, Policy
 from jaxbandit.config import ConfigError
 from jaxbandit.instances import Instance
@@ -20,6 +20,7 @@ __all__ = [
     "Result",
     "SimulationRun",
     "base",
+    "compile_cache",
     "environment",
     "estimator",
     "geometric_times",

@@ -115,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def cache_option(p):
+        p.add_argument("--compile-cache", default=None, metavar="DIR", help=(
+            "keep compiled programs in DIR for later runs ('off': do not; default: "
+            "$JAXBANDIT_COMPILE_CACHE, else ~/.cache/jaxbandit/xla)"))  # fmt: skip
+
     def plot_options(p):
         p.add_argument("--logx", action="store_true", help="log scale for the time axis of regret curves")
         p.add_argument("--distribution", choices=("box", "violin"), default="box", help="final-regret plot kind")
@@ -126,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar; timestamped log lines instead")
     p.add_argument("--plot", action="store_true", help="write the figures when done")
+    cache_option(p)
     plot_options(p)
     p.set_defaults(handler=_cmd_run)
 
@@ -134,11 +140,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="PLOTDIR", help="where to write (default DIR/plots)")
     p.add_argument("--format", default="png,pdf", help="comma-separated formats (default png,pdf)")
     p.add_argument("--no-bound", action="store_true", help="omit the LP lower bound line")
+    cache_option(p)
     plot_options(p)
     p.set_defaults(handler=_cmd_plot)
 
     p = commands.add_parser("demo", help="run the small built-in sweep and plot it")
     p.add_argument("--out", default="jaxbandit-demo", metavar="DIR", help="output directory (default ./jaxbandit-demo)")
+    cache_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar; timestamped log lines instead")
     plot_options(p)
     p.set_defaults(handler=_cmd_demo)
@@ -153,13 +161,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _enable_compile_cache(directory: Optional[str]) -> int:
+    """Turn on the persistent compile cache (before anything compiles); returns
+    :data:`EXIT_USAGE` after printing why if the directory cannot be used, else 0."""
+    from jaxbandit import compile_cache
+
+    try:
+        compile_cache.enable(directory)
+    except ValueError as err:
+        print(f"jaxbandit: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bound"]:  # every argument, options included, belongs to 'bound'
+        if _enable_compile_cache(None):
+            return EXIT_USAGE
         return _bound(argv[1:])
     args = _parser().parse_args(argv)
     _configure_logging(getattr(args, "quiet", False))
+    if hasattr(args, "compile_cache") and _enable_compile_cache(args.compile_cache):
+        return EXIT_USAGE
     from jaxbandit.config import ConfigError
     from jaxbandit.sweep import SweepMismatchError
 

@@ -80,6 +80,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    jb.compile_cache.enable()  # as the jaxbandit command: a resumed run loads what it compiled
 
     names = args.policies or jb.policies.names()
     available = instances.default_instances()

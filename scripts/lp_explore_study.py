@@ -88,6 +88,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.block < 1:
         parser.error(f"--block must be a positive number of runs, got {args.block}")
+    jb.compile_cache.enable()  # as the jaxbandit command: a resumed run loads what it compiled
     os.makedirs(args.out, exist_ok=True)
 
     named = jb.instances.default_instances()
