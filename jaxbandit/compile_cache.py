@@ -18,6 +18,7 @@ clear it.  The cache is trusted code: keep it in a directory only you can write 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Optional, Union
 
@@ -50,13 +51,15 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
         The directory in use, or ``None`` when the cache is off.
 
     Raises:
-        ValueError: ``directory`` exists and is not a directory, or cannot be created.
+        ValueError: the directory asked for (``directory`` or the environment) is not a
+            directory and cannot be created.  The implicit default only warns and runs
+            without a cache (e.g. a read-only home directory).
     """
+    implicit = directory is None and ENV_VAR not in os.environ
     if directory is None:
         if jax.config.jax_compilation_cache_dir:  # the user's own JAX setting wins
             return Path(jax.config.jax_compilation_cache_dir)
-        path = default_directory()
-        source = f"${ENV_VAR}" if ENV_VAR in os.environ else "the default compile cache directory"
+        path, source = default_directory(), f"${ENV_VAR}"
     elif str(directory).strip().lower() == OFF:
         path = None
     else:
@@ -66,6 +69,9 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        if implicit:  # nobody asked for this directory: run without a cache
+            warnings.warn(f"no compile cache: {str(path)!r} cannot be used ({err}).", stacklevel=2)
+            return None
         raise ValueError(f"{source} {str(path)!r} cannot be used: {err}") from err
     compilation_cache.set_cache_dir(str(path))
     compilation_cache.reset_cache()

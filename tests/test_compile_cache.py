@@ -41,6 +41,11 @@ def test_a_directory_that_cannot_be_used_is_a_clear_error(monkeypatch, tmp_path,
     monkeypatch.setenv(compile_cache.ENV_VAR, str(blocker / "below"))
     assert cli.main(["bound", "--mu", "1,0.5", "--sigma", "1,inf;inf,1"]) == cli.EXIT_USAGE
     assert "$JAXBANDIT_COMPILE_CACHE '" in capsys.readouterr().err
+    # Nobody asked for the default directory: a read-only home only costs the cache.
+    monkeypatch.delenv(compile_cache.ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    with pytest.warns(UserWarning, match="no compile cache: '.*a_file/jaxbandit/xla' cannot be used"):
+        assert compile_cache.enable() is None
 
 
 # Enables the cache (as the command line does), solves a lower bound and reports the
