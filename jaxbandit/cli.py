@@ -93,6 +93,10 @@ def _cmd_bound(args) -> int:
 
 
 def _bound(argv: list) -> int:
+    # No --compile-cache here (every argument is the bound command's): the environment
+    # variable or the default says where the solver's compiled program is kept.
+    if _enable_compile_cache(None):
+        return EXIT_USAGE
     if importlib.util.find_spec("jaxbandit.lower_bound") is None:
         module = None
     else:
@@ -118,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     def cache_option(p):
         p.add_argument("--compile-cache", default=None, metavar="DIR", help=(
             "keep compiled programs in DIR for later runs ('off': do not; default: "
-            "$JAXBANDIT_COMPILE_CACHE, else ~/.cache/jaxbandit/xla)"))  # fmt: skip
+            "$JAXBANDIT_COMPILE_CACHE, else $JAX_COMPILATION_CACHE_DIR, else "
+            "$XDG_CACHE_HOME/jaxbandit/xla, i.e. ~/.cache/jaxbandit/xla)"))  # fmt: skip
 
     def plot_options(p):
         p.add_argument("--logx", action="store_true", help="log scale for the time axis of regret curves")
@@ -178,8 +183,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bound"]:  # every argument, options included, belongs to 'bound'
-        if _enable_compile_cache(None):
-            return EXIT_USAGE
         return _bound(argv[1:])
     args = _parser().parse_args(argv)
     _configure_logging(getattr(args, "quiet", False))

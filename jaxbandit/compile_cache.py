@@ -4,15 +4,18 @@ Compiling the engine is a fixed cost per process: about 20 s for ``lp_explore`` 
 K = 10 on a 2-core CPU (its LP stages), under a second for the index policies.  JAX
 can keep compiled executables on disk and load them in later processes: a resumed or
 repeated sweep, or a second script on the same shapes, then pays ~4 s of tracing and
-loading instead.  The ``jaxbandit`` command enables this by default;
-Python code opts in with :func:`enable` before it runs anything.
+loading instead.  The ``jaxbandit`` command enables this by default; Python code opts
+in with :func:`enable`.  Programs that compile in under a second (JAX's
+``jax_persistent_cache_min_compile_time_secs``) are not kept.
 
-Where the cache lives: the ``JAXBANDIT_COMPILE_CACHE`` environment variable (a
-directory, or ``off``), else ``$XDG_CACHE_HOME/jaxbandit/xla`` (``~/.cache/...``).  A
-directory the user already gave JAX (``JAX_COMPILATION_CACHE_DIR``) is kept.  Entries
-are a few MB at most (an ``lp_explore`` chunk program is about 1 MB) and are never
-evicted (JAX's size limit needs the ``filelock`` package): delete the directory to
-clear it.  The cache is trusted code: keep it in a directory only you can write to.
+Which directory, first match wins: the ``directory`` given to :func:`enable`
+(``--compile-cache``), the ``JAXBANDIT_COMPILE_CACHE`` environment variable, a
+directory the user gave JAX itself (``JAX_COMPILATION_CACHE_DIR``), else
+``$XDG_CACHE_HOME/jaxbandit/xla`` (``~/.cache/jaxbandit/xla``).  ``off`` in the first
+two turns the cache off.  Entries are never evicted (JAX's size limit needs the
+``filelock`` package): delete the directory to clear it, or if JAX warns that it
+cannot read an entry (one cut short by an interrupted write).  The cache is trusted
+code: keep it in a directory only you can write to.
 """
 
 from __future__ import annotations
@@ -31,46 +34,72 @@ ENV_VAR = "JAXBANDIT_COMPILE_CACHE"
 OFF = "off"
 
 
+def _environment_value() -> Optional[str]:
+    """``$JAXBANDIT_COMPILE_CACHE`` stripped, ``None`` if unset or blank."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    return value or None
+
+
 def default_directory() -> Optional[Path]:
-    """The cache directory the environment asks for, ``None`` if it is ``off``."""
-    value = os.environ.get(ENV_VAR)
+    """The directory :func:`enable` uses when given none (``None``: the cache is off).
+
+    Raises:
+        RuntimeError: no home directory can be found (and nothing else names one).
+    """
+    value = _environment_value()
     if value is not None:
-        return None if value.strip().lower() == OFF else Path(value).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "jaxbandit" / "xla"
+        return None if value.lower() == OFF else Path(value).expanduser().absolute()
+    if jax.config.jax_compilation_cache_dir:  # the user's own JAX setting
+        return Path(jax.config.jax_compilation_cache_dir)
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
+    return (Path(base) / "jaxbandit" / "xla").absolute()
+
+
+def _turn_off() -> None:
+    compilation_cache.set_cache_dir(None)
+    compilation_cache.reset_cache()
 
 
 def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
-    """Keep compiled programs in ``directory`` (default :func:`default_directory`).
+    """Keep compiled programs in ``directory`` (default: :func:`default_directory`).
 
-    Call it before the first computation: JAX decides once per process whether it uses
-    a cache, so this also resets that decision.  ``directory="off"`` (or the
-    environment's ``off``) leaves JAX as it is.
+    Programs compiled after this call are saved there and loaded from there by later
+    processes; those compiled before it are not saved.  ``"off"`` turns the cache off
+    (a directory set earlier, or through JAX's own setting, included).
 
     Returns:
         The directory in use, or ``None`` when the cache is off.
 
     Raises:
-        ValueError: the directory asked for (``directory`` or the environment) is not a
-            directory and cannot be created.  The implicit default only warns and runs
-            without a cache (e.g. a read-only home directory).
+        ValueError: the directory asked for (``directory`` or the environment variable)
+            is empty, or cannot be created or written to.  The implicit default only
+            warns and runs without a cache (e.g. a read-only home directory).
     """
-    implicit = directory is None and ENV_VAR not in os.environ
-    if directory is None:
-        if jax.config.jax_compilation_cache_dir:  # the user's own JAX setting wins
-            return Path(jax.config.jax_compilation_cache_dir)
-        path, source = default_directory(), f"${ENV_VAR}"
-    elif str(directory).strip().lower() == OFF:
-        path = None
+    explicit = directory is not None or _environment_value() is not None
+    if directory is not None:
+        text = str(directory).strip()
+        if not text:
+            raise ValueError("compile cache directory must not be empty (use 'off' to turn the cache off).")
+        path = None if text.lower() == OFF else Path(text).expanduser().absolute()
+        source = "compile cache directory"
     else:
-        path, source = Path(directory).expanduser(), "compile cache directory"
+        source = f"${ENV_VAR}" if explicit else "the default compile cache directory"
+        try:
+            path = default_directory()
+        except RuntimeError as err:  # no home directory: nobody asked for one
+            warnings.warn(f"no compile cache: {err}", stacklevel=2)
+            path = None
     if path is None:
+        _turn_off()
         return None
     try:
         path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
     except OSError as err:
-        if implicit:  # nobody asked for this directory: run without a cache
-            warnings.warn(f"no compile cache: {str(path)!r} cannot be used ({err}).", stacklevel=2)
+        if not explicit:  # run without a cache rather than fail
+            warnings.warn(f"no compile cache: {source} {str(path)!r} cannot be used ({err}).", stacklevel=2)
+            _turn_off()
             return None
         raise ValueError(f"{source} {str(path)!r} cannot be used: {err}") from err
     compilation_cache.set_cache_dir(str(path))

@@ -1,5 +1,5 @@
-"""The persistent compile cache: where it lives, bad directories, and a second process
-that loads what the first one compiled."""
+"""The persistent compile cache: which directory, bad directories, the command line's
+option, and a second process that loads what the first one compiled."""
 
 import json
 import os
@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 from jaxbandit import cli, compile_cache
@@ -14,27 +15,46 @@ from jaxbandit import cli, compile_cache
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_default_directory_follows_the_environment(monkeypatch, tmp_path):
+@pytest.fixture
+def no_cache_settings(monkeypatch, tmp_path):
+    """No environment variable, JAX's own setting restored afterwards, and a home cache
+    under ``tmp_path``."""
+    monkeypatch.delenv(compile_cache.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    yield tmp_path
+    compile_cache.enable("off")
+
+
+def test_default_directory_precedence(no_cache_settings, monkeypatch):
+    tmp_path = no_cache_settings
+    assert compile_cache.default_directory() == tmp_path / "xdg" / "jaxbandit" / "xla"
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))  # reset by the fixture
+    assert compile_cache.default_directory() == tmp_path / "jax"  # JAX's own setting
     monkeypatch.setenv(compile_cache.ENV_VAR, str(tmp_path / "mine"))
-    assert compile_cache.default_directory() == tmp_path / "mine"
+    assert compile_cache.default_directory() == tmp_path / "mine"  # before JAX's
     monkeypatch.setenv(compile_cache.ENV_VAR, " OFF ")
     assert compile_cache.default_directory() is None
-    monkeypatch.delenv(compile_cache.ENV_VAR)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert compile_cache.default_directory() == tmp_path / "xdg" / "jaxbandit" / "xla"
+    monkeypatch.setenv(compile_cache.ENV_VAR, "  ")  # blank: as if unset, never "."
+    assert compile_cache.default_directory() == tmp_path / "jax"
 
 
-def test_off_changes_nothing(monkeypatch):
+def test_enable_then_off(no_cache_settings):
+    tmp_path = no_cache_settings
+    assert compile_cache.enable(tmp_path / "here") == tmp_path / "here"
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "here")
     assert compile_cache.enable("off") is None
-    monkeypatch.setenv(compile_cache.ENV_VAR, "off")
-    assert compile_cache.enable() is None
+    assert jax.config.jax_compilation_cache_dir is None
+    assert not (tmp_path / "xdg").exists()  # "off" creates nothing
 
 
-def test_a_directory_that_cannot_be_used_is_a_clear_error(monkeypatch, tmp_path, capsys):
+def test_directories_that_cannot_be_used(no_cache_settings, monkeypatch, capsys):
+    tmp_path = no_cache_settings
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     with pytest.raises(ValueError, match=r"compile cache directory '.*a_file' cannot be used"):
         compile_cache.enable(blocker)
+    with pytest.raises(ValueError, match="must not be empty"):
+        compile_cache.enable(" ")
     argv = ["run", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "out"), "--compile-cache", str(blocker)]
     assert cli.main(argv) == cli.EXIT_USAGE
     assert "a_file' cannot be used" in capsys.readouterr().err
@@ -44,12 +64,44 @@ def test_a_directory_that_cannot_be_used_is_a_clear_error(monkeypatch, tmp_path,
     # Nobody asked for the default directory: a read-only home only costs the cache.
     monkeypatch.delenv(compile_cache.ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
-    with pytest.warns(UserWarning, match="no compile cache: '.*a_file/jaxbandit/xla' cannot be used"):
+    with pytest.warns(UserWarning, match="no compile cache: .* '.*a_file/jaxbandit/xla' cannot be used"):
         assert compile_cache.enable() is None
+    if os.geteuid() != 0:  # root may write anywhere
+        read_only = tmp_path / "read_only"
+        read_only.mkdir(mode=0o500)
+        with pytest.raises(ValueError, match="read_only' cannot be used"):
+            compile_cache.enable(read_only)
+
+
+class _Enabled(Exception):
+    """Raised by the stand-in for ``enable``: the command got that far."""
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["run", "sweep.toml", "--out", "out", "--compile-cache", "here"], "here"),
+        (["demo", "--compile-cache", "off"], "off"),
+        (["plot", "out"], None),
+        (["bound", "--mu", "1,0.5", "--sigma", "1,1;1,1"], None),
+        (["check", "sweep.toml"], "not called"),
+    ],
+)
+def test_each_command_enables_the_cache_first(monkeypatch, argv, expected):
+    def enabled(directory=None):
+        raise _Enabled(directory)
+
+    monkeypatch.setattr(compile_cache, "enable", enabled)
+    if expected == "not called":  # check compiles nothing: its config is missing
+        assert cli.main(argv) == cli.EXIT_USAGE
+        return
+    with pytest.raises(_Enabled) as caught:
+        cli.main(argv)
+    assert caught.value.args == (expected,)
 
 
 # Enables the cache (as the command line does), solves a lower bound and reports the
-# cache's hits; min_compile_time 0 so that the small solve is cached too.
+# cache's hits; min_compile_time 0 so that the small solve is kept whatever its time.
 _SCRIPT = """
 import json, sys, jax
 from jax import monitoring
