@@ -40,6 +40,11 @@ def _environment_value() -> Optional[str]:
     return value or None
 
 
+def _directory(text: str) -> Optional[Path]:
+    """A directory as the user wrote it, made absolute; ``None`` for ``off``."""
+    return None if text.lower() == OFF else Path(text).expanduser().absolute()
+
+
 def default_directory() -> Optional[Path]:
     """The directory :func:`enable` uses when given none (``None``: the cache is off).
 
@@ -48,7 +53,7 @@ def default_directory() -> Optional[Path]:
     """
     value = _environment_value()
     if value is not None:
-        return None if value.lower() == OFF else Path(value).expanduser().absolute()
+        return _directory(value)
     if jax.config.jax_compilation_cache_dir:  # the user's own JAX setting
         return Path(jax.config.jax_compilation_cache_dir)
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
@@ -80,7 +85,7 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
         text = str(directory).strip()
         if not text:
             raise ValueError("compile cache directory must not be empty (use 'off' to turn the cache off).")
-        path = None if text.lower() == OFF else Path(text).expanduser().absolute()
+        path = _directory(text)
         source = "compile cache directory"
     else:
         source = f"${ENV_VAR}" if explicit else "the default compile cache directory"
