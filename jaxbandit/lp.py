@@ -185,7 +185,17 @@ class _Tableau(NamedTuple):
 
 
 def _power_of_two_reciprocal(x):
-    """``2**-round(log2(x))`` for ``x > 0`` (1 elsewhere): scaling that adds no rounding."""
+    """About ``2**-round(log2(x))`` for ``x > 0`` (1 elsewhere): a scale factor.
+
+    Not an exact power of two: XLA's float32 ``exp2`` is a fast approximation, on CPU
+    and GPU alike (``2**13`` came out as 8192.004), so scaling rounds the entries, at
+    the level of one rounding each.  The LP that is solved and verified is the scaled
+    one, so this moves the data by far less than the tolerances.  Exact powers of two
+    (read off ``frexp``) were tried: one float32 LP of the tests' 9,760 then fell
+    outside the dual feasibility tolerance (a reduced cost that is 0 computed as
+    -2.3e-4 against a noise bound of 2.0e-4), so the verification's error model, not
+    the scaling, is what would have to change first.
+    """
     safe = jnp.where(x > 0, x, jnp.ones_like(x))
     return jnp.where(x > 0, jnp.exp2(-jnp.round(jnp.log2(safe))), jnp.ones_like(x))
 
@@ -241,11 +251,20 @@ def _two_sum(a, b):
 def _split(v):
     """``v = high + low`` with both halves short enough that their products are exact.
 
-    ``lax.reduce_precision`` rounds to half the significand; not Veltkamp's
-    ``c - (c - v)``, which a compiler may turn into a fused multiply-add.
+    ``high`` is ``v`` rounded (half away from zero) to ``digits // 2`` significant
+    bits (12 in float32, 26 in float64), so ``|low| <= ulp(high) / 2`` has at most as
+    many.  The rounding is done on the bit pattern: add half of the dropped part, clear
+    it.  Not Veltkamp's ``c - (c - v)``, which a compiler may turn into a fused
+    multiply-add; not ``lax.reduce_precision`` (the same rounding, ties to even),
+    which XLA's GPU compiler (jax 0.10-0.11) fails to compile in some fusions ("Failed
+    to translate module to LLVM IR", at K = 3 in ``solve``).
     """
-    digits = jnp.finfo(v.dtype).nmant + 1  # 24 (float32) or 53 (float64)
-    high = jax.lax.reduce_precision(v, jnp.finfo(v.dtype).nexp, digits // 2 - 1)
+    info = jnp.finfo(v.dtype)
+    dropped = info.nmant - ((info.nmant + 1) // 2 - 1)  # 12 (float32) or 27 (float64)
+    bits_type = jnp.uint32 if info.bits == 32 else jnp.uint64
+    bits = jax.lax.bitcast_convert_type(v, bits_type)
+    half, keep = bits_type(1 << (dropped - 1)), bits_type(~((1 << dropped) - 1) & ((1 << info.bits) - 1))
+    high = jax.lax.bitcast_convert_type((bits + half) & keep, v.dtype)
     return high, v - high
 
 

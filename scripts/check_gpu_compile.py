@@ -1,0 +1,117 @@
+"""Compile the LP solver, the lower bound and the simulation engine for an NVIDIA GPU on
+a machine without one (XLA's deviceless ahead-of-time compilation), to catch GPU
+compiler failures that the CPU tests cannot see.
+
+XLA's GPU compiler has failed on code that compiles on the CPU: ``lp.solve`` at K = 3
+("Failed to translate module to LLVM IR", a fusion of ``lax.reduce_precision``), while
+K = 5 and 10 compiled.  This script compiles every entry point at several K, in both
+precisions, for the GPU described by a target configuration (default: the H100 in
+``configs/h100_gpu_target.pbtxt``, as written by XLA's ``--xla_dump_to``).
+
+Needs JAX's CUDA plugin, but no GPU and no driver:
+    python -m pip install "jax[cuda13]==$(python -c 'import jax; print(jax.__version__)')"
+    JAX_PLATFORMS=cpu python scripts/check_gpu_compile.py [--arms 2 3 4 5 8] [--target FILE]
+
+Prints one line per compiled function and exits 1 if any failed.  Compiling is all it
+checks: whether the results are right on the GPU needs the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import topologies  # noqa: E402
+
+import jaxbandit as jb  # noqa: E402
+from jaxbandit import lp  # noqa: E402
+
+lower_bound = importlib.import_module("jaxbandit.lower_bound")
+simulate = importlib.import_module("jaxbandit.simulate")
+DEFAULT_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "h100_gpu_target.pbtxt")
+
+
+def gpu_device(target_file: str):
+    config = open(target_file).read()
+    return topologies.get_topology_desc("gpu", "cuda", target_config=config, topology="1x1x1").devices[0]
+
+
+def compile_for(device, function, *args) -> None:
+    """Compile ``function`` (jitted) for ``device`` at the shapes and dtypes of ``args``."""
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a), sharding=sharding), args)
+    function.trace(*abstract).lower(lowering_platforms=("cuda",)).compile()
+
+
+def cases(num_arms: int, dtype):
+    """(name, jitted function, example arguments) for every entry point at this K."""
+    inst = jb.instances.bandit(np.linspace(1.0, 0.0, num_arms))
+    mu, precision = jnp.asarray(inst.mu, dtype), jnp.asarray(np.where(np.isinf(inst.precision), 0, inst.precision), dtype)
+    problem = lower_bound.lower_bound_problem(mu, precision)
+    lp_args = (problem.cost, problem.A, problem.b)
+    basis = lp.solve(*lp_args).basis
+    factor = lp.factor_basis(problem.A, basis)
+    warm = lower_bound.warm_start(precision, basis)
+    batch = lambda *a: tuple(jnp.stack([x] * 2) for x in a)  # noqa: E731
+    one = lambda *a: tuple(x[None] for x in a)  # noqa: E731
+    yield "lower_bound batch 1", jax.jit(jax.vmap(lower_bound.solve_lower_bound)), one(mu, precision)
+    yield "lower_bound batch 2", jax.jit(jax.vmap(lower_bound.solve_lower_bound)), batch(mu, precision)
+    yield "lower_bound", jax.jit(lower_bound.solve_lower_bound), (mu, precision)
+    for options in lower_bound._FLOAT64_RETRIES:
+        retry = jax.jit(functools.partial(lower_bound._solve_with, options=options))
+        yield f"lower_bound retry {dict(options)}", retry, one(mu, precision)
+    yield "lp.solve", jax.jit(lp.solve), lp_args
+    yield "lp.solve batch 1", jax.jit(jax.vmap(lp.solve)), one(*lp_args)
+    yield "lp.check_basis", jax.jit(lp.check_basis), (*lp_args, basis)
+    yield "lp.factor_basis", jax.jit(lp.factor_basis), (problem.A, basis)
+    yield "lp.quick_check", jax.jit(lp.quick_check), (*lp_args, factor)
+    yield "lp.quick_check batch 1", jax.jit(jax.vmap(lp.quick_check)), (*one(*lp_args), jax.tree.map(lambda x: x[None], factor))
+    yield "check_warm_start", jax.jit(lower_bound.check_warm_start), (mu, precision, warm)
+    yield "solve_lower_bound_warm", jax.jit(lower_bound.solve_lower_bound_warm), (mu, precision, warm)
+
+
+def engine_case(num_arms: int, dtype, runs: int, policy_name: str):
+    inst = jb.instances.bandit(np.linspace(1.0, 0.0, num_arms))
+    run = simulate.SimulationRun(jb.policies.make(policy_name), inst, 10_000, runs, dtype=np.dtype(dtype).name)
+    return f"engine {policy_name} runs={runs}", run._sim.run_chunk, run._chunk_arguments()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arms", type=int, nargs="+", default=[2, 3, 4, 5, 8])
+    parser.add_argument("--target", default=DEFAULT_TARGET, help="an XLA GpuTargetConfigProto, text format")
+    parser.add_argument("--engine-runs", type=int, nargs="+", default=[1, 100])
+    parser.add_argument("--only", default="", help="only the functions whose name contains this")
+    args = parser.parse_args(argv)
+    device = gpu_device(args.target)
+    failures = 0
+    for dtype in (np.float32, np.float64):
+        with jax.enable_x64(dtype == np.float64):
+            for num_arms in args.arms:
+                todo = list(cases(num_arms, dtype))
+                todo += [engine_case(num_arms, dtype, runs, "lp_explore") for runs in args.engine_runs]
+                for name, function, example in (c for c in todo if args.only in c[0]):
+                    start = time.perf_counter()
+                    try:
+                        compile_for(device, function, *example)
+                        verdict = "ok"
+                    except Exception as error:  # noqa: BLE001 - report every failure
+                        failures += 1
+                        verdict = "FAILED: " + str(error).splitlines()[0][:160]
+                    seconds = time.perf_counter() - start
+                    print(f"{np.dtype(dtype).name} K={num_arms} {name}: {verdict} ({seconds:.1f} s)", flush=True)
+    print("all compiled" if not failures else f"{failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
