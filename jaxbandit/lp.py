@@ -185,19 +185,16 @@ class _Tableau(NamedTuple):
 
 
 def _power_of_two_reciprocal(x):
-    """About ``2**-round(log2(x))`` for ``x > 0`` (1 elsewhere): a scale factor.
+    """``2**-round(log2(x))`` for ``x > 0`` (1 elsewhere): scaling that adds no rounding.
 
-    Not an exact power of two: XLA's float32 ``exp2`` is a fast approximation, on CPU
-    and GPU alike (``2**13`` came out as 8192.004), so scaling rounds the entries, at
-    the level of one rounding each.  The LP that is solved and verified is the scaled
-    one, so this moves the data by far less than the tolerances.  Exact powers of two
-    (read off ``frexp``) were tried: one float32 LP of the tests' 9,760 then fell
-    outside the dual feasibility tolerance (a reduced cost that is 0 computed as
-    -2.3e-4 against a noise bound of 2.0e-4), so the verification's error model, not
-    the scaling, is what would have to change first.
+    Read off the exponent (``frexp``), not computed as ``exp2(-round(log2(x)))``: XLA's
+    float32 ``exp2`` is a fast approximation on CPU and GPU alike (``2**13`` came out
+    as 8192.004), so those "powers of two" were not, and scaling rounded every entry.
     """
     safe = jnp.where(x > 0, x, jnp.ones_like(x))
-    return jnp.where(x > 0, jnp.exp2(-jnp.round(jnp.log2(safe))), jnp.ones_like(x))
+    fraction, exponent = jnp.frexp(safe)  # safe = fraction * 2**exponent, fraction in [0.5, 1)
+    nearest = jnp.where(fraction >= 0.5**0.5, exponent, exponent - 1)  # round(log2(safe))
+    return jnp.where(x > 0, jnp.ldexp(jnp.ones_like(x), -nearest), jnp.ones_like(x))
 
 
 def _validated(cost, matrix, rhs):
@@ -365,8 +362,12 @@ def _gauss_jordan(matrix, rhs):
 def _tableau(scaled: _Scaled, basis) -> _Tableau:
     """Build the tableau of ``basis`` from the original data: one ``m x m`` elimination.
 
-    The basic values get one step of iterative refinement with an extra-precise
-    residual, so they are accurate to about ``eps`` even when they cancel.
+    The basic values and both objectives' duals get iterative refinement with an
+    extra-precise residual (two steps in float32, one in float64: as
+    :func:`_check_refinements`), so they are accurate to about ``eps`` even when they
+    cancel.  In float32 one step was not enough at ``eps cond(B)`` of a few 1e-3: a
+    reduced cost that is 0 came out as -2.3e-4 against a noise level of 2.0e-4
+    (K = 50), and the optimal basis was refused.
     """
     basis = jnp.sort(basis)  # a canonical order makes warm and cold results bit-equal
     matrix = scaled.matrix
@@ -376,12 +377,13 @@ def _tableau(scaled: _Scaled, basis) -> _Tableau:
     solved = _gauss_jordan(basis_matrix, jnp.concatenate([matrix, scaled.rhs[:, None]], axis=1))
     body, values = solved[:, :-1], solved[:, -1]
     inverse = -body[:, n:]  # the surplus columns of M are -I
-    values = values + _dot(inverse, _residual(basis_matrix, values, scaled.rhs))
+    values = _refined_values(inverse, basis_matrix, values, scaled.rhs, _check_refinements(matrix.dtype))
     # Duals y = g_B B^-1 of both objectives, refined the same way; the reduced costs
     # g - y M then follow with an extra-precise product too.
     weights = scaled.objectives[:, basis]  # (2, m)
     duals = _rows_dot(weights, inverse)
-    duals = duals + _rows_dot(_row_residuals(basis_matrix, duals, weights), inverse)
+    for _ in range(_check_refinements(matrix.dtype)):
+        duals = duals + _rows_dot(_row_residuals(basis_matrix, duals, weights), inverse)
     reduced = _row_residuals(matrix, duals, scaled.objectives)
     objective_values = jnp.sum(weights * values[None, :], axis=1)
     body = jnp.concatenate([body, values[:, None]], axis=1)
@@ -813,7 +815,8 @@ _FINAL_REFINEMENTS = 2
 
 
 def _check_refinements(dtype) -> int:
-    """Refinement steps of :func:`quick_check`'s values (its hot path in simulations).
+    """Refinement steps of :func:`quick_check`'s values (its hot path in simulations),
+    and of a fresh tableau's values and duals (:func:`_tableau`).
 
     Step k leaves an error of about ``(eps cond(B))**(k + 1) |x|_inf`` on each value.
     float32: two steps (``solve`` returns three): on the wide-sigma instance above
@@ -1160,7 +1163,7 @@ def quick_check(
     ``factor`` must come from :func:`factor_basis` with this same ``A`` (only ``cost``
     and ``b`` may have changed).  The basic values get two steps of iterative
     refinement with an extra-precise residual in float32 (one in float64, see
-    ``_check_refinements``) and both objectives' duals one (as in :func:`solve`),
+    ``_check_refinements``) and both objectives' duals one (:func:`solve` two in float32),
     then the tests of :func:`check_basis` are applied *with a margin* for the rounding
     error of this computation (``8 sqrt(m) eps`` relative to each quantity's
     magnitude), and only if ``eps * cond(B) <= 1e-2``.  So ``ok`` is conservative: a
