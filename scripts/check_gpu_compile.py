@@ -48,14 +48,17 @@ def gpu_device(target_file: str):
 def compile_for(device, function, *args) -> None:
     """Compile ``function`` (jitted) for ``device`` at the shapes and dtypes of ``args``."""
     sharding = jax.sharding.SingleDeviceSharding(device)
-    abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a), sharding=sharding), args)
+    abstract = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a), sharding=sharding), args
+    )
     function.trace(*abstract).lower(lowering_platforms=("cuda",)).compile()
 
 
 def cases(num_arms: int, dtype):
     """(name, jitted function, example arguments) for every entry point at this K."""
     inst = jb.instances.bandit(np.linspace(1.0, 0.0, num_arms))
-    mu, precision = jnp.asarray(inst.mu, dtype), jnp.asarray(np.where(np.isinf(inst.precision), 0, inst.precision), dtype)
+    mu = jnp.asarray(inst.mu, dtype)
+    precision = jnp.asarray(np.where(np.isinf(inst.precision), 0, inst.precision), dtype)
     problem = lower_bound.lower_bound_problem(mu, precision)
     lp_args = (problem.cost, problem.A, problem.b)
     basis = lp.solve(*lp_args).basis
@@ -74,7 +77,8 @@ def cases(num_arms: int, dtype):
     yield "lp.check_basis", jax.jit(lp.check_basis), (*lp_args, basis)
     yield "lp.factor_basis", jax.jit(lp.factor_basis), (problem.A, basis)
     yield "lp.quick_check", jax.jit(lp.quick_check), (*lp_args, factor)
-    yield "lp.quick_check batch 1", jax.jit(jax.vmap(lp.quick_check)), (*one(*lp_args), jax.tree.map(lambda x: x[None], factor))
+    factors = jax.tree.map(lambda x: x[None], factor)
+    yield "lp.quick_check batch 1", jax.jit(jax.vmap(lp.quick_check)), (*one(*lp_args), factors)
     yield "check_warm_start", jax.jit(lower_bound.check_warm_start), (mu, precision, warm)
     yield "solve_lower_bound_warm", jax.jit(lower_bound.solve_lower_bound_warm), (mu, precision, warm)
 

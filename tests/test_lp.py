@@ -223,3 +223,32 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
     np.testing.assert_array_equal(np.asarray(split[1]), np.asarray(single[1]))
     # Several pivots in every case, primal ones from the other costs' optimum.
     assert all(np.asarray(single[1])[200 * k : 200 * (k + 1)].max() >= 3 for k in range(3))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
+    """The scaling must add no rounding (XLA's float32 ``exp2`` is approximate: it gave
+    8192.004 for ``2**13``), and ``_split``'s halves must add up to ``v`` exactly, each
+    short enough (12 / 26 significant bits) that products of halves are exact; ties
+    round away from zero.  200,000 values spanning 1e-26..1e26, both signs."""
+    rng = np.random.default_rng(3)
+    x = np.exp(rng.uniform(-60, 60, 200_000)).astype(dtype)
+    x[:3] = [2.0**13, 1.5 * 2.0**-20, np.sqrt(2.0) * 2.0**7]  # exact, and at rounding edges
+    with jax.enable_x64(dtype == np.float64):
+        scale = np.asarray(jax.jit(lp._power_of_two_reciprocal)(x))
+        ones = np.asarray(lp._power_of_two_reciprocal(np.array([0.0, -3.0], dtype)))
+        signed = x * rng.choice(np.array([-1, 1], dtype), x.shape)
+        high, low = (np.asarray(a) for a in jax.jit(lp._split)(signed))
+        tie = np.asarray(lp._split(np.array([1 + 2.0**-12, -(1 + 2.0**-12)], dtype))[0]) if dtype == np.float32 else None
+    fraction, exponent = np.frexp(scale)
+    assert np.all(fraction == 0.5), scale[fraction != 0.5][:5]  # exact powers of two
+    distance = np.abs(np.log2(x.astype(np.float64)) + (exponent - 1))  # |log2 x - round(log2 x)|
+    assert np.all(distance <= 0.5 + 1e-6)  # either side of a sqrt(2) edge will do
+    assert scale[0] == 2.0**-13 and np.array_equal(ones, [1.0, 1.0])
+    np.testing.assert_array_equal(high + low, signed)
+    half = (np.finfo(dtype).nmant + 1) // 2
+    for part in (high, low):
+        mantissa, _ = np.frexp(part[part != 0])
+        np.testing.assert_array_equal(np.ldexp(np.round(np.ldexp(mantissa, half)), -half), mantissa)
+    if tie is not None:  # 1 + 2**-12 is halfway between 12-bit neighbours
+        np.testing.assert_array_equal(tie, [1 + 2.0**-11, -(1 + 2.0**-11)])
