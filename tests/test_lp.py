@@ -239,7 +239,8 @@ def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
         ones = np.asarray(lp._power_of_two_reciprocal(np.array([0.0, -3.0], dtype)))
         signed = x * rng.choice(np.array([-1, 1], dtype), x.shape)
         high, low = (np.asarray(a) for a in jax.jit(lp._split)(signed))
-        tie = np.asarray(lp._split(np.array([1 + 2.0**-12, -(1 + 2.0**-12)], dtype))[0]) if dtype == np.float32 else None
+        ties = np.array([1 + 2.0**-12, -(1 + 2.0**-12)], dtype)  # halfway between 12-bit neighbours
+        tie = np.asarray(lp._split(ties)[0]) if dtype == np.float32 else None
     fraction, exponent = np.frexp(scale)
     assert np.all(fraction == 0.5), scale[fraction != 0.5][:5]  # exact powers of two
     distance = np.abs(np.log2(x.astype(np.float64)) + (exponent - 1))  # |log2 x - round(log2 x)|
@@ -250,5 +251,5 @@ def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
     for part in (high, low):
         mantissa, _ = np.frexp(part[part != 0])
         np.testing.assert_array_equal(np.ldexp(np.round(np.ldexp(mantissa, half)), -half), mantissa)
-    if tie is not None:  # 1 + 2**-12 is halfway between 12-bit neighbours
+    if tie is not None:
         np.testing.assert_array_equal(tie, [1 + 2.0**-11, -(1 + 2.0**-11)])
