@@ -807,7 +807,7 @@ def _may_take_primal_step(tableau: _Tableau, scaled: _Scaled, tolerance):
     return jnp.any(_nonbasic_mask(basis, total) & improving)
 
 
-# Refinement steps of the returned basic values beyond the tableau's one.  The error
+# Refinement steps of the returned basic values beyond the tableau's.  The error
 # of a step is about eps * cond(B) times that of the last *normwise*: when one basic
 # value is huge (an arm that costs nothing) the small, costly ones can keep a relative
 # error of 1e-3 in float32 after one step (seen on a wide-sigma K = 15 instance).
@@ -819,7 +819,7 @@ def _check_refinements(dtype) -> int:
     and of a fresh tableau's values and duals (:func:`_tableau`).
 
     Step k leaves an error of about ``(eps cond(B))**(k + 1) |x|_inf`` on each value.
-    float32: two steps (``solve`` returns three): on the wide-sigma instance above
+    float32: two steps (``solve`` returns four): on the wide-sigma instance above
     (``eps cond ~ 5e-6``) one step left 6e-4 of a small component, two leave ~1e-8 of
     it; a third would cost another ~15% of the check.  float64: one step, below
     ``1e-16 |x|_inf`` for any ``cond(B) <= 1e8``.
