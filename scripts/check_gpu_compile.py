@@ -4,11 +4,13 @@ compiler failures that the CPU tests cannot see.
 
 XLA's GPU compiler has failed on code that compiles on the CPU: ``lp.solve`` at K = 3
 ("Failed to translate module to LLVM IR", a fusion of ``lax.reduce_precision``), while
-K = 5 and 10 compiled.  This script compiles every entry point at several K, in both
-precisions, for the GPU described by a target configuration (default: the H100 in
-``configs/h100_gpu_target.pbtxt``, as written by XLA's ``--xla_dump_to``).
+K = 5 and 10 compiled.  This script compiles every entry point, and the engine of
+every registered policy, at several K and in both precisions, for the GPU described by
+a target configuration (default: the H100 in ``configs/h100_gpu_target.pbtxt``, as
+written by XLA's ``--xla_dump_to``).
 
-Needs JAX's CUDA plugin, but no GPU and no driver:
+Needs JAX's CUDA plugin (a few GB of CUDA wheels; a separate virtual environment is
+best), but no GPU and no driver:
     python -m pip install "jax[cuda13]==$(python -c 'import jax; print(jax.__version__)')"
     JAX_PLATFORMS=cpu python scripts/check_gpu_compile.py [--arms 2 3 4 5 8] [--target FILE]
 
@@ -93,7 +95,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arms", type=int, nargs="+", default=[2, 3, 4, 5, 8])
     parser.add_argument("--target", default=DEFAULT_TARGET, help="an XLA GpuTargetConfigProto, text format")
-    parser.add_argument("--engine-runs", type=int, nargs="+", default=[1, 100])
+    parser.add_argument("--engine-runs", type=int, nargs="+", default=[1, 100], help="runs of lp_explore's engine")
+    parser.add_argument(
+        "--policies", nargs="*", default=None, help="other policies whose engine to compile, at 100 runs (default: all)"
+    )
     parser.add_argument("--only", default="", help="only the functions whose name contains this")
     args = parser.parse_args(argv)
     device = gpu_device(args.target)
@@ -103,6 +108,9 @@ def main(argv=None) -> int:
             for num_arms in args.arms:
                 todo = list(cases(num_arms, dtype))
                 todo += [engine_case(num_arms, dtype, runs, "lp_explore") for runs in args.engine_runs]
+                others = [name for name in jb.policies.names() if name != "lp_explore"]
+                chosen = others if args.policies is None else args.policies
+                todo += [engine_case(num_arms, dtype, 100, name) for name in chosen]
                 for name, function, example in (c for c in todo if args.only in c[0]):
                     start = time.perf_counter()
                     try:
