@@ -43,7 +43,9 @@ DEFAULT_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confi
 
 
 def gpu_device(target_file: str):
-    config = open(target_file).read()
+    """A compile-only device for the GPU that ``target_file`` describes."""
+    with open(target_file) as handle:
+        config = handle.read()
     return topologies.get_topology_desc("gpu", "cuda", target_config=config, topology="1x1x1").devices[0]
 
 
