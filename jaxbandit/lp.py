@@ -184,17 +184,30 @@ class _Tableau(NamedTuple):
     basis: Array
 
 
+def _power_of_two(exponent, dtype):
+    """``2**exponent`` built from its bit pattern, ``exponent`` clipped to the normal range.
+
+    Exact on every backend; ``jnp.ldexp`` is not: it computes ``pow(2.0, exponent)``,
+    which XLA's GPU compiler evaluates as a polynomial approximation of ``exp2``.
+    """
+    info = jnp.finfo(dtype)
+    int_type = jnp.int32 if info.bits == 32 else jnp.int64
+    biased = jnp.clip(exponent, info.minexp, info.maxexp - 1).astype(int_type) + (info.maxexp - 1)
+    return jax.lax.bitcast_convert_type(biased << info.nmant, dtype)
+
+
 def _power_of_two_reciprocal(x):
     """``2**-round(log2(x))`` for ``x > 0`` (1 elsewhere): scaling that adds no rounding.
 
-    Read off the exponent (``frexp``), not computed as ``exp2(-round(log2(x)))``: XLA's
-    float32 ``exp2`` is a fast approximation on CPU and GPU alike (``2**13`` came out
-    as 8192.004), so those "powers of two" were not, and scaling rounded every entry.
+    Read off and built from the exponent bits (``frexp``, :func:`_power_of_two`), not
+    computed as ``exp2(-round(log2(x)))``: XLA evaluates ``exp2``, ``log2`` and ``pow``
+    by fast approximations on the CPU and the GPU (``2**13`` came out as 8192.004), so
+    those "powers of two" were not, and scaling rounded every entry.
     """
     safe = jnp.where(x > 0, x, jnp.ones_like(x))
     fraction, exponent = jnp.frexp(safe)  # safe = fraction * 2**exponent, fraction in [0.5, 1)
     nearest = jnp.where(fraction >= 0.5**0.5, exponent, exponent - 1)  # round(log2(safe))
-    return jnp.where(x > 0, jnp.ldexp(jnp.ones_like(x), -nearest), jnp.ones_like(x))
+    return jnp.where(x > 0, _power_of_two(-nearest, x.dtype), jnp.ones_like(x))
 
 
 def _validated(cost, matrix, rhs):

@@ -450,12 +450,27 @@ _reuse = jax.jit(jax.vmap(lb.reuse_warm_start))
 _cold = jax.jit(jax.vmap(lb.solve_lower_bound))
 
 
+def assert_same_vertex(first, second, lanes, mu, precision, rtol):
+    """On ``lanes``, the two solutions' bases are equal or describe the same degenerate
+    vertex: every variable basic in one and not the other is zero, to ``rtol``, at
+    ``second.c`` (a structural ``c_j``, or a surplus ``(A c - b)_r``).  Which of a
+    degenerate vertex's bases a solve ends on is a rounding-level tie (seen in float32
+    with a GPU's approximate division); ``c*`` is what is canonical."""
+    for i in np.flatnonzero(lanes & np.any(first.basis != second.basis, axis=1)):
+        _, matrix, rhs = numpy_problem(mu[i], precision[i])
+        c = np.asarray(second.c[i], np.float64)
+        values = np.concatenate([c, matrix @ c - rhs])
+        sizes = np.concatenate([np.full(c.shape, np.abs(c).max()), np.maximum(np.abs(matrix) @ np.abs(c), rhs)])
+        differing = np.setxor1d(first.basis[i], second.basis[i])
+        assert np.all(np.abs(values[differing]) <= rtol * sizes[differing]), (i, first.basis[i], second.basis[i])
+
+
 def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families():
     """Re-use without a check (lb.reuse_warm_start), 60 instances per family at K = 6,
     means moved in a random direction by up to 0.05, 0.25 and 0.45 times the anchor's
     radius, so that each gap moves by up to 0.1, 0.5 and 0.9 radii, and by up to 1
     radius (each gap by up to 2 radii).  Wherever it answers, the answer must be the
-    cold solve's at the moved means: the same basis and each c_i to lp.default_tolerance
+    cold solve's at the moved means: the same basis (or the same degenerate vertex) and each c_i to lp.default_tolerance
     (1e-9) relative in float64; in float32 c to 1e-4 of max c (the cold float32 solve's
     own accuracy), or HiGHS's value to 1e-4 where that solve gives up.  It must answer
     most well-scaled lanes at 0.1 radius (full information, whose bases are degenerate,
@@ -492,7 +507,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
                     assert ok[family == "full_information"].mean() > 0.5, dtype
                 assert np.all(reused.status[ok] == Status.OPTIMAL) and np.all(reused.status[~ok] != Status.OPTIMAL)
                 both = ok & (cold.status == Status.OPTIMAL)
-                np.testing.assert_array_equal(reused.basis[both], cold.basis[both])
+                assert_same_vertex(reused, cold, both, np.asarray(mu1, np.float64), precision, rtol or 1e-4)
                 size = np.abs(cold.c[both]).max(axis=1, keepdims=True)
                 if rtol is not None:
                     np.testing.assert_allclose(reused.c[both], cold.c[both], rtol=rtol, atol=1e-13 * size.max())

@@ -253,3 +253,52 @@ def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
         np.testing.assert_array_equal(np.ldexp(np.round(np.ldexp(mantissa, half)), -half), mantissa)
     if tie is not None:
         np.testing.assert_array_equal(tie, [1 + 2.0**-11, -(1 + 2.0**-11)])
+
+
+# Elementwise functions that XLA's GPU compiler evaluates by fast approximations (a
+# polynomial for ``pow`` and ``exp2``, ``ex2.approx``, ``lg2.approx``): the solver may
+# not depend on them, or its results and verdicts would differ between CPU and GPU.
+APPROXIMATED_PRIMITIVES = {
+    "exp", "exp2", "log", "log1p", "expm1", "pow", "sqrt", "rsqrt", "cbrt", "tanh",
+    "logistic", "sin", "cos", "tan", "atan2", "erf", "erf_inv", "lgamma", "digamma",
+}
+
+
+def primitive_names(jaxpr) -> set:
+    """Names of all primitives in ``jaxpr`` and the jaxprs nested in its equations."""
+    names = set()
+    for equation in jaxpr.eqns:
+        names.add(equation.primitive.name)
+        for value in equation.params.values():
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(item, "jaxpr", item)  # a ClosedJaxpr holds a Jaxpr
+                if hasattr(inner, "eqns"):
+                    names |= primitive_names(inner)
+    return names
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_solver_uses_no_function_a_gpu_approximates(dtype):
+    """``lp.solve``, the basis checks and the lower bound's warm-start path, traced:
+    no transcendental primitive anywhere (``jnp.ldexp`` once brought in ``pow``)."""
+    import importlib
+
+    lower_bound = importlib.import_module("jaxbandit.lower_bound")
+    rng = np.random.default_rng(0)
+    cost, matrix, rhs = rng.uniform(0, 1, 4).astype(dtype), rng.uniform(0, 1, (3, 4)).astype(dtype), np.ones(3, dtype)
+    mu, precision = np.linspace(1, 0, 4).astype(dtype), np.eye(4, dtype=dtype)
+    basis = lp.surplus_basis(3, 4)
+    with jax.enable_x64(dtype == np.float64):
+        warm = lower_bound.initial_warm_start(precision)
+        traced = {
+            "solve": jax.make_jaxpr(lp.solve)(cost, matrix, rhs),
+            "check_basis": jax.make_jaxpr(lp.check_basis)(cost, matrix, rhs, basis),
+            "quick_check": jax.make_jaxpr(lambda *a: lp.quick_check(*a[:3], lp.factor_basis(a[1], a[3])))(
+                cost, matrix, rhs, basis
+            ),
+            "solve_lower_bound_warm": jax.make_jaxpr(lower_bound.solve_lower_bound_warm)(mu, precision, warm),
+            "reuse_warm_start": jax.make_jaxpr(lower_bound.reuse_warm_start)(mu, precision, warm),
+        }
+    for name, closed in traced.items():
+        found = primitive_names(closed.jaxpr) & APPROXIMATED_PRIMITIVES
+        assert not found, f"{name} uses {sorted(found)}"
