@@ -26,7 +26,8 @@ Prints one JSON line per case:
 Instances: ``jaxbandit.instances.random`` (general asymmetric sigma with inf entries).
 Timing: ``timeit.repeat(..., number=1, repeat=N)`` minimum, after a warm-up call.
 
-Usage: ``python benchmarks/lp.py [--arms 5 10 20 50] [--batches 1 100 10000]``.
+Usage: ``python benchmarks/lp.py [--arms 5 10 20 50] [--batches 1 100 10000]``;
+``--approximate-division`` emulates a GPU's float32 division on the CPU.
 """
 
 import argparse
@@ -34,6 +35,7 @@ import importlib
 import json
 import os
 import platform
+import sys
 import timeit
 
 import jax
@@ -218,8 +220,27 @@ def main():
     parser.add_argument(
         "--chunk", type=int, default=128, help="also time solve_lower_bound_batch for batches >= 1000"
     )
+    parser.add_argument(
+        "--approximate-division",
+        action="store_true",
+        help="CPU only: float32 division off by up to 2.5 ulp, as a GPU's (tests/approximate_division.py)",
+    )
     args = parser.parse_args()
     info = machine()
+    if args.approximate_division and jax.default_backend() != "cpu":
+        parser.error("--approximate-division emulates a GPU's division on the CPU; on a GPU leave it out")
+    if args.approximate_division:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from tests.approximate_division import approximate_division
+
+        info["float32_division"] = "approximate (emulated, up to 2.5 ulp)"
+        with approximate_division():
+            run_cases(args, info)
+    else:
+        run_cases(args, info)
+
+
+def run_cases(args, info):
     for num_arms in args.arms if not args.no_solve else ():
         for batch in args.batches:
             for dtype in args.dtypes:

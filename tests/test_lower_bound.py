@@ -226,11 +226,18 @@ def test_sweep_float32_matches_highs_or_reports(sweep):
 @pytest.mark.slow
 def test_bigger_sweep_both_precisions():
     """9,760 LPs per precision (1,220 per family, K = 2..50), the bar of
-    ``_check_records``.  Measured: every well-scaled one optimal in both precisions;
-    wide-sigma ones left uncertified: 21 in float64, 386 in float32."""
+    ``_check_records``; in float32 also with a GPU's approximate division emulated (see
+    the test below), where one round of refactorisation left a general K = 20 LP
+    uncertified.  Measured: every well-scaled one optimal in both precisions; wide-sigma
+    ones left uncertified: 15 in float64, 375 in float32 (377 with the emulated
+    division)."""
     big = build_sweep(SLOW_BUCKETS, seed=7)
     for dtype in (np.float64, np.float32):
         _check_records(run_sweep(big, dtype), dtype)
+    if jax.default_backend() == "cpu":
+        with approximate_division():
+            records = run_sweep(big, np.float32)
+        _check_records(records, np.float32)
 
 
 _factor = jax.jit(jax.vmap(lp.factor_basis))
@@ -615,6 +622,8 @@ def test_float32_sweep_with_a_gpus_approximate_division(sweep):
     within 2 ulp: well-scaled LPs all certified, none confidently wrong.  (The first
     GPU run, at an earlier commit, left 1 of the 192 K = 50 well-scaled LPs here
     uncertified; that code also scaled by approximate powers of two.)"""
+    if jax.default_backend() != "cpu":
+        pytest.skip("emulates a GPU's division on the CPU; on a GPU the sweep tests above use the real one")
     numerator, denominator = np.float32(np.arange(1, 1001)), np.float32(np.arange(1001, 1, -1) / 7)
     with approximate_division():
         approximate = np.asarray(jax.jit(jnp.divide)(numerator, denominator))
