@@ -478,9 +478,10 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     means moved in a random direction by up to 0.05, 0.25 and 0.45 times the anchor's
     radius, so that each gap moves by up to 0.1, 0.5 and 0.9 radii, and by up to 1
     radius (each gap by up to 2 radii).  Wherever it answers, the answer must be the
-    cold solve's at the moved means: the same basis (or the same degenerate vertex) and each c_i to lp.default_tolerance
-    (1e-9) relative in float64; in float32 c to 1e-4 of max c (the cold float32 solve's
-    own accuracy), or HiGHS's value to 1e-4 where that solve gives up.  It must answer
+    cold solve's at the moved means: the same basis (or another basis of the same
+    degenerate vertex) and each c_i to lp.default_tolerance (1e-9) relative in float64;
+    in float32 c to 1e-4 of max c (the cold float32 solve's own accuracy), or HiGHS's
+    value to 1e-4 where that solve gives up.  It must answer
     most well-scaled lanes at 0.1 radius (full information, whose bases are degenerate,
     included), and none beyond the radius."""
     rng = np.random.default_rng(21)

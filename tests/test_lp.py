@@ -5,6 +5,8 @@ standard form on hand-made and random dense LPs (mixed signs, infeasible ones), 
 status codes, the canonical-solution rule, jit/vmap equivalence and the basis check.
 """
 
+import importlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -279,10 +281,9 @@ def primitive_names(jaxpr) -> set:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_solver_uses_no_function_a_gpu_approximates(dtype):
-    """``lp.solve``, the basis checks and the lower bound's warm-start path, traced:
-    no transcendental primitive anywhere (``jnp.ldexp`` once brought in ``pow``)."""
-    import importlib
-
+    """``lp.solve`` (cold and warm), the basis checks and the lower bound's warm-start
+    path, traced: no transcendental primitive anywhere (``jnp.ldexp`` once brought in
+    ``pow``)."""
     lower_bound = importlib.import_module("jaxbandit.lower_bound")
     rng = np.random.default_rng(0)
     cost, matrix, rhs = rng.uniform(0, 1, 4).astype(dtype), rng.uniform(0, 1, (3, 4)).astype(dtype), np.ones(3, dtype)
@@ -292,6 +293,7 @@ def test_solver_uses_no_function_a_gpu_approximates(dtype):
         warm = lower_bound.initial_warm_start(precision)
         traced = {
             "solve": jax.make_jaxpr(lp.solve)(cost, matrix, rhs),
+            "solve_warm": jax.make_jaxpr(lambda *a: lp.solve(*a[:3], initial_basis=a[3]))(cost, matrix, rhs, basis),
             "check_basis": jax.make_jaxpr(lp.check_basis)(cost, matrix, rhs, basis),
             "quick_check": jax.make_jaxpr(lambda *a: lp.quick_check(*a[:3], lp.factor_basis(a[1], a[3])))(
                 cost, matrix, rhs, basis
