@@ -1089,7 +1089,10 @@ class BasisFactor(NamedTuple):
     ``B`` split into the halves of the extra-precise residuals, and ``|B^-1|`` without
     its rounding residues: under ``vmap`` each was an ``m x m`` pass per check, and
     together they took 60% of a float64 check at ``m = 20`` (19.8 -> 7.6 ms for 2000).
-    A factor is so four ``m x m`` arrays (``lp_explore`` keeps one per run).
+    So are the reduced costs of the tie-breaking objective ``sum(x)``: its costs do not
+    change between checks, so neither do its duals (they were a quarter of a check's
+    products).  A factor is so four ``m x m`` arrays and a few vectors (``lp_explore``
+    keeps one per run).
 
     Attributes:
         basis: ``(m,)`` int32 sorted basic-variable indices among ``(x, surplus)``.
@@ -1101,6 +1104,10 @@ class BasisFactor(NamedTuple):
         abs_inverse: ``(m, m)`` ``|B^-1|`` with the rounding residues zeroed: entries at
             most ``m eps`` times the largest of their column, taken as the structural
             zeros they are here (see ``_cost_radius``).
+        tie_reduced: ``((n,), (m,))`` the reduced costs of ``sum(x)`` on the
+            (structural, surplus) columns, refined as :func:`quick_check` computes the
+            cost objective's.
+        tie_size: ``((n,), (m,))`` their magnitudes, the scale of their rounding error.
     """
 
     basis: Array
@@ -1109,6 +1116,8 @@ class BasisFactor(NamedTuple):
     inverse: Array
     condition: Array
     abs_inverse: Array
+    tie_reduced: tuple[Array, Array]
+    tie_size: tuple[Array, Array]
 
     @property
     def matrix(self) -> Array:
@@ -1163,7 +1172,43 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     # would move a reduced cost through it by a rounding-level amount only.
     residue = abs_inverse <= m * jnp.finfo(matrix.dtype).eps * _leading_axis(jnp.maximum, abs_inverse)[None, :]
     high, low = _split(basis_matrix)
-    return BasisFactor(basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse))
+    finite_matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
+    tie_reduced, tie_size = _reduced_costs(
+        jnp.ones((n,), matrix.dtype),
+        (basis < n).astype(matrix.dtype),
+        inverse,
+        abs_inverse,
+        (high, low),
+        finite_matrix,
+        jnp.abs(finite_matrix),
+    )
+    return BasisFactor(
+        basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse), tie_reduced, tie_size
+    )
+
+
+def _reduced_costs(g, g_basic, inverse, abs_inverse, basis_matrix, matrix, abs_matrix):
+    """Reduced costs ``d = g - y M`` of the objective ``g`` at a basis, ``M = [A, -I]``,
+    with the duals ``y = g_B B^-1`` refined once (extra-precise residual), and their
+    magnitudes, the scale of their rounding error.
+
+    The magnitudes are those of :func:`check_basis`, ``|g_j| + |y| |M_j| + |g_B| |B^-1
+    M_j|``, with the last term bounded by ``|g_B| |B^-1| |M_j|`` (no ``m x m x n``
+    product): a larger noise level can only make a check refuse more, never accept what
+    :func:`check_basis` refuses.  Per-column quantities stay (structural, surplus)
+    pairs, never stacked or concatenated: under ``vmap`` on CPU each slice of a stack is
+    a kernel of its own (a sixth of a check's kernels at ``m = 5`` were such copies).
+
+    Shapes: ``g`` ``(n,)``, ``g_basic`` ``(m,)``, ``inverse`` and ``abs_inverse`` (the
+    plain ``|B^-1|``) ``(m, m)``, ``basis_matrix`` the :func:`_split` halves of ``B``,
+    ``matrix`` and ``abs_matrix`` ``(m, n)`` (finite).  Returns ``(d, size)``, each a
+    ``((n,), (m,))`` pair (the surplus columns' ``d`` is ``y``).
+    """
+    y = _dot(g_basic, inverse)
+    y = y + _dot(_residual(basis_matrix, y, g_basic, transposed=True), inverse)
+    spread = _dot(jnp.abs(g_basic), abs_inverse) + jnp.abs(y)
+    size = (jnp.abs(g) + _dot(spread, abs_matrix), spread)
+    return (g - _dot(y, matrix), y), size
 
 
 @functools.partial(jax.jit, static_argnames=("feasibility_tolerance",))
@@ -1212,11 +1257,16 @@ def quick_check(
     basis, inverse = factor.basis, factor.inverse
     basis_matrix = (factor.matrix_high, factor.matrix_low)
     shapes = [a.shape for a in (factor.matrix_high, factor.matrix_low, inverse, factor.abs_inverse)]
-    if basis.shape != (m,) or any(shape != (m, m) for shape in shapes):
+    tie_shapes = [a.shape for a in factor.tie_reduced + factor.tie_size]
+    if (
+        basis.shape != (m,)
+        or any(shape != (m, m) for shape in shapes)
+        or tie_shapes != [(n,), (m,)] * 2
+    ):
         raise ValueError(
-            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {basis.shape} "
-            f"and matrix halves, inverse and abs_inverse shapes {shapes}, expected ({m},) "
-            f"and ({m}, {m})."
+            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {basis.shape}, "
+            f"matrix halves, inverse and abs_inverse shapes {shapes} and tie-break shapes "
+            f"{tie_shapes}, expected ({m},), ({m}, {m}) and ({n},), ({m},)."
         )
     abs_inverse = jnp.abs(inverse)
 
@@ -1226,28 +1276,14 @@ def quick_check(
     value_size = _dot(abs_inverse, jnp.abs(rhs))
     primal_feasible = jnp.all(values >= -(tolerance - margin) * value_size)
 
-    # Duals of both objectives (cost; sum of x), refined, and their reduced costs
-    # d = g - y M with M = [A, -I], i.e. (g - y A, y) on the (structural, surplus)
-    # columns.  Per-column quantities stay (structural, surplus) pairs, one per
-    # objective, never stacked or concatenated: under vmap on CPU each slice of a stack
-    # is a kernel of its own (a sixth of a check's kernels at m = 5 were such copies).
-    structural_basic = basis < n
+    # Reduced costs of the cost objective, refined; those of the tie-break sum(x) come
+    # with the factor (they depend on the basis only).
     abs_matrix = jnp.abs(matrix)
-    cost_basic = jnp.where(structural_basic, cost[jnp.clip(basis, 0, n - 1)], 0)  # (m,)
-
-    def reduced_costs(g, g_basic):
-        y = _dot(g_basic, inverse)
-        y = y + _dot(_residual(basis_matrix, y, g_basic, transposed=True), inverse)
-        # The magnitudes of check_basis, |g_j| + |y| |M_j| + |g_B| |B^-1 M_j|, with the
-        # last term bounded by |g_B| |B^-1| |M_j| (no m x m x n product): a larger noise
-        # level can only make the check refuse more, never accept what check_basis
-        # refuses.
-        spread = _dot(jnp.abs(g_basic), abs_inverse) + jnp.abs(y)
-        size = (jnp.abs(g) + _dot(spread, abs_matrix), spread)
-        return (g - _dot(y, matrix), y), size
-
-    cost_reduced, cost_size = reduced_costs(cost, cost_basic)
-    sum_reduced, sum_size = reduced_costs(jnp.ones((n,), dtype), structural_basic.astype(dtype))
+    cost_basic = jnp.where(basis < n, cost[jnp.clip(basis, 0, n - 1)], 0)  # (m,)
+    cost_reduced, cost_size = _reduced_costs(
+        cost, cost_basic, inverse, abs_inverse, basis_matrix, matrix, abs_matrix
+    )
+    sum_reduced, sum_size = factor.tie_reduced, factor.tie_size
     noise = tuple(tolerance * size for size in cost_size)
     slack = tuple(margin * size for size in cost_size)
     # One-hot comparisons rather than scatters (a vmapped scatter is a slow loop on CPU).

@@ -306,8 +306,10 @@ def test_quick_check_refuses_singular_bases_and_bad_data():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_factor_keeps_exact_halves_of_the_basis_matrix(dtype):
     """``B = matrix_high + matrix_low`` exactly, each half short enough that the
-    residuals' products are exact, and ``abs_inverse`` is ``|B^-1|`` with only the
-    rounding residues (at most m eps of their column's largest) zeroed."""
+    residuals' products are exact, ``abs_inverse`` is ``|B^-1|`` with only the rounding
+    residues (at most m eps of their column's largest) zeroed, and the tie-break
+    objective's reduced costs ``1 - y A`` and ``y`` (``y = 1_B B^-1``) are those of a
+    float64 NumPy solve, to their own stated rounding size."""
     rng = np.random.default_rng(5)
     m, n = 6, 6
     matrix = (rng.lognormal(0, 3, (m, n)) * (rng.uniform(size=(m, n)) < 0.7)).astype(dtype)
@@ -326,6 +328,13 @@ def test_factor_keeps_exact_halves_of_the_basis_matrix(dtype):
     size = np.abs(factor.inverse)
     residue = size <= m * np.finfo(dtype).eps * size.max(axis=0, keepdims=True)
     np.testing.assert_array_equal(factor.abs_inverse, np.where(residue, 0, size))
+    duals = np.linalg.solve(expected.astype(np.float64).T, (np.sort(basis) < n).astype(np.float64))
+    reduced = (1 - duals @ matrix.astype(np.float64), duals)
+    eps = np.finfo(dtype).eps
+    for computed, exact, size in zip(factor.tie_reduced, reduced, factor.tie_size):
+        assert computed.shape == exact.shape and computed.dtype == dtype
+        error = np.abs(computed - exact)
+        assert np.all(error <= 64 * eps * size), (error, size)
 
 
 def test_canonical_is_min_sum_among_optima(sweep):
