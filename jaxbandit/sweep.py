@@ -201,6 +201,19 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr)
 
 
+def _resumed(sim, saved: dict, group_id: str) -> bool:
+    """Restore ``sim`` from a checkpoint of its own configuration; False, with a warning,
+    if the engine state has another layout (a checkpoint from another jaxbandit
+    version): the group then starts over and, its results depending only on the seed,
+    ends the same."""
+    try:
+        sim.restore({k: v for k, v in saved.items() if not k.startswith("sweep/")})
+    except ValueError as error:
+        logger.warning("group %s: ignoring a checkpoint this version cannot resume (%s)", group_id, error)
+        return False
+    return True
+
+
 def _current_diagnostics(sim: SimulationRun) -> dict:
     """``{name: (C, runs)}`` policy counters now (between chunks)."""
     return sim.diagnostics()
@@ -228,16 +241,15 @@ def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, descriptio
         resumed_from = 0
         if checkpoint_path.is_file():
             saved = io.read_npz(checkpoint_path)
-            if str(saved.get("sweep/fingerprint")) == group.fingerprint:
-                sim.restore({k: v for k, v in saved.items() if not k.startswith("sweep/")})
+            if str(saved.get("sweep/fingerprint")) != group.fingerprint:
+                logger.warning("group %s: ignoring a checkpoint of a different configuration", group.id)
+            elif _resumed(sim, saved, group.id):
                 diagnostic_times = saved["sweep/diagnostic_times"].tolist()
                 history = {
                     k[len("sweep/history/"):]: list(v.T) for k, v in saved.items() if k.startswith("sweep/history/")
                 }
                 resumed_from = sim.rounds_done
                 logger.info("group %s: resuming from round %d of %d", group.id, resumed_from, group.horizon)
-            else:
-                logger.warning("group %s: ignoring a checkpoint of a different configuration", group.id)
         logger.info(
             "group %s: %s, K=%d, %d cells x %d runs, horizon %d",
             group.id, group.policy_name, group.num_arms, num_cells, cfg.runs, group.horizon,

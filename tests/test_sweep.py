@@ -143,6 +143,33 @@ def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
     assert (out / "summary.csv").read_text() == (ref_dir / "summary.csv").read_text()
 
 
+def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, reference, caplog):
+    """A checkpoint of the same configuration whose engine state does not fit this
+    version (here: a leaf missing) is ignored with a warning, not a crash, and the
+    group runs from the start to the same results."""
+    ref_dir, _ = reference
+    out = tmp_path / "sweep"
+    cfg = fx.base_config()
+
+    def stop(group_id, rounds_done):
+        if group_id == "g000" and rounds_done >= 5 * 128:
+            raise Interrupted(group_id)
+
+    with pytest.raises(Interrupted):
+        sweep.run(cfg, out, progress=False, after_chunk=stop)
+    path = out / "checkpoints" / "g000.npz"
+    saved = io.read_npz(path)
+    leaves = sorted(k for k in saved if k.startswith("leaf_"))
+    io.save_npz(path, {k: v for k, v in saved.items() if k != leaves[-1]})
+    started = []
+    with caplog.at_level("WARNING", logger="jaxbandit.sweep"):
+        sweep.run(cfg, out, progress=False, after_chunk=lambda g, r: started.append((g, r)))
+    assert "ignoring a checkpoint this version cannot resume" in caplog.text
+    assert started[0] == ("g000", 128)  # from the start, not from the checkpoint
+    assert json.loads((out / "groups" / "g000.json").read_text())["resumed_from_round"] == 0
+    fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
+
+
 def test_changed_config_is_refused(tmp_path, reference):
     ref_dir, _ = reference
     before = sorted(p.name for p in ref_dir.rglob("*"))
