@@ -208,8 +208,8 @@ def _resumed(sim, saved: dict, group_id: str) -> bool:
     ends the same."""
     try:
         sim.restore({k: v for k, v in saved.items() if not k.startswith("sweep/")})
-    except ValueError as error:
-        logger.warning("group %s: ignoring a checkpoint this version cannot resume (%s)", group_id, error)
+    except (ValueError, KeyError) as error:
+        logger.warning("group %s: ignoring a checkpoint this version cannot resume (%r)", group_id, error)
         return False
     return True
 
