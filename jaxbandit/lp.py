@@ -1090,7 +1090,7 @@ class BasisFactor(NamedTuple):
     its rounding residues: under ``vmap`` each was an ``m x m`` pass per check, and
     together they took 60% of a float64 check at ``m = 20`` (19.8 -> 7.6 ms for 2000).
     So are the reduced costs of the tie-breaking objective ``sum(x)``: its costs do not
-    change between checks, so neither do its duals (they were a quarter of a check's
+    change between checks, so neither do its duals (they were 5 of a check's 16
     products).  A factor is so four ``m x m`` arrays and a few vectors (``lp_explore``
     keeps one per run).
 
