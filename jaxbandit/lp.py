@@ -1154,7 +1154,8 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     basis = jnp.sort(jnp.asarray(basis, jnp.int32))
     if basis.shape != (m,):
         raise ValueError(f"basis must have shape ({m},) to match A {matrix.shape}, got {basis.shape}.")
-    basis_matrix = _basis_matrix(jnp.where(jnp.isfinite(matrix), matrix, 0), basis)
+    finite_matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
+    basis_matrix = _basis_matrix(finite_matrix, basis)
     row_scale = _power_of_two_reciprocal(jnp.max(jnp.abs(basis_matrix), axis=1))
     scaled = basis_matrix * row_scale[:, None]
     column_scale = _power_of_two_reciprocal(jnp.max(jnp.abs(scaled), axis=0))
@@ -1172,7 +1173,6 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     # would move a reduced cost through it by a rounding-level amount only.
     residue = abs_inverse <= m * jnp.finfo(matrix.dtype).eps * _leading_axis(jnp.maximum, abs_inverse)[None, :]
     high, low = _split(basis_matrix)
-    finite_matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
     tie_reduced, tie_size = _reduced_costs(
         jnp.ones((n,), matrix.dtype),
         (basis < n).astype(matrix.dtype),
