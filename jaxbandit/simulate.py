@@ -261,10 +261,18 @@ def _solve_compacted(
         index = jnp.zeros((size,), jnp.int32).at[slot].set(jnp.arange(total_runs, dtype=jnp.int32), mode="drop")
         valid = jnp.arange(size, dtype=jnp.int32) < total - start
         batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
-        batch_ctx = jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
         lane_states = None if current_states is None else jax.tree_util.tree_map(lambda x: x[index], current_states)
-        solved = jax.vmap(solve_fn)(batch_requests, batch_ctx, *((lane_states,) if reads_state else ()))
-        return solved, lane_states, batch_ctx, jnp.where(valid, index, total_runs)
+        in_axes, extra = ((0, ctx_axis, 0), (lane_states,)) if reads_state else ((0, ctx_axis), ())
+        solved = jax.vmap(solve_fn, in_axes)(batch_requests, lane_ctx(index), *extra)
+        return solved, lane_states, lane_ctx(index), jnp.where(valid, index, total_runs)
+
+    # With one cell every lane has the same ctx: it goes in unbatched rather than
+    # gathered per lane, so what a stage derives from it (the LP's matrix) is built
+    # once, not once per lane of every buffer.
+    ctx_axis = None if num_cells == 1 else 0
+    lane_ctx = lambda index: (
+        first(ctx) if num_cells == 1 else jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
+    )
 
     scatter = lambda target: lambda a, s: a.at[target].set(s, mode="drop")
 
@@ -302,7 +310,7 @@ def _solve_compacted(
         solved, lane_states, batch_ctx, target = gather_and_solve(size, start, states if carried is None else carried)
         answers = jax.tree_util.tree_map(scatter(target), answers, solved)
         if update_fn is not None:
-            updated = jax.vmap(update_fn)(lane_states, solved, batch_ctx)
+            updated = jax.vmap(update_fn, (0, 0, ctx_axis))(lane_states, solved, batch_ctx)
             # Scatter back only the leaves the update replaced: one it returns as it got
             # them (the same traced value; vmap keeps it) is unchanged.
             carried = jax.tree_util.tree_map(
