@@ -253,6 +253,14 @@ def _solve_compacted(
     answer_shape = jax.eval_shape(solve_fn, first(requests), first(ctx), *one_state)
     zero_answers = lambda: jax.tree_util.tree_map(lambda s: jnp.zeros((total_runs,) + s.shape, s.dtype), answer_shape)
 
+    # With one cell every lane has the same ctx: it goes in unbatched rather than
+    # gathered per lane, so what a stage derives from it (the LP's matrix) is built
+    # once, not once per lane of every buffer.
+    ctx_axis = None if num_cells == 1 else 0
+    lane_ctx = lambda index: (
+        first(ctx) if num_cells == 1 else jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
+    )
+
     def gather_and_solve(size, start, current_states):
         """Solve the waiting runs numbered ``start .. start + size - 1``; returns the
         answers, the runs' states and ctx, and where each lane goes (``total_runs``:
@@ -262,17 +270,10 @@ def _solve_compacted(
         valid = jnp.arange(size, dtype=jnp.int32) < total - start
         batch_requests = jax.tree_util.tree_map(lambda x: x[index], requests)
         lane_states = None if current_states is None else jax.tree_util.tree_map(lambda x: x[index], current_states)
+        batch_ctx = lane_ctx(index)
         in_axes, extra = ((0, ctx_axis, 0), (lane_states,)) if reads_state else ((0, ctx_axis), ())
-        solved = jax.vmap(solve_fn, in_axes)(batch_requests, lane_ctx(index), *extra)
-        return solved, lane_states, lane_ctx(index), jnp.where(valid, index, total_runs)
-
-    # With one cell every lane has the same ctx: it goes in unbatched rather than
-    # gathered per lane, so what a stage derives from it (the LP's matrix) is built
-    # once, not once per lane of every buffer.
-    ctx_axis = None if num_cells == 1 else 0
-    lane_ctx = lambda index: (
-        first(ctx) if num_cells == 1 else jax.tree_util.tree_map(lambda x: x[index // num_runs], ctx)
-    )
+        solved = jax.vmap(solve_fn, in_axes)(batch_requests, batch_ctx, *extra)
+        return solved, lane_states, batch_ctx, jnp.where(valid, index, total_runs)
 
     scatter = lambda target: lambda a, s: a.at[target].set(s, mode="drop")
 
