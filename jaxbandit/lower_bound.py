@@ -43,6 +43,7 @@ import numpy as np
 from jaxbandit import exact_lp, lp
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.instances import Instance
+from jaxbandit.reductions import all_true
 
 __all__ = [
     "LowerBoundStatus",
@@ -427,7 +428,7 @@ def reuse_warm_start_at(gaps, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, 
     # arm so that all the tests share one reduction (each costs a pass under vmap).
     # With i* the same arm, the costs are exactly these gaps.
     inside = jnp.abs(gaps - anchor.gaps) < anchor.radius
-    ok = jnp.all(feasible & accurate & inside) & (best_arm == anchor.best_arm)
+    ok = all_true(feasible & accurate & inside) & (best_arm == anchor.best_arm)
     c = jnp.concatenate([jnp.maximum(values, 0), jnp.zeros((1,), dtype)])[warm.positions]
     return ok, jnp.where(ok, c, 0).astype(dtype)
 

@@ -79,6 +79,7 @@ from jaxbandit.lower_bound import (
 )
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy
+from jaxbandit.reductions import first_true
 from jaxbandit.policies._common import check_positive, check_unit_interval, log_round, stats_counts
 
 __all__ = ["lp_explore", "LPExploreState", "TheoryWarning", "CASE_C_RULES", "Case"]
@@ -229,10 +230,10 @@ def _case_c_arm(solution: LowerBoundSolution, request: LPRequest, counts, case_c
         ratio = jnp.where(deficient, counts / jnp.where(deficient, target, 1), jnp.inf)
         smallest = jnp.min(ratio)
         near_best = ratio <= smallest * (1 + RATIO_TIE_TOLERANCE)
-        lp_arm = jnp.argmax(near_best).astype(jnp.int32)
+        lp_arm = first_true(near_best)
         any_deficient = smallest < jnp.inf  # a deficient arm's ratio is finite
     else:
-        lp_arm = jnp.argmax(deficient).astype(jnp.int32)  # first True
+        lp_arm = first_true(deficient)
         any_deficient = deficient[lp_arm]
     solved = solution.status == lp.LPStatus.OPTIMAL
     arm = jnp.where(solved, jnp.where(any_deficient, lp_arm, request.best_arm), request.case_b_arm)
@@ -284,14 +285,16 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         sbar_squared = jnp.maximum(jnp.max(jnp.min(jnp.square(ctx.sigma), axis=0)), 1 / estimator.max_weight(dtype))
         beta = state.exploration_rounds.astype(dtype) ** ctx.params["gamma"] / (2 * sbar_squared)
         case_b = tests.min_zeta < beta / num_arms
-        case = jnp.select(
-            [t <= num_arms, tests.tie, tests.case_a, case_b],
-            [Case.INITIAL, Case.TIE, Case.A, Case.B],
-            Case.C,
+        # Nested wheres, not jnp.select: under vmap, select stacks its conditions and
+        # takes an argmax over them, one more reduction pass over the runs per round.
+        case = jnp.where(
+            t <= num_arms,
+            Case.INITIAL,
+            jnp.where(tests.tie, Case.TIE, jnp.where(tests.case_a, Case.A, jnp.where(case_b, Case.B, Case.C))),
         ).astype(jnp.int32)
         case_b_arm = best_observer[tests.least_explored]
         initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
-        arm = jnp.select([case == Case.INITIAL, case == Case.A], [initial_arm, tests.best_arm], case_b_arm)
+        arm = jnp.where(case == Case.INITIAL, initial_arm, jnp.where(case == Case.A, tests.best_arm, case_b_arm))
         request = LPRequest(mean, tests.min_gap, tests.best_arm, case, case_b_arm, tests.gaps, scale)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
 
