@@ -22,14 +22,14 @@ __all__ = ["all_true", "first_true"]
 
 
 def all_true(flags: Array) -> Array:
-    """``jnp.all(flags, axis=-1)``: ``(..., K)`` bool -> ``(...)`` bool."""
+    """``jnp.all(flags, axis=-1)``: ``(..., K)`` bool, ``K >= 1`` -> ``(...)`` bool."""
     return jnp.min(flags.astype(jnp.int8), axis=-1) > 0
 
 
 def first_true(flags: Array) -> Array:
     """``jnp.argmax(flags, axis=-1)`` for bool ``flags``: the first ``True`` (0 if none).
 
-    ``(..., K)`` bool -> ``(...)`` int32."""
+    ``(..., K)`` bool, ``K >= 1`` -> ``(...)`` int32."""
     num = flags.shape[-1]
     first = jnp.min(jnp.where(flags, jnp.arange(num, dtype=jnp.int32), num), axis=-1)
     return jnp.where(first == num, 0, first).astype(jnp.int32)

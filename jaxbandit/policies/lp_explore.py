@@ -79,8 +79,8 @@ from jaxbandit.lower_bound import (
 )
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy
-from jaxbandit.reductions import first_true
 from jaxbandit.policies._common import check_positive, check_unit_interval, log_round, stats_counts
+from jaxbandit.reductions import first_true
 
 __all__ = ["lp_explore", "LPExploreState", "TheoryWarning", "CASE_C_RULES", "Case"]
 
