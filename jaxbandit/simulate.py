@@ -281,8 +281,13 @@ def _solve_compacted(
         pass_sizes = buffer_sizes(max(total_runs // 4, 1))
 
         def single_pass(size):
-            solved, _, _, target = gather_and_solve(size, 0, states)
-            return jax.tree_util.tree_map(scatter(target), zero_answers(), solved)
+            solved, _, _, _ = gather_and_solve(size, 0, states)
+            # Each run reads its lane (a run with no lane reads past the end: zeros),
+            # rather than zeros scattered into: that built and copied a zero array per
+            # answer leaf, every round, before scattering into it.
+            lane = jnp.where(needs, position, size)
+            take = lambda a: jnp.take(a, lane, axis=0, mode="fill", fill_value=0)
+            return jax.tree_util.tree_map(take, solved)
 
         def dense():
             cells = lambda tree: jax.tree_util.tree_map(unflat, tree)
