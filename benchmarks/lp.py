@@ -127,7 +127,7 @@ def _loop(step):
     versions carried the warm start as loop state, re-selected every iteration: that
     charged the check and the re-use a copy of each of their warm start's arrays per
     LP, which a simulation's check does not pay; at K = 5, one LP per step, float32,
-    the re-use took 1.9-2.2 us so and 0.08 us now, the check 1.8-1.9 and 1.6-1.75.)
+    the re-use took 1.9-2.2 us then and 0.08 us now, the check 1.8-1.9 and 1.6-1.75.)
     The sum of the answers is returned so that none of the work is dead.
     """
 
