@@ -687,7 +687,7 @@ def _basic_point(tableau: _Tableau, num_variables: int):
 
 
 def _nonbasic_mask(basis, size):
-    return jnp.ones((size,), bool).at[basis].set(False)
+    return jnp.all(jnp.arange(size, dtype=jnp.int32)[:, None] != basis[None, :], axis=1)
 
 
 def _entering_column(
@@ -759,9 +759,12 @@ class _PivotState(NamedTuple):
 def _pivot(tableau: _Tableau, leave, enter) -> _Tableau:
     """Rank-one tableau update; the pivot row becomes ``row / pivot``."""
     rows, basis = tableau
-    column = rows[:, enter].at[leave].add(-1.0)
-    rows = rows - column[:, None] * (rows[leave] / rows[leave, enter])[None, :]
-    return _Tableau(rows, basis.at[leave].set(enter.astype(jnp.int32)))
+    column = rows[:, enter]
+    leaving = jnp.arange(rows.shape[0], dtype=jnp.int32) == leave
+    factors = jnp.where(leaving, column - 1.0, column)  # masks, not scatters: see _gauss_jordan
+    rows = rows - factors[:, None] * (rows[leave] / column[leave])[None, :]
+    basis = jnp.where(leaving[: basis.shape[0]], enter.astype(jnp.int32), basis)
+    return _Tableau(rows, basis)
 
 
 def _pivot_loop(
