@@ -412,10 +412,14 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         else:
             num_cells, num_runs = decision.needs_solve.shape
             batch = solve_batch or min(num_cells * num_runs, 256)
-            # Full solves are rare once warm starts work: one small second buffer (each
-            # buffer size is one more compiled copy of the solver: compile memory).
+            # Full solves are rare once warm starts work: one small buffer of its own (each
+            # buffer size is one more compiled copy of the solver: compile memory), sized
+            # to the runs: a full solve's lanes cost work, not just launches, and a
+            # round with a few of them paid for idle ones (1000 runs at K = 10, rounds
+            # 4,097-5,120, ~2.5 full solves a round: 0.57-0.60 s with 8 lanes, 0.89-1.02 s
+            # with 32; with 10^4 runs there are ten times as many, so 32 stays).
             sizes = buffer_sizes(batch)
-            fallback_sizes = (max(1, batch // 8),)
+            fallback_sizes = (max(1, min(batch // 8, max(4, num_cells * num_runs // 128))),)
             first = lambda state: _first_stage(policy, decision, state, ctx, sizes)
             placeholder = jax.tree_util.tree_map(
                 lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(first, state)
