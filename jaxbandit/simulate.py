@@ -793,7 +793,10 @@ def simulate(
         chunk_size: rounds per compiled chunk (memory and progress granularity only).
         solve_batch: size of the buffer of runs solved together in a round (policies with
             a ``solve_fn``; not the cheap first stage of a policy with a ``check_fn``,
-            which takes one pass of up to a quarter of the runs); does not change results.
+            which takes one pass of up to a quarter of the runs, nor the full solve of a
+            policy with a ``fallback_solve_fn``, whose buffer is ``max(4, runs // 128)``
+            capped at ``solve_batch // 8``, and at least 1; ``solve_batch`` defaults to
+            ``min(runs, 256)``); does not change results.
         first_run: index of the first run (to simulate runs ``first_run ...`` separately).
         devices: JAX devices to shard the runs over (default: all visible devices).
         progress: optional ``callback(rounds_done, horizon)`` called after each chunk.
