@@ -416,8 +416,8 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             # buffer size is one more compiled copy of the solver: compile memory), sized
             # to the runs: a full solve's lanes cost work, not just launches, and a
             # round with a few of them paid for idle ones (1000 runs at K = 10, rounds
-            # 4,097-5,120, ~2.5 full solves a round: 0.57-0.60 s with 8 lanes, 0.89-1.02 s
-            # with 32; with 10^4 runs there are ten times as many, so 32 stays).
+            # 4,097-5,120, ~2.5 full solves a round: 0.57-0.60 s with 7 or 8 lanes,
+            # 0.89-1.17 s with 32; with 10^4 runs there are ten times as many: 32 stays).
             sizes = buffer_sizes(batch)
             fallback_sizes = (max(1, min(batch // 8, max(4, num_cells * num_runs // 128))),)
             first = lambda state: _first_stage(policy, decision, state, ctx, sizes)
