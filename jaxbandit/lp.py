@@ -341,14 +341,22 @@ def _leading_axis(combine, rows):
     return functools.reduce(combine, [rows[k] for k in range(rows.shape[0])])
 
 
+def _pivot_rows(rows, p, chosen, column):
+    """``rows`` after a pivot on row ``p`` of ``column`` (``rows @ e_j`` for the
+    entering ``j``): row ``p`` becomes ``rows[p] / column[p]`` and ``column`` the unit
+    vector ``e_p``.  ``chosen`` is ``arange(len(rows)) == p``: a mask, not ``.at[p]``
+    scatters, which under ``vmap`` were a kernel or two each (an elimination step took
+    16 kernels with them, 9 without), for the same arithmetic (bit-equal results)."""
+    factors = jnp.where(chosen, column - 1.0, column)
+    return rows - factors[:, None] * (rows[p] / column[p])[None, :]
+
+
 def _gauss_jordan(matrix, rhs):
     """Solve ``matrix @ X = rhs`` by Gauss-Jordan elimination with partial pivoting.
 
     Written out (``m`` rank-one updates) rather than calling LAPACK: batched small
     factorisations are slow on CPU under ``vmap``, and this runs the same on any device.
-    The pivot row is marked by a mask (``rows == p``), not by scatters (``.at[p]``):
-    under ``vmap`` each scatter was a kernel or two of its own, 16 kernels a step
-    against 9 now, for the same arithmetic (bit-equal results).
+    The pivot row is marked by a mask (see :func:`_pivot_rows`): 9 kernels a step.
 
     Args:
         matrix: ``(m, m)``.
@@ -366,9 +374,7 @@ def _gauss_jordan(matrix, rhs):
         column = augmented[:, k]
         p = jnp.argmax(jnp.where(used, -1, jnp.abs(column))).astype(jnp.int32)
         chosen = rows == p
-        row = augmented[p] / column[p]
-        factors = jnp.where(chosen, column - 1.0, column)  # row p becomes `row`
-        augmented = augmented - factors[:, None] * row[None, :]
+        augmented = _pivot_rows(augmented, p, chosen, column)
         return augmented, used | chosen, jnp.where(rows == k, p, pivot_rows)
 
     augmented, _, pivot_rows = jax.lax.fori_loop(
@@ -759,10 +765,8 @@ class _PivotState(NamedTuple):
 def _pivot(tableau: _Tableau, leave, enter) -> _Tableau:
     """Rank-one tableau update; the pivot row becomes ``row / pivot``."""
     rows, basis = tableau
-    column = rows[:, enter]
     leaving = jnp.arange(rows.shape[0], dtype=jnp.int32) == leave
-    factors = jnp.where(leaving, column - 1.0, column)  # masks, not scatters: see _gauss_jordan
-    rows = rows - factors[:, None] * (rows[leave] / column[leave])[None, :]
+    rows = _pivot_rows(rows, leave, leaving, rows[:, enter])
     basis = jnp.where(leaving[: basis.shape[0]], enter.astype(jnp.int32), basis)
     return _Tableau(rows, basis)
 
