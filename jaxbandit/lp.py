@@ -340,7 +340,9 @@ def _refined_divide(numerator, denominator):
     denominator`` taken as exact partial products of :func:`_split` halves (so neither
     rounding nor a compiler's fused multiply-adds spoil it).  A quotient within a few
     ulp comes back correctly rounded but for near-ties (measured: 2.45 ulp in, 0.50
-    out).  Where the step is not finite (a zero or infinite operand) ``q`` is kept."""
+    out, for quotients in 1e-18..1e18; below about 1e-30 the step itself is
+    subnormal and helps less).  Where the step is not finite (a zero or infinite
+    operand) ``q`` is kept."""
     quotient = numerator / denominator
     if quotient.dtype != jnp.float32:
         return quotient  # float64 division is correctly rounded on CPUs and GPUs
