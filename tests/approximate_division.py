@@ -9,7 +9,7 @@ too large.  Other dtypes are untouched.
 
 The emulation is not the GPU's arithmetic: on an H100 the real division left 0.73% of
 10^4 well-scaled K = 10 LPs uncertified, while under this emulation the CPU certified
-all of them.  The solver now refines float32 division off the CPU (``lp._divide``);
+9,999 of them.  The solver now refines float32 division off the CPU (``lp._divide``);
 ``tests/test_lp.py`` checks that refinement against this emulation.
 
 This replaces the CPU lowering rule of ``lax.div_p`` through JAX's internal MLIR
