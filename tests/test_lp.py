@@ -315,7 +315,9 @@ def test_float32_division_is_refined_where_a_backend_approximates_it():
     through, and lowered for a GPU every division of ``solve`` is refined (twice the
     divisions of the CPU lowering, where the plain quotient is kept)."""
     rng = np.random.default_rng(3)
-    numerator, denominator = (np.float32(rng.uniform(-1, 1, 10**5) * 10.0 ** rng.uniform(-9, 9, 10**5)) for _ in "xy")
+    numerator, denominator = (
+        np.float32(rng.uniform(-1, 1, 10**5) * 10.0 ** rng.uniform(-9, 9, 10**5)) for _ in "xy"
+    )
     exact = numerator.astype(np.float64) / denominator
 
     def max_ulps(quotient):
@@ -324,12 +326,15 @@ def test_float32_division_is_refined_where_a_backend_approximates_it():
     with approximate_division():
         plain = np.asarray(jax.jit(jnp.divide)(numerator, denominator))
         refined = np.asarray(jax.jit(lp._refined_divide)(numerator, denominator))
-        special = np.asarray(jax.jit(lp._refined_divide)(np.float32([1, 0, 1, np.inf, -2]), np.float32([0, 0, np.inf, 1, 0])))
+        special = np.asarray(
+            jax.jit(lp._refined_divide)(np.float32([1, 0, 1, np.inf, -2]), np.float32([0, 0, np.inf, 1, 0]))
+        )
     assert max_ulps(plain) > 2.0  # the emulation is in effect
     assert max_ulps(refined) <= 0.5005
     np.testing.assert_array_equal(special, [np.inf, np.nan, 0, np.inf, -np.inf])
 
-    cost, matrix, rhs = rng.uniform(0, 1, 6).astype(np.float32), rng.uniform(0, 1, (5, 6)).astype(np.float32), np.ones(5, np.float32)
+    cost = rng.uniform(0, 1, 6).astype(np.float32)
+    matrix, rhs = rng.uniform(0, 1, (5, 6)).astype(np.float32), np.ones(5, np.float32)
     lowered = {
         platform: jax.jit(lp.solve).trace(cost, matrix, rhs).lower(lowering_platforms=(platform,)).as_text()
         for platform in ("cpu", "cuda")
