@@ -5,7 +5,7 @@ run-round).
 
 Usage:  python benchmarks/lp_explore.py [--arms 5,10,20] [--runs 1000,10000]
         [--rounds 4096] [--numpy-runs 100] [--numpy-rounds 2000]
-        [--long-horizon 1000000 --long-runs 1000] [--late 1000,32768,16384]
+        [--long-horizon 1000000 --long-runs 1000 --long-arms 5,10,20] [--late 1000,32768,16384]
 
 Prints one JSON line per case: ``lp_explore_no_lp_rounds`` (full information with large
 gaps: almost every round after the initial ones is Case A, but the first ~140 rounds
@@ -17,7 +17,8 @@ and the engine again at the largest ``--runs``: the NumPy loop's cost per run-ro
 one ``linprog`` per Case C run-round whatever the run count, the engine's falls with
 more runs), with
 ``--late``, a segment of rounds after the start-up (``late_rounds``), and, with
-``--long-horizon``, one long run.
+``--long-horizon``, one long run of each policy at each K of ``--long-arms``
+(``peak_rss_mib`` is the process's peak so far: run one K per process to read it per K).
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=4096)
     parser.add_argument("--numpy-runs", type=int, default=100)
     parser.add_argument("--numpy-rounds", type=int, default=2000)
-    parser.add_argument("--long-horizon", type=int, default=0, help="also time T=this at K=10")
+    parser.add_argument("--long-horizon", type=int, default=0, help="also time T=this (at each K of --long-arms)")
+    parser.add_argument("--long-arms", default="10", help="the K of the --long-horizon runs (default 10)")
     parser.add_argument("--long-runs", type=int, default=1000)
     parser.add_argument(
         "--late",
@@ -243,11 +245,12 @@ def main(argv=None) -> int:
                 "machine": info,
             }
         )
-    if args.long_horizon:
+    long_arms = [int(x) for x in args.long_arms.split(",") if x] if args.long_horizon else []
+    for num_arms in long_arms:
         # One long run of each: the average cost per run-round over a whole horizon,
         # where Case C rounds are the rare ones.  The compilation (once per process,
         # whatever the horizon) is timed apart.
-        inst = instance(10)
+        inst = instance(num_arms)
         seconds, compile_seconds = {}, {}
         for name in ("ucb_n", "lp_explore"):
             run = jb.SimulationRun(jb.policies.make(name), inst, args.long_horizon, args.long_runs, seed=0)
@@ -260,7 +263,7 @@ def main(argv=None) -> int:
         emit(
             {
                 "case": "long_horizon",
-                "num_arms": 10,
+                "num_arms": num_arms,
                 "runs": args.long_runs,
                 "horizon": args.long_horizon,
                 "seconds": seconds["lp_explore"],

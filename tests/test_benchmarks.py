@@ -62,6 +62,7 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
     records = _run(
         "lp_explore.py", "--arms", "3", "--runs", "8", "--rounds", "64",
         "--numpy-runs", "4", "--numpy-rounds", "64",
+        "--long-horizon", "64", "--long-runs", "8", "--long-arms", "3",
     )  # fmt: skip
     assert _cases(records) == {
         "lp_explore_no_lp_rounds",
@@ -69,6 +70,7 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
         "ucb_n",
         "lp_explore",
         "numpy_highs_vs_engine",
+        "long_horizon",
     }
     for record in records:
         _positive(record, "run_rounds_per_s" if record["case"] != "numpy_highs_vs_engine" else "speedup")
@@ -78,6 +80,9 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
     assert counts["initial_rounds"] + counts["case_a"] + counts["case_b"] + counts["case_c"] == pytest.approx(64)
     numpy_case = next(r for r in records if r["case"] == "numpy_highs_vs_engine")
     assert numpy_case["numpy_linprog_calls"] > 0
+    long_run = next(r for r in records if r["case"] == "long_horizon")
+    assert (long_run["num_arms"], long_run["runs"], long_run["horizon"]) == (3, 8, 64)
+    _positive(long_run, "cost_ratio_vs_ucb_n")
 
 
 def test_throughput_benchmark():
