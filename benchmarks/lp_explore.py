@@ -136,6 +136,18 @@ def numpy_lp_explore(mu, sigma, runs: int, horizon: int, alpha=4.5, gamma=0.5, s
     return counts, solves
 
 
+def _int_list(parser, option: str, text: str, smallest: int) -> list:
+    """``"5,10"`` -> ``[5, 10]`` (empty items skipped); a parser error naming ``option``
+    for anything else or a value below ``smallest``."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        parser.error(f"{option}: expected comma-separated integers, got {text!r}")
+    if any(v < smallest for v in values):
+        parser.error(f"{option}: every value must be >= {smallest}, got {text!r}")
+    return values
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arms", default="5,10,20")
@@ -153,9 +165,19 @@ def main(argv=None) -> int:
         "(after the start-up, where Case C rounds re-use the last check)",
     )
     args = parser.parse_args(argv)
+    # Every list is checked before anything runs.
+    run_counts = _int_list(parser, "--runs", args.runs, 1)
+    if not run_counts:
+        parser.error("--runs: give at least one run count")
+    arm_counts = _int_list(parser, "--arms", args.arms, 2)
+    long_arms = _int_list(parser, "--long-arms", args.long_arms, 2)
+    late = _int_list(parser, "--late", args.late, 0)
+    if args.late and (len(late) != 3 or min(late[0], late[2]) < 1 or late[1] % late[2]):
+        parser.error(
+            f"--late: expected RUNS,START,ROUNDS (RUNS, ROUNDS >= 1, START a multiple of ROUNDS), got {args.late!r}"
+        )
     info = machine()
-    run_counts = [int(x) for x in args.runs.split(",")]
-    for num_arms in [int(x) for x in args.arms.split(",") if x]:
+    for num_arms in arm_counts:
         inst = instance(num_arms)
         for runs in run_counts:
             config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}
@@ -224,9 +246,7 @@ def main(argv=None) -> int:
             }
         )
     if args.late:
-        runs, start, rounds = (int(x) for x in args.late.split(","))
-        if start % rounds:
-            parser.error(f"--late: START must be a multiple of ROUNDS, got {args.late!r}")
+        runs, start, rounds = late
         inst = instance(10)
         seconds, counts = {}, {}
         for name in ("ucb_n", "lp_explore"):
@@ -245,8 +265,7 @@ def main(argv=None) -> int:
                 "machine": info,
             }
         )
-    long_arms = [int(x) for x in args.long_arms.split(",") if x] if args.long_horizon else []
-    for num_arms in long_arms:
+    for num_arms in long_arms if args.long_horizon else []:
         # One long run of each: the average cost per run-round over a whole horizon,
         # where Case C rounds are the rare ones.  The compilation (once per process,
         # whatever the horizon) is timed apart.

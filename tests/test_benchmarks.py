@@ -85,6 +85,23 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
     _positive(long_run, "cost_ratio_vs_ucb_n")
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--long-arms", "x"], "--long-arms: expected comma-separated integers, got 'x'"),
+        (["--arms", "1"], "--arms: every value must be >= 2, got '1'"),
+        (["--runs", ""], "--runs: give at least one run count"),
+        (["--late", "1000,100,64"], "--late: expected RUNS,START,ROUNDS"),
+    ],
+)
+def test_lp_explore_benchmark_rejects_bad_lists(args, message):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "lp_explore.py"), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+
+
 def test_throughput_benchmark():
     records = _run(
         "throughput.py", "--policies", "ucb_n", "--arms", "3", "--runs", "8",
