@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmark scripts: machine description and timing."""
+"""Helpers shared by the benchmark scripts: machine description, timing, option lists."""
 
 from __future__ import annotations
 
@@ -23,6 +23,18 @@ def machine() -> dict:
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
     }
+
+
+def int_list(parser, option: str, text: str, smallest: int) -> list:
+    """``"5,10"`` -> ``[5, 10]`` (empty items skipped); a parser error naming ``option``
+    and the value for anything else or a value below ``smallest``."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        parser.error(f"{option}: expected comma-separated integers, got {text!r}")
+    if any(v < smallest for v in values):
+        parser.error(f"{option}: every value must be >= {smallest}, got {text!r}")
+    return values
 
 
 def best_time(fn, repeat: int = 5) -> float:

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from scipy.optimize import linprog  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from benchmarks._common import best_time, emit, machine, numpy_round  # noqa: E402
+from benchmarks._common import best_time, emit, int_list, machine, numpy_round  # noqa: E402
 
 
 def instance(num_arms: int) -> jb.Instance:
@@ -136,18 +136,6 @@ def numpy_lp_explore(mu, sigma, runs: int, horizon: int, alpha=4.5, gamma=0.5, s
     return counts, solves
 
 
-def _int_list(parser, option: str, text: str, smallest: int) -> list:
-    """``"5,10"`` -> ``[5, 10]`` (empty items skipped); a parser error naming ``option``
-    for anything else or a value below ``smallest``."""
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        parser.error(f"{option}: expected comma-separated integers, got {text!r}")
-    if any(v < smallest for v in values):
-        parser.error(f"{option}: every value must be >= {smallest}, got {text!r}")
-    return values
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arms", default="5,10,20")
@@ -166,12 +154,12 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     # Every list is checked before anything runs.
-    run_counts = _int_list(parser, "--runs", args.runs, 1)
+    run_counts = int_list(parser, "--runs", args.runs, 1)
     if not run_counts:
         parser.error("--runs: give at least one run count")
-    arm_counts = _int_list(parser, "--arms", args.arms, 2)
-    long_arms = _int_list(parser, "--long-arms", args.long_arms, 2)
-    late = _int_list(parser, "--late", args.late, 0)
+    arm_counts = int_list(parser, "--arms", args.arms, 2)
+    long_arms = int_list(parser, "--long-arms", args.long_arms, 2)
+    late = int_list(parser, "--late", args.late, 0)
     if args.late and (len(late) != 3 or min(late[0], late[2]) < 1 or late[1] % late[2]):
         parser.error(
             f"--late: expected RUNS,START,ROUNDS (RUNS, ROUNDS >= 1, START a multiple of ROUNDS), got {args.late!r}"

@@ -21,7 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from benchmarks._common import best_time, emit, machine, numpy_round  # noqa: E402
+from benchmarks._common import best_time, emit, int_list, machine, numpy_round  # noqa: E402
 from jaxbandit import environment, rng  # noqa: E402
 
 
@@ -98,10 +98,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.arms, args.runs, args.rounds = "10", "1000", 1024
+    arm_counts = int_list(parser, "--arms", args.arms, 2)
+    run_counts = int_list(parser, "--runs", args.runs, 1)
     info = machine()
-    for num_arms in [int(x) for x in args.arms.split(",")]:
+    for num_arms in arm_counts:
         inst = instance(num_arms)
-        for runs in [int(x) for x in args.runs.split(",")]:
+        for runs in run_counts:
             config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}
             numpy_rate = runs * args.numpy_rounds / time_numpy(inst, runs, args.numpy_rounds)
             sampling_rates = [runs * args.rounds / time_sampling(inst, runs, args.rounds)]

@@ -19,12 +19,17 @@ pytestmark = pytest.mark.slow
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(script, *args):
-    """Run ``benchmarks/<script>`` with ``args``; return its records, one per JSON line."""
-    proc = subprocess.run(
+def _launch(script, *args) -> subprocess.CompletedProcess:
+    """Run ``benchmarks/<script>`` with ``args`` (output captured)."""
+    return subprocess.run(
         [sys.executable, os.path.join(REPO, "benchmarks", script), *args],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
+
+
+def _run(script, *args):
+    """Run ``benchmarks/<script>`` with ``args``; return its records, one per JSON line."""
+    proc = _launch(script, *args)
     assert proc.returncode == 0, f"{script} failed:\n{proc.stderr[-3000:]}"
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert lines, f"{script} printed nothing"
@@ -86,19 +91,17 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    "script, args, message",
     [
-        (["--long-arms", "x"], "--long-arms: expected comma-separated integers, got 'x'"),
-        (["--arms", "1"], "--arms: every value must be >= 2, got '1'"),
-        (["--runs", ""], "--runs: give at least one run count"),
-        (["--late", "1000,100,64"], "--late: expected RUNS,START,ROUNDS"),
+        ("lp_explore.py", ["--long-arms", "x"], "--long-arms: expected comma-separated integers, got 'x'"),
+        ("lp_explore.py", ["--arms", "1"], "--arms: every value must be >= 2, got '1'"),
+        ("lp_explore.py", ["--runs", ""], "--runs: give at least one run count"),
+        ("lp_explore.py", ["--late", "1000,100,64"], "--late: expected RUNS,START,ROUNDS"),
+        ("throughput.py", ["--runs", "0"], "--runs: every value must be >= 1, got '0'"),
     ],
 )
-def test_lp_explore_benchmark_rejects_bad_lists(args, message):
-    proc = subprocess.run(
-        [sys.executable, os.path.join(REPO, "benchmarks", "lp_explore.py"), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+def test_benchmarks_reject_bad_lists(script, args, message):
+    proc = _launch(script, *args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
 
 
