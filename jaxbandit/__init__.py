@@ -1,12 +1,32 @@
 """jaxbandit: vectorized Monte Carlo simulation of Gaussian bandits with side observations."""
 
-from jaxbandit import base, compile_cache, config, environment, estimator, instances, io, lp, policies, rng, sweep
-from jaxbandit.base import Context, Decision, Policy
+from jaxbandit import (
+    base,
+    compaction,
+    compile_cache,
+    config,
+    engine,
+    environment,
+    estimator,
+    fingerprint,
+    instances,
+    io,
+    lp,
+    policies,
+    policy_check,
+    result,
+    rng,
+    runner,
+    sweep,
+)
+from jaxbandit.base import Context, Decision, Policy, Solver, Stage, play
 from jaxbandit.config import ConfigError
 from jaxbandit.instances import Instance
 from jaxbandit.io import load
 from jaxbandit.lower_bound import LowerBound, lower_bound
-from jaxbandit.simulate import Result, SimulationRun, geometric_times, simulate
+from jaxbandit.policy_check import PolicyError
+from jaxbandit.result import Result, geometric_times
+from jaxbandit.runner import InvalidArmError, SimulationRun, simulate
 
 __version__ = "0.1.0"
 
@@ -15,23 +35,34 @@ __all__ = [
     "Context",
     "Decision",
     "Instance",
+    "InvalidArmError",
     "LowerBound",
     "Policy",
+    "PolicyError",
     "Result",
     "SimulationRun",
+    "Solver",
+    "Stage",
     "base",
+    "compaction",
     "compile_cache",
+    "config",
+    "engine",
     "environment",
     "estimator",
+    "fingerprint",
     "geometric_times",
     "instances",
     "io",
     "load",
     "lower_bound",
     "lp",
-    "config",
-    "sweep",
+    "play",
     "policies",
+    "policy_check",
+    "result",
     "rng",
+    "runner",
     "simulate",
+    "sweep",
 ]

@@ -1,52 +1,59 @@
-"""Interfaces shared by policies and the engine.
+"""The policy contract: what a policy gives the engine, and what the engine gives it.
 
-A policy is a :class:`Policy` of pure functions over a NamedTuple state, written for ONE
-run; :mod:`jaxbandit.simulate` adds the batch axes (runs, cells) with ``vmap``.
+A :class:`Policy` is a few pure functions over a NamedTuple *state*, written for ONE
+run (the engine adds the run and cell axes with ``vmap``), like an optax
+``GradientTransformation``.  Each round ``t = 1, 2, ...`` of each run::
 
-A round has two halves so that expensive per-run work (an LP solve) runs only for the
-runs that need it:
+    decision = select_fn(key, state, t, ctx)            # a Decision: play decision.arm
+    values   = the observations of the arm played        # (num_arms,), 0 where unrevealed
+    state    = update_fn(state, arm, values, ctx)
 
-1. ``select_fn`` returns a :class:`Decision`: the arm to play, or ``needs_solve=True``
-   with a ``request`` (a fixed-shape pytree);
-2. the engine gathers the requests of the runs that need a solve into a compact buffer,
-   calls ``solve_fn`` on them as one batch, scatters the answers back, and calls
-   ``finish_fn`` for every run (runs that did not ask get a placeholder answer and must
-   ignore it).
+``diagnostics_fn(state)`` reports per-run counters at the end.  ``consolidate_fn``
+(optional) is applied to every run after the rounds where
+:func:`jaxbandit.estimator.consolidation_due` holds: policies that keep a weighted
+estimator (:mod:`jaxbandit.estimator`) consolidate it there, which keeps float32
+sums accurate over 10**7 rounds without a per-round branch.
 
-Policies without expensive work leave ``solve_fn`` and ``finish_fn`` as ``None``.  A
-policy may add a second, rarer stage: ``fallback_solve_fn`` runs (compacted the same
-way) only for the runs whose first answer has ``needs_fallback`` set — e.g. a cheap
-warm-start check first, a full LP solve only where the check fails — and, with
-``fallback_update_fn``, fold what that stage found into the state of exactly those runs
-(e.g. a new factorised warm start), so that large per-run data never travels through
-the dense answers.  A third stage, ``check_fn`` with ``check_update_fn``, may sit
-between the two (e.g. a re-use of the last answer first, then the check, then the
-full solve): each later stage serves the runs whose answer so far has
-``needs_fallback``.
+Expensive per-run work (an LP solve) is the one optional mechanism, a :class:`Solver`:
+``select_fn`` returns ``Decision(arm, needs_solve=True, request)`` for the runs that need
+it; the engine serves the requests of just those runs, stage by stage (each
+:class:`Stage` only for the runs the previous stage left unresolved, gathered into
+compact buffers), folds each stage's answer into the state of the runs it served
+(``fold_fn``), and ``finish_fn`` turns the final answer into the arm.  Runs that did
+not ask get a zeroed placeholder answer, which ``finish_fn`` must ignore.
 
-Weighted estimators (:class:`jaxbandit.estimator.EstimatorState`) anywhere in a state
-need only :func:`jaxbandit.estimator.update` each round: the engine consolidates them at
-the fixed rounds of :func:`jaxbandit.estimator.consolidation_due`.
+A compiled engine is reused only for the same computation: the cache key is a
+fingerprint of the policy's functions (their code, and every value their closures
+and defaults hold) and static options, never its name, so numeric hyper-parameters
+passed in ``params`` (traced, read as ``ctx.params[...]``) share one program while a
+hyper-parameter captured in a closure compiles its own.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+import jax.numpy as jnp
 
 from jaxbandit._types import Array
 
-__all__ = ["Context", "Decision", "Policy"]
+__all__ = ["BATCHING", "Context", "Decision", "Policy", "Solver", "Stage", "play"]
+
+BATCHING = ("compact", "single_pass", "rare")
+_NO_PARAMS: Mapping = MappingProxyType({})
 
 
 class Context(NamedTuple):
     """What a policy may know about its cell (one instance, one hyper-parameter set).
 
     Attributes:
-        sigma: ``(num_arms, num_arms)`` known side-information matrix.
-        precision: ``(num_arms, num_arms)`` ``1 / sigma**2``.
-        horizon: scalar int, the number of rounds (only oracle policies may use it).
+        sigma: ``(num_arms, num_arms)`` known noise levels (row = arm played).
+        precision: ``(num_arms, num_arms)`` ``1 / sigma**2`` (``inf`` for noise-free).
+        horizon: ``()`` int32, the number of rounds (only oracle policies may use it).
         true_mean: ``(num_arms,)`` the true means (only oracle policies may use it).
-        params: dict of numeric hyper-parameters (traced, so a grid shares one compile).
+        params: ``{name: ()}`` the numeric hyper-parameters, traced: a grid of values
+            shares one compiled program.
     """
 
     sigma: Array
@@ -57,12 +64,12 @@ class Context(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """First half of a round.
+    """What ``select_fn`` returns.
 
     Attributes:
-        arm: scalar int32, the arm to play when no solve is needed.
-        needs_solve: scalar bool, whether ``solve_fn`` must run for this run.
-        request: pytree consumed by ``solve_fn`` (``None`` for policies without one).
+        arm: ``()`` int32, the arm to play when no solve is needed.
+        needs_solve: ``()`` bool, whether the policy's :class:`Solver` must serve this run.
+        request: a fixed-shape pytree the solver's stages read (``None`` without a solver).
     """
 
     arm: Array
@@ -70,59 +77,74 @@ class Decision(NamedTuple):
     request: Any = None
 
 
-class Policy(NamedTuple):
-    """A bandit policy as pure functions (see the module docstring).
+def play(arm) -> Decision:
+    """A decision that needs no solve: play ``arm`` (an integer scalar)."""
+    return Decision(arm=jnp.asarray(arm, jnp.int32), needs_solve=jnp.asarray(False))
+
+
+class Stage(NamedTuple):
+    """One step of a :class:`Solver`, served only to the runs still waiting for it.
 
     Attributes:
-        name: registry name.
-        params: numeric hyper-parameters; passed to every function as ``ctx.params``.
-        init_fn: ``(ctx) -> state``.
-        select_fn: ``(key, state, t, ctx) -> Decision``; ``key`` is the run's ``(2,)``
-            uint32 policy key (use :func:`jaxbandit.rng.uniform` / ``standard_normal``
-            with counter ``t``), ``t`` the round number counted from 1.
-        update_fn: ``(state, arm, values, ctx) -> state`` with the ``(num_arms,)``
-            observations of the round (0 where not revealed).
-        diagnostics_fn: ``(state) -> dict[str, scalar]`` per-run counters.
-        solve_fn: optional ``(request, ctx) -> answer``.
-        finish_fn: optional ``(state, decision, answer, t, ctx) -> (arm, state)``.
-        options: static (non-numeric) options, for the record.
-        fallback_solve_fn: optional ``(request, ctx) -> answer`` (same structure as
-            ``solve_fn``'s, which must then have a bool ``needs_fallback`` field).
-        fallback_update_fn: optional ``(state, answer, ctx) -> state``, applied (before
-            ``finish_fn``) to the runs the fallback stage served, with their fallback
-            answer; the engine gathers and scatters just those runs' states, and of
-            them only the leaves the function replaces (return the others as given).
-        counts_fn: optional ``(state) -> (num_arms,)`` int32 plays of each arm, for a
-            policy whose state already counts them: the engine then keeps no copy
-            (one pass over the state per round less).
-        check_fn: optional ``(request, ctx) -> answer``, a stage between ``solve_fn``
-            and ``fallback_solve_fn`` (same answer structure), for the runs whose
-            ``solve_fn`` answer has ``needs_fallback``; its own ``needs_fallback``
-            sends a run on to ``fallback_solve_fn``.  With a ``check_fn``, ``solve_fn``
-            should be cheap: the engine serves its runs in one pass of the smallest
-            buffer that holds them all (up to a quarter of the runs; beyond that it
-            evaluates ``solve_fn`` for every run).
-        check_update_fn: optional ``(state, answer, ctx) -> state``, as
-            ``fallback_update_fn`` for the runs ``check_fn`` served.
-        solve_reads_state: if True, ``solve_fn``, ``check_fn`` and ``fallback_solve_fn``
-            are called as ``(request, ctx, state)`` with the run's current state.  Large
-            per-run data the stages read (a factorised warm start) then stays out of
-            the request: a request that copies part of the state which a later stage
-            updates makes XLA copy that part of the state for every run, every round.
+        solve_fn: ``(request, state, ctx) -> (answer, resolved)`` for one run.  Every
+            stage of a solver returns answers of the same structure; ``resolved``
+            (``()`` bool) False sends the run on to the next stage (the last stage's
+            answer is final whatever it says).
+        fold_fn: optional ``(state, answer, ctx) -> state``, applied to the runs this
+            stage served (resolved or not), e.g. to keep a new warm start.  Only the
+            leaves it replaces are written back, so return the others as given.
+        batching: how the engine batches the waiting runs: ``"compact"`` (buffers of
+            ``solve_batch``, a quarter of that, ... until all are served),
+            ``"single_pass"`` (a cheap stage: one pass of the smallest buffer holding
+            them all, or every run at once when over a quarter wait; no ``fold_fn``) or
+            ``"rare"`` (an expensive stage few runs reach: one small buffer, repeated).
+            The choice changes speed only, never results.
     """
 
-    name: str
-    params: dict
+    solve_fn: Callable
+    fold_fn: Optional[Callable] = None
+    batching: str = "compact"
+
+
+class Solver(NamedTuple):
+    """Per-run expensive work, served only to the runs whose decision needs it.
+
+    Attributes:
+        stages: a non-empty tuple of :class:`Stage`, tried in order.
+        finish_fn: ``(state, decision, answer, t, ctx) -> (arm, state)`` for every run;
+            ``answer`` is meaningful only where ``decision.needs_solve``.
+    """
+
+    stages: tuple
+    finish_fn: Callable
+
+
+class Policy(NamedTuple):
+    """A bandit policy as pure functions of one run (see the module docstring).
+
+    Attributes:
+        init_fn: ``(ctx) -> state``.
+        select_fn: ``(key, state, t, ctx) -> Decision``.  ``key`` is the run's ``(2,)``
+            uint32 policy key for :func:`jaxbandit.rng.uniform` and
+            :func:`jaxbandit.rng.standard_normal` with counter ``t``; ``t`` is the
+            ``()`` int32 round, counted from 1.
+        update_fn: ``(state, arm, values, ctx) -> state``; ``values`` are the round's
+            ``(num_arms,)`` observations (0 where the arm played reveals nothing).
+        diagnostics_fn: optional ``(state) -> {name: ()}`` per-run counters.
+        consolidate_fn: optional ``(state) -> state`` (see the module docstring).
+        solver: optional :class:`Solver`.
+        name: a label for results; it plays no part in caching.
+        params: ``{name: number}`` numeric hyper-parameters, given to every function as
+            ``ctx.params``.
+        options: static, non-numeric options, for the record.
+    """
+
     init_fn: Callable
     select_fn: Callable
     update_fn: Callable
-    diagnostics_fn: Callable
-    solve_fn: Optional[Callable] = None
-    finish_fn: Optional[Callable] = None
-    options: dict = {}
-    fallback_solve_fn: Optional[Callable] = None
-    counts_fn: Optional[Callable] = None
-    fallback_update_fn: Optional[Callable] = None
-    check_fn: Optional[Callable] = None
-    check_update_fn: Optional[Callable] = None
-    solve_reads_state: bool = False
+    diagnostics_fn: Optional[Callable] = None
+    consolidate_fn: Optional[Callable] = None
+    solver: Optional[Solver] = None
+    name: str = "policy"
+    params: Mapping = _NO_PARAMS
+    options: Mapping = _NO_PARAMS

@@ -26,13 +26,15 @@ Schema (all keys not listed are errors)::
     sigma = 1.0               #   "explicit" (mu and sigma given; "inf" strings allowed)
 
     [[policies]]
-    name = "ucb_n"            # a registered policy (jaxbandit.policies.names())
+    name = "ucb_n"            # a registered policy (jaxbandit.policies.names()), or an
+                              #   import path "package.module:factory" of your own
     label = "UCB-N"           # optional display label
     alpha = [0.25, 1, 4.01]   # hyper-parameters; a list is a grid (Cartesian product)
-    optional = false          # true: skip (with a note) when the policy is not registered
 
-Numeric hyper-parameters are traced by the engine, so a grid of one policy on instances
-with the same number of arms is one compiled program (see :func:`SweepConfig.plan`).
+Numeric hyper-parameters that a policy keeps in its ``params`` are traced by the engine,
+so a grid of them on instances with the same number of arms is one compiled program;
+cells whose policies compute different things (a hyper-parameter captured in a
+closure, another factory) run as separate programs (see :func:`SweepConfig.plan`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import importlib.resources
 import inspect
 import itertools
 import json
@@ -54,6 +57,7 @@ import numpy as np
 from jaxbandit import instances as instances_module
 from jaxbandit import policies as policies_module
 from jaxbandit.instances import Instance
+from jaxbandit.result import geometric_times
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,7 +73,6 @@ __all__ = [
     "Group",
     "load",
     "loads",
-    "DEMO_CONFIG",
     "demo_config",
 ]
 
@@ -80,7 +83,7 @@ _TOP_KEYS = {
 _REQUIRED_TOP = ("runs", "horizon", "instances", "policies")
 _CHECKPOINT_KEYS = {"every_chunks", "every_seconds"}
 _INSTANCE_TYPES = ("bandit", "full_information", "graph", "revealing_arm", "random", "default", "explicit")
-_POLICY_RESERVED = {"name", "label", "optional"}
+_POLICY_RESERVED = {"name", "label"}
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
 
 
@@ -165,12 +168,9 @@ class SweepConfig:
     checkpoint_every_seconds: Optional[float]
     instances: tuple  # of InstanceSpec
     policies: tuple  # of PolicySpec
-    skipped_policies: tuple  # names of optional policies that are not registered
 
     def times_for(self, horizon: int) -> np.ndarray:
         """``(P,)`` int64 rounds at which regret is recorded for ``horizon``."""
-        from jaxbandit.simulate import geometric_times  # deferred: pulls in jax
-
         if isinstance(self.times, int):
             return geometric_times(horizon, self.times)
         explicit = np.asarray([t for t in self.times if t <= horizon], dtype=np.int64)
@@ -183,14 +183,7 @@ class SweepConfig:
         groups = []
         for horizon in self.horizons:
             for policy in self.policies:
-                # Split the grid by the arguments the engine cannot trace (non-numeric
-                # ones, and numeric ones the policy keeps out of ``params``).
-                by_static: dict = {}
-                for kwargs in policy.grid:
-                    traced = set(policies_module.make(policy.name, **kwargs).params)
-                    static = {k: v for k, v in kwargs.items() if k not in traced}
-                    by_static.setdefault(json.dumps(static, sort_keys=True), (static, []))[1].append(kwargs)
-                for static, grid in by_static.values():
+                for static, grid in _split_by_computation(policy):
                     by_arms: dict = {}
                     for spec in self.instances:
                         by_arms.setdefault(spec.instance.num_arms, []).append(spec)
@@ -412,7 +405,7 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
         every_seconds = check.positive_number("checkpoint.every_seconds", every_seconds)
 
     instance_specs = _parse_instances(check, data["instances"])
-    policy_specs, skipped = _parse_policies(check, data["policies"])
+    policy_specs = _parse_policies(check, data["policies"])
 
     return SweepConfig(
         source=source,
@@ -429,7 +422,6 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
         checkpoint_every_seconds=every_seconds,
         instances=tuple(instance_specs),
         policies=tuple(policy_specs),
-        skipped_policies=tuple(skipped),
     )
 
 
@@ -536,27 +528,43 @@ def _contains_inf(value) -> bool:
     return isinstance(value, float) and math.isinf(value)
 
 
-def _parse_policies(check: _Checker, value):
+def _split_by_computation(policy: PolicySpec) -> list:
+    """The grid of ``policy`` split into ``(static, grid)`` parts, each one program.
+
+    Arguments a policy keeps out of its traced ``params`` are static; and two parameter
+    sets share a program only if their policies compute the same thing
+    (:func:`jaxbandit.engine.policy_key`): a value captured in a closure splits them.
+    """
+    from jaxbandit.engine import policy_key  # deferred: the engine pulls in jax
+
+    parts: dict = {}
+    for kwargs in policy.grid:
+        built = policies_module.make(policy.name, **kwargs)
+        static = {k: v for k, v in kwargs.items() if k not in built.params}
+        key = (json.dumps(static, sort_keys=True), policy_key(built))
+        parts.setdefault(key, (static, []))[1].append(kwargs)
+    return list(parts.values())
+
+
+def _parse_policies(check: _Checker, value) -> list:
     specs: list = []
-    skipped: list = []
     labels: set = set()
     for i, entry in enumerate(_entries(check, "policies", value)):
         key = f"policies[{i}]"
         if "name" not in entry:
-            check.fail(f"{key}.name", f"missing; one of {', '.join(policies_module.names())}")
+            check.fail(f"{key}.name", f"missing; one of {', '.join(policies_module.names())} or 'package.module:factory'")
         name = check.string(f"{key}.name", entry["name"])
-        optional = entry.get("optional", False)
-        if not isinstance(optional, bool):
-            check.fail(f"{key}.optional", f"must be true or false, got {_type_name(optional)} {optional!r}")
-        if name not in policies_module.REGISTRY:
-            if optional:
-                skipped.append(name)
-                continue
-            check.fail(f"{key}.name", f"unknown policy {name!r}; registered policies: {', '.join(policies_module.names())}")
+        try:
+            factory = policies_module.resolve(name)
+        except ValueError as err:
+            check.fail(f"{key}.name", str(err).rstrip("."))
         label = check.string(f"{key}.label", entry.get("label", name))
         params = {k: v for k, v in entry.items() if k not in _POLICY_RESERVED}
-        accepted = inspect.signature(policies_module.REGISTRY[name]).parameters
-        check.unknown(key, params, set(accepted) | _POLICY_RESERVED, f" (parameters of policy {name!r} plus name, label, optional)")
+        try:
+            accepted = set(inspect.signature(factory).parameters)
+        except (TypeError, ValueError):
+            accepted = set(params)
+        check.unknown(key, params, accepted | _POLICY_RESERVED, f" (parameters of policy {name!r} plus name and label)")
         axes = []
         for param, values in params.items():
             values = values if isinstance(values, list) else [values]
@@ -579,61 +587,12 @@ def _parse_policies(check: _Checker, value):
             check.fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
         labels.add(label)
         specs.append(PolicySpec(label=label, name=name, grid=grid))
-    if not specs:
-        check.fail("policies", f"no policy to run (optional ones not registered: {', '.join(skipped)})")
-    return specs, skipped
+    return specs
 
 
 # -- the built-in demo --------------------------------------------------------------
 
-DEMO_CONFIG = """\
-# The demo sweep run by `jaxbandit demo`: every built-in instance, a few policies.
-name = "demo"
-seed = 0
-runs = 100
-horizon = 20000
-times = 60
-precision = "float32"
-
-[checkpoint]
-every_seconds = 30.0
-
-[[instances]]
-type = "default"
-name = "bandit"
-
-[[instances]]
-type = "default"
-name = "full_information"
-
-[[instances]]
-type = "default"
-name = "graph_star"
-
-[[instances]]
-type = "default"
-name = "revealing_arm"
-
-[[instances]]
-type = "default"
-name = "general"
-
-[[policies]]
-name = "ucb"
-
-[[policies]]
-name = "ucb_n"
-alpha = [0.5, 1.0]
-
-[[policies]]
-name = "ts_n"
-
-[[policies]]
-name = "lp_explore"
-optional = true  # the paper's Algorithm 1, when registered
-"""
-
-
 def demo_config() -> SweepConfig:
-    """The demo sweep (policies not registered yet are skipped)."""
-    return loads(DEMO_CONFIG, "<demo>")
+    """The demo sweep run by ``jaxbandit demo`` (the package's ``demo.toml``)."""
+    text = importlib.resources.files("jaxbandit").joinpath("demo.toml").read_text(encoding="utf-8")
+    return loads(text, "<demo>")

@@ -3,7 +3,7 @@
 ``run(config, out_dir)`` executes every cell group of a :class:`~jaxbandit.config.SweepConfig`
 (instances x policies x hyper-parameters x horizons).  A group is one compiled program:
 its instances are stacked into a batch and its numeric hyper-parameters are passed as
-per-cell arrays to :class:`~jaxbandit.simulate.SimulationRun`, so a grid costs one
+per-cell arrays to :class:`~jaxbandit.runner.SimulationRun`, so a grid costs one
 compile, not one per value.
 
 Nothing is lost: each group's results are written atomically when it finishes, and a
@@ -34,7 +34,8 @@ from jaxbandit import config as config_module
 from jaxbandit import instances as instances_module
 from jaxbandit import io
 from jaxbandit import policies as policies_module
-from jaxbandit.simulate import SimulationRun
+from jaxbandit.engine import policy_key
+from jaxbandit.runner import SimulationRun
 
 __all__ = ["run", "SweepMismatchError", "describe_devices", "package_versions"]
 
@@ -101,8 +102,6 @@ def run(
     writer = jax.process_index() == 0  # multi-host: one process writes
     if writer:
         _prepare_directory(cfg, groups, out, config)
-    if cfg.skipped_policies:
-        logger.info("skipping optional policies that are not registered: %s", ", ".join(cfg.skipped_policies))
 
     total_work = sum(len(g.cells) * cfg.runs * g.horizon for g in groups)
     total_cells = sum(len(g.cells) for g in groups)
@@ -155,7 +154,6 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
             "name": cfg.name,
             "source": cfg.source,
             "config": cfg.raw,
-            "skipped_policies": list(cfg.skipped_policies),
             "instances": cfg.instance_table(),
             "groups": [
                 {
@@ -221,6 +219,9 @@ def _current_diagnostics(sim: SimulationRun) -> dict:
 
 def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, description: str) -> None:
     cell_policies = [policies_module.make(group.policy_name, **kw) for kw in group.cell_kwargs]
+    if len({policy_key(p) for p in cell_policies}) != 1:
+        # plan() puts cells in one group only if their policies compute the same thing.
+        raise RuntimeError(f"group {group.id}: its cells' policies differ; the sweep plan is inconsistent.")
     traced = list(cell_policies[0].params)
     params = {k: np.asarray([p.params[k] for p in cell_policies], dtype=np.float64) for k in traced}
     instance = instances_module.stack([cfg.instances[c.instance_index].instance for c in group.cells])

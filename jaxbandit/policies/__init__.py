@@ -1,11 +1,25 @@
-"""Policy registry: ``make(name, **params)`` builds a :class:`~jaxbandit.base.Policy`."""
+"""Policies: the registry, and the helpers for writing one of your own.
+
+``make(name, **params)`` builds a registered :class:`~jaxbandit.base.Policy`; ``name`` may
+also be an import path ``"package.module:factory"`` naming a factory of your own.
+``register(name, factory)`` adds one to the registry.  A factory is any callable that
+takes the hyper-parameters as keyword arguments and returns a ``Policy``.
+
+Helpers for authors (see README, "Writing your own policy"): :func:`play` (a decision
+that needs no solve), :mod:`jaxbandit.estimator` (the weighted estimator of the
+paper's eq. (1): ``init``, ``update``, ``mean``, ``weighted_counts``, ``consolidate``),
+:mod:`jaxbandit.rng` (counter-based random numbers: ``uniform``, ``standard_normal``),
+:func:`initial_side_arm` (the paper's initial rounds).
+"""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Callable
 
-from jaxbandit.base import Policy
+from jaxbandit.base import Policy, play
+from jaxbandit.policies._common import initial_side_arm
 from jaxbandit.policies.greedy import eps_greedy, greedy
 from jaxbandit.policies.lp_baselines import eps_greedy_lp, ucb_lp
 from jaxbandit.policies.lp_explore import lp_explore
@@ -14,7 +28,7 @@ from jaxbandit.policies.thompson import ts, ts_n
 from jaxbandit.policies.ucb import ucb, ucb_n
 from jaxbandit.policies.ucb_maxn import ucb_maxn
 
-__all__ = ["make", "names", "register", "REGISTRY"]
+__all__ = ["REGISTRY", "initial_side_arm", "make", "names", "play", "register", "resolve"]
 
 REGISTRY: dict[str, Callable[..., Policy]] = {
     "greedy": greedy,
@@ -32,7 +46,16 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
 
 
 def register(name: str, factory: Callable[..., Policy]) -> None:
-    """Add a policy factory to the registry (used by policy modules)."""
+    """Add ``factory`` to the registry under ``name`` (replacing any factory of that name).
+
+    Raises:
+        ValueError: ``name`` is not a non-empty identifier-like string without ``":"``,
+            or ``factory`` is not callable.
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"a policy name must be a non-empty string without ':', got {name!r}.")
+    if not callable(factory):
+        raise ValueError(f"factory for policy {name!r} must be callable, got {factory!r}.")
     REGISTRY[name] = factory
 
 
@@ -41,19 +64,58 @@ def names() -> list[str]:
     return sorted(REGISTRY)
 
 
-def make(name: str, **params) -> Policy:
-    """Build a registered policy.
+def resolve(name: str) -> Callable[..., Policy]:
+    """The factory of a registered ``name``, or of an import path ``"module:attribute"``.
 
     Raises:
-        ValueError: unknown ``name``, or a parameter the policy does not take or rejects.
+        ValueError: unknown name, a module that cannot be imported, or an attribute
+            that is missing or not callable.
     """
-    if name not in REGISTRY:
-        raise ValueError(f"unknown policy name {name!r}; known policies: {', '.join(names())}.")
-    factory = REGISTRY[name]
-    accepted = inspect.signature(factory).parameters
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a policy name must be a non-empty string, got {name!r}.")
+    if ":" not in name:
+        if name not in REGISTRY:
+            raise ValueError(
+                f"unknown policy name {name!r}; known policies: {', '.join(names())} "
+                "(or give an import path 'package.module:factory')."
+            )
+        return REGISTRY[name]
+    module_name, _, attribute = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"policy {name!r}: cannot import module {module_name!r} ({err}).") from err
+    found = module
+    for part in attribute.split("."):
+        if not part or not hasattr(found, part):
+            raise ValueError(f"policy {name!r}: module {module_name!r} has no attribute {attribute!r}.")
+        found = getattr(found, part)
+    if not callable(found) or isinstance(found, Policy):
         raise ValueError(
-            f"policy {name!r} got unknown parameter(s) {unknown}; it accepts {sorted(accepted) or 'none'}."
+            f"policy {name!r}: {attribute!r} must be a factory (a function returning a jaxbandit.Policy), got {found!r}."
         )
-    return factory(**params)
+    return found
+
+
+def make(name: str, **params) -> Policy:
+    """Build the policy ``name`` (registered, or an import path) with ``params``.
+
+    Raises:
+        ValueError: unknown ``name``, a parameter the factory does not take or rejects,
+            or a factory that does not return a :class:`~jaxbandit.base.Policy`.
+    """
+    build = resolve(name)
+    try:
+        accepted = inspect.signature(build).parameters
+    except (TypeError, ValueError):
+        accepted = None
+    if accepted is not None and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        unknown = sorted(set(params) - set(accepted))
+        if unknown:
+            raise ValueError(
+                f"policy {name!r} got unknown parameter(s) {unknown}; it accepts {sorted(accepted) or 'none'}."
+            )
+    policy = build(**params)
+    if not isinstance(policy, Policy):
+        raise ValueError(f"policy {name!r}: the factory returned {type(policy).__name__}, not a jaxbandit.Policy.")
+    return policy

@@ -1,38 +1,32 @@
-"""Pieces shared by several policies (one run, no batch axes)."""
+"""Pieces shared by the built-in policies (one run, no batch axes)."""
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax.numpy as jnp
 
 from jaxbandit import estimator
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Decision
+from jaxbandit.base import Context, Policy
 
 __all__ = [
     "EstimatorPolicyState",
-    "initial_side_arm",
-    "own_arm_precision",
     "check_positive",
     "check_unit_interval",
-    "no_solve",
+    "estimator_policy",
+    "initial_side_arm",
     "log_round",
-    "stats_counts",
+    "own_arm_precision",
 ]
 
 
 class EstimatorPolicyState(NamedTuple):
-    """State of policies that only need the weighted estimator."""
+    """State of the policies that need only the weighted estimator."""
 
     stats: estimator.EstimatorState
-    initial_rounds: Array  # int32 counter, rounds spent in the initial phase
-
-
-def stats_counts(state) -> Array:
-    """``(K,)`` plays of each arm, for policies whose state holds the estimator as ``stats``."""
-    return state.stats.counts
+    initial_rounds: Array  # () int32, rounds spent in the initial phase
 
 
 def initial_side_arm(ctx: Context, t: Array) -> Array:
@@ -56,11 +50,8 @@ def log_round(t: Array, dtype) -> Array:
     return jnp.log(jnp.asarray(t, dtype))
 
 
-def no_solve(arm: Array) -> Decision:
-    return Decision(arm=jnp.asarray(arm, jnp.int32), needs_solve=jnp.asarray(False))
-
-
 def check_positive(name: str, value) -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and > 0."""
     try:
         value = float(value)
     except (TypeError, ValueError) as err:
@@ -71,6 +62,7 @@ def check_positive(name: str, value) -> float:
 
 
 def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
+    """``value`` as a float in (0, 1) (``(0, 1]`` if ``closed``), or a ``ValueError``."""
     try:
         value = float(value)
     except (TypeError, ValueError) as err:
@@ -82,9 +74,37 @@ def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
     return value
 
 
-def estimator_update(state: EstimatorPolicyState, arm, values, precision, t_is_initial):
-    """Shared update: fold the round's samples into the estimator, count initial rounds."""
-    stats = estimator.update(state.stats, arm, values, precision[arm])
-    return EstimatorPolicyState(
-        stats=stats, initial_rounds=state.initial_rounds + t_is_initial.astype(jnp.int32)
-    )
+def _consolidate(state: EstimatorPolicyState) -> EstimatorPolicyState:
+    return EstimatorPolicyState(estimator.consolidate(state.stats), state.initial_rounds)
+
+
+def _diagnostics(state: EstimatorPolicyState) -> dict:
+    return {"initial_rounds": state.initial_rounds}
+
+
+def estimator_policy(name: str, params: dict, select_fn: Callable, *, own_arm_only: bool = False) -> Policy:
+    """A policy whose state is the weighted estimator and an initial-round counter.
+
+    Args:
+        name: the policy's name.
+        params: its numeric hyper-parameters.
+        select_fn: ``(key, state, t, ctx) -> Decision`` with an :class:`EstimatorPolicyState`.
+        own_arm_only: keep only the samples of the arm played (bandit feedback).
+    """
+
+    def init_fn(ctx: Context) -> EstimatorPolicyState:
+        num_arms = ctx.sigma.shape[-1]
+        return EstimatorPolicyState(estimator.init(num_arms, ctx.sigma.dtype), jnp.zeros((), jnp.int32))
+
+    def update_fn(state: EstimatorPolicyState, arm, values, ctx: Context) -> EstimatorPolicyState:
+        num_arms = ctx.sigma.shape[-1]
+        precision = own_arm_precision(ctx) if own_arm_only else ctx.precision
+        initial = state.initial_rounds < num_arms
+        return EstimatorPolicyState(
+            stats=estimator.update(state.stats, arm, values, precision[arm]),
+            initial_rounds=state.initial_rounds + initial.astype(jnp.int32),
+        )
+
+    return Policy(
+        init_fn, select_fn, update_fn, _diagnostics, consolidate_fn=_consolidate, name=name, params=params,
+    )  # fmt: skip

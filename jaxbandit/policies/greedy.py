@@ -11,42 +11,22 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxbandit import estimator, rng
-from jaxbandit.base import Policy
-from jaxbandit.policies._common import (
-    EstimatorPolicyState,
-    check_positive,
-    estimator_update,
-    initial_side_arm,
-    no_solve,
-    stats_counts,
-)
-from jaxbandit.policies.ucb import _init
+from jaxbandit.base import Policy, play
+from jaxbandit.policies._common import check_positive, estimator_policy, initial_side_arm
 
 __all__ = ["greedy", "eps_greedy"]
-
-
-
-
-def _update(state: EstimatorPolicyState, arm, values, ctx):
-    num_arms = ctx.sigma.shape[-1]
-    initial = state.initial_rounds < num_arms
-    return estimator_update(state, arm, values, ctx.precision, initial)
-
-
-def _diagnostics(state: EstimatorPolicyState) -> dict:
-    return {"initial_rounds": state.initial_rounds}
 
 
 def greedy() -> Policy:
     """Pure exploitation after the initial rounds (no hyper-parameters)."""
 
     def select_fn(key, state, t, ctx):
-        del key
+        del key  # deterministic
         num_arms = ctx.sigma.shape[-1]
         best = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
-        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), best))
+        return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), best))
 
-    return Policy("greedy", {}, _init, select_fn, _update, _diagnostics, counts_fn=stats_counts)
+    return estimator_policy("greedy", {}, select_fn)
 
 
 def eps_greedy(c: float = 1.0) -> Policy:
@@ -65,14 +45,6 @@ def eps_greedy(c: float = 1.0) -> Policy:
         random_arm = jnp.minimum((pick * num_arms).astype(jnp.int32), num_arms - 1)
         best = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
         arm = jnp.where(coin <= epsilon, random_arm, best)
-        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
+        return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
 
-    return Policy(
-        "eps_greedy",
-        {"c": c},
-        _init,
-        select_fn,
-        _update,
-        _diagnostics,
-        counts_fn=stats_counts,
-    )
+    return estimator_policy("eps_greedy", {"c": c}, select_fn)

@@ -72,13 +72,8 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator, lp, rng
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Policy
-from jaxbandit.policies._common import (
-    check_positive,
-    initial_side_arm,
-    no_solve,
-    stats_counts,
-)
+from jaxbandit.base import Context, Policy, play
+from jaxbandit.policies._common import check_positive, initial_side_arm
 from jaxbandit.policies.ucb import ucb_n_index
 
 __all__ = [
@@ -175,6 +170,12 @@ def _update(state: LPExplorationState, arm, values, ctx) -> LPExplorationState:
     )
 
 
+def _consolidate(state: LPExplorationState) -> LPExplorationState:
+    return LPExplorationState(
+        estimator.consolidate(state.stats), state.initial_rounds, state.explore_weights, state.lp_status
+    )
+
+
 def _diagnostics(state: LPExplorationState) -> dict:
     return {
         "initial_rounds": state.initial_rounds,
@@ -192,7 +193,7 @@ def _explore_or(key, state: LPExplorationState, t, ctx, epsilon_scale, exploit_a
     epsilon = jnp.minimum(jnp.asarray(1.0, dtype), epsilon_scale * gamma / t.astype(dtype))
     explore = exploration_arm(state.explore_weights, pick)
     arm = jnp.where(coin <= epsilon, explore, exploit_arm)
-    return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
+    return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
 
 
 def eps_greedy_lp(c: float = 1.0, d: float = 1.0) -> Policy:
@@ -215,13 +216,7 @@ def eps_greedy_lp(c: float = 1.0, d: float = 1.0) -> Policy:
         return _explore_or(key, state, t, ctx, scale, best)
 
     return Policy(
-        "eps_greedy_lp",
-        {"c": c, "d": d},
-        _init,
-        select_fn,
-        _update,
-        _diagnostics,
-        counts_fn=stats_counts,
+        _init, select_fn, _update, _diagnostics, consolidate_fn=_consolidate, name="eps_greedy_lp", params={"c": c, "d": d}
     )
 
 
@@ -244,11 +239,5 @@ def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
         return _explore_or(key, state, t, ctx, ctx.params["c"], best)
 
     return Policy(
-        "ucb_lp",
-        {"c": c, "alpha": alpha},
-        _init,
-        select_fn,
-        _update,
-        _diagnostics,
-        counts_fn=stats_counts,
+        _init, select_fn, _update, _diagnostics, consolidate_fn=_consolidate, name="ucb_lp", params={"c": c, "alpha": alpha}
     )

@@ -78,8 +78,8 @@ from jaxbandit.lower_bound import (
     warm_start,
 )
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Decision, Policy
-from jaxbandit.policies._common import check_positive, check_unit_interval, log_round, stats_counts
+from jaxbandit.base import Context, Decision, Policy, Solver, Stage
+from jaxbandit.policies._common import check_positive, check_unit_interval, log_round
 from jaxbandit.reductions import first_true
 
 __all__ = ["lp_explore", "LPExploreState", "TheoryWarning", "CASE_C_RULES", "Case"]
@@ -320,7 +320,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
             cost_radius=jnp.asarray(cost_radius, zeros.dtype),
         )
 
-    def solve_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
+    def reuse_fn(request: LPRequest, state: LPExploreState, ctx: Context):
         # Near the gaps of the last passing check the basis is certified to stay
         # optimal: c* is one K x K product (Case C has no tie, so the LP is well posed).
         # b is built here (not in select_fn) so that only the runs in Case C build it.
@@ -328,15 +328,16 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         ok, c = reuse_warm_start_at(request.gaps, rhs, request.best_arm, state.warm)
         status = jnp.where(ok, lp.LPStatus.OPTIMAL, lp.LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
         solution = LowerBoundSolution(c, jnp.zeros((), c.dtype), status, jnp.int32(0), state.warm.basis)
-        return _answer(request, state, solution, ~ok, reused=ok)
+        return _answer(request, state, solution, ~ok, reused=ok), ok
 
-    def check_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
+    def check_fn(request: LPRequest, state: LPExploreState, ctx: Context):
         ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, state.warm)
-        return _answer(
+        answer = _answer(
             request, state, solution, ~ok, anchor_values=sensitivity.values, cost_radius=sensitivity.cost_radius
         )
+        return answer, ok
 
-    def check_update_fn(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
+    def anchor_fold(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
         # A passing check anchors the warm start at these means (the engine runs this
         # for just the runs it checked).
         mean = estimator.mean(state.stats)
@@ -346,12 +347,12 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         anchor = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored.anchor, state.warm.anchor)
         return state._replace(warm=state.warm._replace(anchor=anchor))
 
-    def fallback_solve_fn(request: LPRequest, ctx: Context, state: LPExploreState) -> LPAnswer:
+    def full_solve_fn(request: LPRequest, state: LPExploreState, ctx: Context):
         # A cold solve: its canonical answer does not depend on the run's history.
         solution = solve_lower_bound(request.mean, ctx.precision)
-        return _answer(request, state, solution, False, full_solve=True)
+        return _answer(request, state, solution, False, full_solve=True), jnp.asarray(True)
 
-    def fallback_update_fn(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
+    def new_basis_fold(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
         # Only a full solve changes the basis: factorise the new one for the next checks
         # (the engine runs this for just the runs that needed the full solve).
         solved = answer.status == lp.LPStatus.OPTIMAL
@@ -385,7 +386,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         new_state = LPExploreState(
             stats=state.stats,
             exploration_rounds=state.exploration_rounds + count(explored),
-            warm=state.warm,  # a full solve's basis came in through fallback_update_fn
+            warm=state.warm,  # a full solve's basis came in through new_basis_fold
             counters=counters,
         )
         return arm, new_state
@@ -394,25 +395,23 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
         return LPExploreState(stats, state.exploration_rounds, state.warm, state.counters)
 
+    def consolidate_fn(state: LPExploreState) -> LPExploreState:
+        return LPExploreState(estimator.consolidate(state.stats), state.exploration_rounds, state.warm, state.counters)
+
     def diagnostics_fn(state: LPExploreState) -> dict:
         out = state.counters._asdict()
         out["exploration_rounds"] = state.exploration_rounds
         return out
 
-    return Policy(
-        name="lp_explore",
-        params={"alpha": alpha, "gamma": gamma},
-        init_fn=init_fn,
-        select_fn=select_fn,
-        update_fn=update_fn,
-        diagnostics_fn=diagnostics_fn,
-        solve_fn=solve_fn,
+    solver = Solver(
+        stages=(
+            Stage(reuse_fn, batching="single_pass"),
+            Stage(check_fn, fold_fn=anchor_fold),
+            Stage(full_solve_fn, fold_fn=new_basis_fold, batching="rare"),
+        ),
         finish_fn=finish_fn,
-        options={"case_c_rule": case_c_rule},
-        fallback_solve_fn=fallback_solve_fn,
-        counts_fn=stats_counts,
-        fallback_update_fn=fallback_update_fn,
-        check_fn=check_fn,
-        check_update_fn=check_update_fn,
-        solve_reads_state=True,
     )
+    return Policy(
+        init_fn, select_fn, update_fn, diagnostics_fn, consolidate_fn=consolidate_fn, solver=solver,
+        name="lp_explore", params={"alpha": alpha, "gamma": gamma}, options={"case_c_rule": case_c_rule},
+    )  # fmt: skip

@@ -32,8 +32,7 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Policy
-from jaxbandit.policies._common import no_solve, stats_counts
+from jaxbandit.base import Context, Policy, play
 
 __all__ = ["oracle_etc", "ETCState", "exploration_quota"]
 
@@ -88,7 +87,7 @@ def oracle_etc() -> Policy:
         # Before the first commit (only when every quota is empty) play argmax mu_hat.
         fallback = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
         commit = jnp.where(state.committed_arm >= 0, state.committed_arm, fallback)
-        return no_solve(jnp.where(exploring, arm, commit))
+        return play(jnp.where(exploring, arm, commit))
 
     def update_fn(state: ETCState, arm, values, ctx):
         _, exploring = _next_quota_arm(state)
@@ -112,12 +111,9 @@ def oracle_etc() -> Policy:
             "lp_status": state.lp_status,
         }
 
-    return Policy(
-        "oracle_etc",
-        {},
-        init_fn,
-        select_fn,
-        update_fn,
-        diagnostics_fn,
-        counts_fn=stats_counts,
-    )
+    def consolidate_fn(state: ETCState) -> ETCState:
+        return ETCState(
+            estimator.consolidate(state.stats), state.quota, state.committed_arm, state.exploration_rounds, state.lp_status
+        )
+
+    return Policy(init_fn, select_fn, update_fn, diagnostics_fn, consolidate_fn=consolidate_fn, name="oracle_etc")

@@ -14,16 +14,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxbandit import estimator, rng
-from jaxbandit.base import Policy
-from jaxbandit.policies._common import (
-    EstimatorPolicyState,
-    estimator_update,
-    initial_side_arm,
-    no_solve,
-    own_arm_precision,
-    stats_counts,
-)
-from jaxbandit.policies.ucb import _diagnostics, _init
+from jaxbandit.base import Policy, play
+from jaxbandit.policies._common import estimator_policy, initial_side_arm
 
 __all__ = ["ts", "ts_n", "posterior_sample"]
 
@@ -44,14 +36,9 @@ def ts() -> Policy:
     def select_fn(key, state, t, ctx):
         num_arms = ctx.sigma.shape[-1]
         sample = posterior_sample(key, t, state.stats)
-        return no_solve(jnp.where(t <= num_arms, t - 1, jnp.argmax(sample).astype(jnp.int32)))
+        return play(jnp.where(t <= num_arms, t - 1, jnp.argmax(sample).astype(jnp.int32)))
 
-    def update_fn(state, arm, values, ctx):
-        num_arms = ctx.sigma.shape[-1]
-        initial = state.initial_rounds < num_arms
-        return estimator_update(state, arm, values, own_arm_precision(ctx), initial)
-
-    return Policy("ts", {}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)
+    return estimator_policy("ts", {}, select_fn, own_arm_only=True)
 
 
 def ts_n() -> Policy:
@@ -60,11 +47,6 @@ def ts_n() -> Policy:
     def select_fn(key, state, t, ctx):
         num_arms = ctx.sigma.shape[-1]
         sample = posterior_sample(key, t, state.stats)
-        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(sample).astype(jnp.int32)))
+        return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(sample).astype(jnp.int32)))
 
-    def update_fn(state, arm, values, ctx):
-        num_arms = ctx.sigma.shape[-1]
-        initial = state.initial_rounds < num_arms
-        return estimator_update(state, arm, values, ctx.precision, initial)
-
-    return Policy("ts_n", {}, _init, select_fn, update_fn, _diagnostics, counts_fn=stats_counts)
+    return estimator_policy("ts_n", {}, select_fn)

@@ -15,30 +15,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxbandit import estimator
-from jaxbandit.base import Context, Policy
-from jaxbandit.policies._common import (
-    EstimatorPolicyState,
-    check_positive,
-    estimator_update,
-    initial_side_arm,
-    log_round,
-    no_solve,
-    own_arm_precision,
-    stats_counts,
-)
+from jaxbandit.base import Policy, play
+from jaxbandit.policies._common import check_positive, estimator_policy, initial_side_arm, log_round
 
 __all__ = ["ucb", "ucb_n", "ucb_n_index"]
-
-
-def _init(ctx: Context) -> EstimatorPolicyState:
-    num_arms = ctx.sigma.shape[-1]
-    return EstimatorPolicyState(
-        stats=estimator.init(num_arms, ctx.sigma.dtype), initial_rounds=jnp.zeros((), jnp.int32)
-    )
-
-
-def _diagnostics(state: EstimatorPolicyState) -> dict:
-    return {"initial_rounds": state.initial_rounds}
 
 
 def ucb(alpha: float = 1.0) -> Policy:
@@ -53,28 +33,13 @@ def ucb(alpha: float = 1.0) -> Policy:
     def select_fn(key, state, t, ctx):
         del key  # deterministic
         num_arms = ctx.sigma.shape[-1]
-        stats = state.stats
-        counts = stats.counts.astype(ctx.sigma.dtype)
+        counts = state.stats.counts.astype(ctx.sigma.dtype)
         own_sigma = jnp.diagonal(ctx.sigma)
-        safe_counts = jnp.maximum(counts, 1)
-        width = own_sigma * jnp.sqrt(2 * ctx.params["alpha"] * log_round(t, counts.dtype) / safe_counts)
-        index = estimator.mean(stats) + width
-        arm = jnp.where(t <= num_arms, t - 1, jnp.argmax(index).astype(jnp.int32))
-        return no_solve(arm)
+        width = own_sigma * jnp.sqrt(2 * ctx.params["alpha"] * log_round(t, counts.dtype) / jnp.maximum(counts, 1))
+        index = estimator.mean(state.stats) + width
+        return play(jnp.where(t <= num_arms, t - 1, jnp.argmax(index).astype(jnp.int32)))
 
-    def update_fn(state, arm, values, ctx):
-        num_arms = ctx.sigma.shape[-1]
-        return estimator_update(state, arm, values, own_arm_precision(ctx), state.initial_rounds < num_arms)
-
-    return Policy(
-        "ucb",
-        {"alpha": alpha},
-        _init,
-        select_fn,
-        update_fn,
-        _diagnostics,
-        counts_fn=stats_counts,
-    )
+    return estimator_policy("ucb", {"alpha": alpha}, select_fn, own_arm_only=True)
 
 
 def ucb_n_index(stats: estimator.EstimatorState, t, alpha) -> jnp.ndarray:
@@ -94,23 +59,9 @@ def ucb_n(alpha: float = 1.0) -> Policy:
     alpha = check_positive("alpha", alpha)
 
     def select_fn(key, state, t, ctx):
-        del key
+        del key  # deterministic
         num_arms = ctx.sigma.shape[-1]
         index = ucb_n_index(state.stats, t, ctx.params["alpha"])
-        arm = jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(index).astype(jnp.int32))
-        return no_solve(arm)
+        return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(index).astype(jnp.int32)))
 
-    def update_fn(state, arm, values, ctx):
-        num_arms = ctx.sigma.shape[-1]
-        initial = state.initial_rounds < num_arms
-        return estimator_update(state, arm, values, ctx.precision, initial)
-
-    return Policy(
-        "ucb_n",
-        {"alpha": alpha},
-        _init,
-        select_fn,
-        update_fn,
-        _diagnostics,
-        counts_fn=stats_counts,
-    )
+    return estimator_policy("ucb_n", {"alpha": alpha}, select_fn)

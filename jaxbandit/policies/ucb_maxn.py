@@ -32,16 +32,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxbandit import estimator
-from jaxbandit.base import Context, Policy
-from jaxbandit.policies._common import (
-    EstimatorPolicyState,
-    check_positive,
-    estimator_update,
-    initial_side_arm,
-    no_solve,
-    stats_counts,
-)
-from jaxbandit.policies.ucb import _diagnostics, _init, ucb_n_index
+from jaxbandit.base import Context, Policy, play
+from jaxbandit.policies._common import EstimatorPolicyState, check_positive, estimator_policy, initial_side_arm
+from jaxbandit.policies.ucb import ucb_n_index
 
 __all__ = ["ucb_maxn", "maxn_arm"]
 
@@ -83,19 +76,6 @@ def ucb_maxn(alpha: float = 1.0) -> Policy:
         del key  # deterministic
         num_arms = ctx.sigma.shape[-1]
         arm, _ = maxn_arm(state.stats, ctx.precision, t, ctx.params["alpha"])
-        return no_solve(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
+        return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
 
-    def update_fn(state, arm, values, ctx):
-        num_arms = ctx.sigma.shape[-1]
-        initial = state.stats.counts.sum() < num_arms
-        return estimator_update(state, arm, values, ctx.precision, initial)
-
-    return Policy(
-        "ucb_maxn",
-        {"alpha": alpha},
-        _init,
-        select_fn,
-        update_fn,
-        _diagnostics,
-        counts_fn=stats_counts,
-    )
+    return estimator_policy("ucb_maxn", {"alpha": alpha}, select_fn)

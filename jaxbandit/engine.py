@@ -1,0 +1,251 @@
+"""The simulation engine: the only place that loops over rounds and vmaps over runs.
+
+Every batched array is laid out ``(num_cells, num_runs, ...)``.  A *cell* is one
+instance with one set of policy hyper-parameters.  A jitted *chunk* runs up to
+``chunk_size`` rounds; the host loops over chunks (:mod:`jaxbandit.runner`), so memory
+does not depend on the horizon and progress and checkpoints happen between chunks.
+
+Randomness (DESIGN §4): the noise of run ``r`` at round ``t`` is a pure function of
+``(seed, cell's noise index, r, t)`` (:mod:`jaxbandit.rng`), so results do not depend on
+how many runs are simulated together, the chunk size, the solve buffers or the device
+count, and two policies run with the same seed see the same noise.
+
+The engine counts each run's plays itself (regret comes from these counts, never from
+a policy's state) and records the first round in which a policy chose an arm outside
+``[0, num_arms)``, which the runner turns into an error.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbandit import compaction, environment, estimator
+from jaxbandit._types import Array
+from jaxbandit.base import Context, Policy
+from jaxbandit.fingerprint import computation_key
+from jaxbandit.instances import Instance
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "EngineCarry",
+    "Simulation",
+    "cached_simulation",
+    "make_context",
+    "make_simulation",
+    "policy_key",
+]
+
+DEFAULT_CHUNK_SIZE = 1024
+_CACHE_SIZE = 32  # compiled engines kept per process (each holds its executables)
+
+
+class EngineCarry(NamedTuple):
+    """Everything the loop over rounds carries: a checkpoint of a simulation."""
+
+    state: Any  # policy state, leaves (C, R, ...)
+    counts: Array  # (C, R, K) int32 plays of each arm
+    regret: Array  # (C, R, P) regret at the recording times so far
+    invalid_round: Array  # (C, R) int32 first round with an arm outside [0, K); 0 if none
+    invalid_arm: Array  # (C, R) int32 the arm chosen then
+    next_record: Array  # () int32 index into the recording times
+    round: Array  # () int32 rounds done
+
+
+class Simulation(NamedTuple):
+    """The jitted pieces of the engine for one policy (built by :func:`make_simulation`)."""
+
+    init: Callable  # (ctx, num_runs, num_times) -> EngineCarry
+    run_chunk: Callable  # (carry, t0, horizon, times, noise_keys, policy_keys, env, ctx) -> carry
+    diagnostics: Callable  # (state) -> {name: (C, R)}
+    chunk_size: int
+
+
+def _vmap_cells_runs(fn, run_axes, cell_axes):
+    """vmap ``fn`` over runs (inner) then cells (outer).
+
+    With a single cell, the per-cell arguments (the instance, the context) enter
+    unbatched: a row lookup such as ``precision[arm]`` is then a gather on the arm
+    alone, without building (cell, arm) index pairs every round.
+    """
+    per_cell = tuple(r is None and c == 0 for r, c in zip(run_axes, cell_axes))
+
+    def call(*args):
+        cell_leaves = [jax.tree_util.tree_leaves(a) for a, p in zip(args, per_cell) if p]
+        single = any(leaves and leaves[0].shape[0] == 1 for leaves in cell_leaves)
+        axes = cell_axes
+        if single:
+            args = tuple(jax.tree_util.tree_map(lambda x: x[0], a) if p else a for a, p in zip(args, per_cell))
+            axes = tuple(None if p else c for c, p in zip(cell_axes, per_cell))
+        return jax.vmap(jax.vmap(fn, in_axes=run_axes), in_axes=axes)(*args)
+
+    return call
+
+
+def _record_invalid(carry: EngineCarry, arm: Array, round_number: Array, num_arms: int):
+    """Keep the first round (and arm) where ``arm`` left ``[0, num_arms)``, per run."""
+    first = ((arm < 0) | (arm >= num_arms)) & (carry.invalid_round == 0)
+    return (
+        jnp.where(first, round_number, carry.invalid_round),
+        jnp.where(first, arm, carry.invalid_arm),
+    )
+
+
+def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
+    """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
+
+    def init(ctx: Context, num_runs: int, num_times: int) -> EngineCarry:
+        state = jax.vmap(policy.init_fn)(ctx)
+        state = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], num_runs) + x.shape[1:]), state)
+        num_cells, num_arms = ctx.true_mean.shape
+        no_run = jnp.zeros((num_cells, num_runs), jnp.int32)
+        return EngineCarry(
+            state=state,
+            counts=jnp.zeros((num_cells, num_runs, num_arms), jnp.int32),
+            regret=jnp.zeros((num_cells, num_runs, num_times), ctx.true_mean.dtype),
+            invalid_round=no_run,
+            invalid_arm=no_run,
+            next_record=jnp.zeros((), jnp.int32),
+            round=jnp.zeros((), jnp.int32),
+        )
+
+    select = _vmap_cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
+    update = _vmap_cells_runs(policy.update_fn, (0, 0, 0, None), (0, 0, 0, 0))
+    observe = _vmap_cells_runs(environment.observe, (0, None, 0, None), (0, None, 0, 0))
+    solver = policy.solver
+    if solver is not None:
+        finish = _vmap_cells_runs(solver.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
+
+    def one_round(carry: EngineCarry, t: Array, noise_keys, policy_keys, env, ctx) -> EngineCarry:
+        round_number = t + 1  # policies count rounds from 1
+        decision = select(policy_keys, carry.state, round_number, ctx)
+        state = carry.state
+        if solver is None:
+            arm = decision.arm
+        else:
+            answer, state = compaction.serve_solver(solver, decision, state, ctx, solve_batch)
+            arm, state = finish(state, decision, answer, round_number, ctx)
+        arm = arm.astype(jnp.int32)
+        num_arms = carry.counts.shape[-1]
+        invalid_round, invalid_arm = _record_invalid(carry, arm, round_number, num_arms)
+        values = observe(noise_keys, t, arm, env)
+        state = update(state, arm, values, ctx)
+        counts = carry.counts + jax.nn.one_hot(arm, num_arms, dtype=jnp.int32)
+        return EngineCarry(state, counts, carry.regret, invalid_round, invalid_arm, carry.next_record, carry.round)
+
+    def record(counts, regret, next_record, env):
+        """Write the current pseudo-regret into slot ``next_record`` of ``regret``."""
+        gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
+        # Full precision: GPUs would otherwise form float32 products in TF32.
+        current = jnp.einsum("crk,ck->cr", counts.astype(gaps.dtype), gaps, precision=jax.lax.Precision.HIGHEST)
+        return regret.at[:, :, next_record].set(current), next_record + 1
+
+    consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
+
+    def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
+        # Loops with traced trip counts: the last chunk simply runs fewer rounds.  The
+        # chunk is cut into segments that end at the next recording time or the next
+        # consolidation (fixed round counts, so results do not depend on the chunk
+        # size), so the per-round body has no branch at all.
+        end = jnp.minimum(horizon, t0 + chunk_size)
+        num_times = times.shape[0]
+
+        def body(t, carry):
+            return one_round(carry, t, noise_keys, policy_keys, env, ctx)
+
+        def segment(carry):
+            start = carry.round
+            pending = carry.next_record < num_times
+            next_time = jnp.where(pending, times[jnp.minimum(carry.next_record, num_times - 1)], end)
+            stop = jnp.minimum(jnp.minimum(end, estimator.next_consolidation(start)), next_time)
+            carry = jax.lax.fori_loop(start, stop, body, carry)
+            carry = carry._replace(round=stop)
+            # Branch only on what a branch changes: a cond over the whole carry copies it.
+            regret, next_record = jax.lax.cond(
+                pending & (stop == next_time),
+                lambda r, i: record(carry.counts, r, i, env),
+                lambda r, i: (r, i),
+                carry.regret,
+                carry.next_record,
+            )
+            carry = carry._replace(regret=regret, next_record=next_record)
+            if consolidate is None:
+                return carry
+            state = jax.lax.cond(estimator.consolidation_due(stop), consolidate, lambda s: s, carry.state)
+            return carry._replace(state=state)
+
+        return jax.lax.while_loop(lambda c: c.round < end, segment, carry)
+
+    diagnostics_fn = policy.diagnostics_fn or (lambda state: {})
+    return Simulation(
+        init=jax.jit(init, static_argnums=(1, 2)),
+        run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
+        diagnostics=jax.jit(lambda state: jax.vmap(jax.vmap(diagnostics_fn))(state)),
+        chunk_size=chunk_size,
+    )
+
+
+_SIMULATIONS: collections.OrderedDict = collections.OrderedDict()
+
+
+def policy_key(policy: Policy) -> tuple:
+    """What ``policy`` computes (see :mod:`jaxbandit.fingerprint`): its functions and
+    static options, never its name or the values of its traced ``params``."""
+    return computation_key(
+        policy.init_fn, policy.select_fn, policy.update_fn, policy.diagnostics_fn,
+        policy.consolidate_fn, policy.solver, dict(policy.options), sorted(policy.params),
+    )  # fmt: skip
+
+
+def cached_simulation(policy: Policy, chunk_size: int, solve_batch: Optional[int]) -> Simulation:
+    """The engine for ``policy``, built once per computation (:func:`policy_key`).
+
+    Two policies share a compiled program only if they compute the same thing; numeric
+    hyper-parameters live in ``ctx.params`` (traced), so a grid of them shares one.
+    """
+    key = (policy_key(policy), chunk_size, solve_batch)
+    if key in _SIMULATIONS:
+        _SIMULATIONS.move_to_end(key)
+    else:
+        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch)
+        while len(_SIMULATIONS) > _CACHE_SIZE:
+            _SIMULATIONS.popitem(last=False)
+    return _SIMULATIONS[key]
+
+
+def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple[environment.EnvParams, Context]:
+    """Device-side instance parameters and policy context, with a leading cell axis.
+
+    Args:
+        instance: one instance (one cell) or a batch (one cell per instance).
+        params: hyper-parameters, each a scalar or one value per cell.
+        horizon: the number of rounds.
+        dtype: float32 or float64.
+
+    Returns:
+        ``(env, ctx)`` with leaves ``(C, ...)``.
+    """
+    mu = np.atleast_2d(instance.mu)
+    sigma = instance.sigma if instance.is_batch else instance.sigma[None]
+    env = environment.make_params(mu, sigma, dtype)
+    num_cells = mu.shape[0]
+    cell_params = {}
+    for name, value in params.items():
+        value = np.asarray(value, dtype=np.float64)
+        if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != num_cells):
+            raise ValueError(
+                f"parameter {name!r} must be a scalar or have one value per cell ({num_cells}), got shape {value.shape}."
+            )
+        cell_params[name] = jnp.asarray(np.broadcast_to(value, (num_cells,)), dtype)
+    ctx = Context(
+        sigma=env.sigma,
+        precision=env.precision,
+        horizon=jnp.full((num_cells,), horizon, jnp.int32),
+        true_mean=env.mu,
+        params=cell_params,
+    )
+    return env, ctx

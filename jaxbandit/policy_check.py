@@ -1,0 +1,163 @@
+"""Check a policy against the contract of :mod:`jaxbandit.base` before a long run starts.
+
+One abstract evaluation (``jax.eval_shape``: nothing is computed) of every function
+of the policy on one run's shapes catches what would otherwise surface as an
+obscure tracing error deep in the engine, or not at all: a ``select_fn`` that returns
+a float or a vector, a state whose structure or dtypes change between ``init_fn`` and
+``update_fn``, a hyper-parameter the functions read but ``params`` lacks.  Each error
+names the function, what it returned and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbandit.base import BATCHING, Context, Decision, Policy, Solver, Stage
+
+__all__ = ["PolicyError", "check_policy"]
+
+
+class PolicyError(ValueError):
+    """A policy breaks the contract of :mod:`jaxbandit.base` (the message names the function)."""
+
+
+def _describe(tree) -> str:
+    """A short, readable description of an abstract value."""
+    if isinstance(tree, jax.ShapeDtypeStruct):
+        weak = " (weakly typed: a Python scalar)" if getattr(tree, "weak_type", False) else ""
+        return f"{tree.dtype}{list(tree.shape)}{weak}"
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    if len(leaves) == 1 and treedef == jax.tree_util.tree_structure(0):
+        return _describe(leaves[0])
+    return f"{type(tree).__name__} {jax.tree_util.tree_map(_describe, tree)}"
+
+
+def _evaluate(name: str, fn: Callable, params: dict, *args):
+    """``jax.eval_shape(fn, *args)``, with any failure re-raised as a :class:`PolicyError`."""
+    if not callable(fn):
+        raise PolicyError(f"{name} must be a function, got {fn!r}.")
+    try:
+        return jax.eval_shape(fn, *args)
+    except PolicyError:
+        raise
+    except KeyError as err:
+        missing = err.args[0] if err.args else None
+        if isinstance(missing, str) and missing not in params:
+            raise PolicyError(
+                f"{name} reads the hyper-parameter {missing!r}, which the policy's params do not "
+                f"define (params: {sorted(params)}); add it to Policy(params=...)."
+            ) from err
+        raise PolicyError(f"{name} failed on one run's abstract inputs: KeyError: {err}") from err
+    except Exception as err:  # noqa: BLE001 - any failure of user code is reported with its function
+        raise PolicyError(f"{name} failed on one run's abstract inputs: {type(err).__name__}: {err}") from err
+
+
+def _same_state(name: str, expected, got) -> None:
+    """``got`` must have ``expected``'s structure, shapes and dtypes (a loop carry)."""
+    if jax.tree_util.tree_structure(expected) != jax.tree_util.tree_structure(got):
+        raise PolicyError(
+            f"{name} returned a state of another structure than init_fn's: got "
+            f"{jax.tree_util.tree_structure(got)}, expected {jax.tree_util.tree_structure(expected)}."
+        )
+    paths = jax.tree_util.tree_flatten_with_path(expected)[0]
+    for (path, want), have in zip(paths, jax.tree_util.tree_leaves(got)):
+        same = want.shape == have.shape and want.dtype == have.dtype
+        if not same or getattr(want, "weak_type", False) != getattr(have, "weak_type", False):
+            raise PolicyError(
+                f"{name} changed the state leaf state{jax.tree_util.keystr(path)}: got {_describe(have)}, "
+                f"expected {_describe(want)} as init_fn made it (a state keeps its shapes and dtypes; "
+                "build leaves with an explicit dtype, e.g. jnp.asarray(x, jnp.float32))."
+            )
+
+
+def _scalar(name: str, what: str, value, kind: str) -> None:
+    ok_dtype = jnp.issubdtype(value.dtype, jnp.integer) if kind == "integer" else value.dtype == jnp.bool_
+    if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != () or not ok_dtype:
+        raise PolicyError(f"{name} returned {what} = {_describe(value)}; expected a {kind} scalar (shape ()).")
+
+
+def _check_decision(name: str, decision) -> None:
+    if not isinstance(decision, Decision):
+        raise PolicyError(
+            f"{name} returned {_describe(decision)}; expected a jaxbandit.Decision "
+            "(jaxbandit.policies.play(arm) for an arm that needs no solve)."
+        )
+    _scalar(name, "Decision.arm", decision.arm, "integer")
+    _scalar(name, "Decision.needs_solve", decision.needs_solve, "bool")
+
+
+def _check_solver(policy: Policy, state, decision, t, ctx: Context, params: dict):
+    solver = policy.solver
+    if not isinstance(solver, Solver):
+        raise PolicyError(f"Policy.solver must be a jaxbandit.Solver or None, got {solver!r}.")
+    if not isinstance(solver.stages, tuple) or not solver.stages:
+        raise PolicyError(f"Solver.stages must be a non-empty tuple of Stage, got {solver.stages!r}.")
+    answer_shape = None
+    for i, stage in enumerate(solver.stages):
+        name = f"Solver.stages[{i}].solve_fn"
+        if not isinstance(stage, Stage):
+            raise PolicyError(f"Solver.stages[{i}] must be a jaxbandit.Stage, got {stage!r}.")
+        if stage.batching not in BATCHING:
+            raise PolicyError(f"Solver.stages[{i}].batching must be one of {BATCHING}, got {stage.batching!r}.")
+        if stage.batching == "single_pass" and stage.fold_fn is not None:
+            raise PolicyError(f"Solver.stages[{i}] is single_pass, which cannot have a fold_fn.")
+        pair = _evaluate(name, stage.solve_fn, params, decision.request, state, ctx)
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise PolicyError(f"{name} returned {_describe(pair)}; expected a pair (answer, resolved).")
+        answer, resolved = pair
+        _scalar(name, "resolved", resolved, "bool")
+        if answer_shape is None:
+            answer_shape = answer
+        elif jax.tree_util.tree_map(_describe, answer) != jax.tree_util.tree_map(_describe, answer_shape):
+            raise PolicyError(
+                f"{name} returned an answer {_describe(answer)}; every stage must answer like "
+                f"Solver.stages[0]: {_describe(answer_shape)}."
+            )
+        if stage.fold_fn is not None:
+            fold_name = f"Solver.stages[{i}].fold_fn"
+            _same_state(fold_name, state, _evaluate(fold_name, stage.fold_fn, params, state, answer, ctx))
+    finished = _evaluate("Solver.finish_fn", solver.finish_fn, params, state, decision, answer_shape, t, ctx)
+    if not isinstance(finished, tuple) or len(finished) != 2:
+        raise PolicyError(f"Solver.finish_fn returned {_describe(finished)}; expected a pair (arm, state).")
+    _scalar("Solver.finish_fn", "arm", finished[0], "integer")
+    _same_state("Solver.finish_fn", state, finished[1])
+
+
+def check_policy(policy: Any, ctx: Context) -> None:
+    """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes.
+
+    Args:
+        policy: the policy to check.
+        ctx: the :class:`~jaxbandit.base.Context` of ONE cell (arrays or
+            ``jax.ShapeDtypeStruct``; ``sigma`` is ``(num_arms, num_arms)``).
+    """
+    if not isinstance(policy, Policy):
+        raise PolicyError(f"policy must be a jaxbandit.Policy (see jaxbandit.policies.make), got {policy!r}.")
+    params = dict(ctx.params)
+    num_arms = ctx.sigma.shape[-1]
+    dtype = ctx.sigma.dtype
+    state = _evaluate("init_fn", policy.init_fn, params, ctx)
+    key = jax.ShapeDtypeStruct((2,), np.uint32)
+    t = jax.ShapeDtypeStruct((), np.int32)
+    decision = _evaluate("select_fn", policy.select_fn, params, key, state, t, ctx)
+    _check_decision("select_fn", decision)
+    if policy.solver is not None:
+        _check_solver(policy, state, decision, t, ctx, params)
+    arm = jax.ShapeDtypeStruct((), np.int32)
+    values = jax.ShapeDtypeStruct((num_arms,), dtype)
+    _same_state("update_fn", state, _evaluate("update_fn", policy.update_fn, params, state, arm, values, ctx))
+    if policy.consolidate_fn is not None:
+        _same_state("consolidate_fn", state, _evaluate("consolidate_fn", policy.consolidate_fn, params, state))
+    if policy.diagnostics_fn is not None:
+        counters = _evaluate("diagnostics_fn", policy.diagnostics_fn, params, state)
+        if not isinstance(counters, dict):
+            raise PolicyError(f"diagnostics_fn returned {_describe(counters)}; expected a dict of scalars.")
+        for key_name, value in counters.items():
+            if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != ():
+                raise PolicyError(
+                    f"diagnostics_fn returned {key_name!r} = {_describe(value)}; expected a scalar per run."
+                )

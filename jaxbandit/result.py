@@ -1,0 +1,87 @@
+"""What a simulation returns, and the rounds at which it records regret."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["Result", "geometric_times", "check_times"]
+
+
+def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
+    """About ``num_points`` distinct rounds from 1 to ``horizon``, geometrically spaced.
+
+    Returns:
+        ``(P,)`` int64, strictly increasing, ``P <= num_points``, last == ``horizon``.
+    """
+    grid = np.geomspace(1, horizon, num_points)
+    times = np.unique(np.round(grid).astype(np.int64))
+    times = times[(times >= 1) & (times <= horizon)]
+    if times[-1] != horizon:
+        times = np.append(times, horizon)
+    return times
+
+
+def check_times(times, horizon: int) -> np.ndarray:
+    """``times`` as ``(P,)`` int64 rounds in ``[1, horizon]``, strictly increasing, with
+    ``horizon`` appended if missing (the final regret is always recorded)."""
+    arr = np.asarray(times)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"times must be a non-empty 1-D sequence of rounds, got shape {arr.shape}.")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.issubdtype(arr.dtype, np.number) or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"times must be integers, got {arr.tolist()}.")
+        arr = arr.astype(np.int64)
+    if np.any(np.diff(arr) <= 0):
+        raise ValueError(f"times must be strictly increasing, got {arr.tolist()}.")
+    if arr[0] < 1 or arr[-1] > horizon:
+        raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
+    if arr[-1] != horizon:
+        arr = np.append(arr, horizon)
+    return arr.astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """Outcome of :func:`jaxbandit.simulate`.
+
+    Attributes:
+        times: ``(P,)`` int, increasing, last == horizon: rounds at which regret was recorded.
+        regret: ``(runs, P)`` float64 pseudo-regret ``sum_j N_j(t) Delta_j`` (a leading
+            cell axis for a batch of instances or per-cell parameters).
+        counts: ``(runs, K)`` int64 plays of each arm at the horizon (leading cell axis
+            for a batch).
+        diagnostics: the policy's per-run counters, each ``(runs,)`` (or ``(C, runs)``).
+        policy: the policy's name;  params: its hyper-parameters;  options: static options.
+        seed, horizon, runs, dtype: as simulated.  wall_time: seconds.
+    """
+
+    times: np.ndarray
+    regret: np.ndarray
+    counts: np.ndarray
+    diagnostics: dict
+    policy: str
+    params: dict
+    options: dict
+    seed: int
+    horizon: int
+    runs: int
+    dtype: str
+    wall_time: float
+
+    @property
+    def final_regret(self) -> np.ndarray:
+        """``(runs,)`` (or ``(C, runs)``) regret at the horizon."""
+        return self.regret[..., -1]
+
+    def mean_regret(self) -> np.ndarray:
+        """``(P,)`` (or ``(C, P)``) mean over runs."""
+        return self.regret.mean(axis=-2)
+
+    def standard_error(self) -> np.ndarray:
+        """``(P,)`` (or ``(C, P)``) standard error of the mean over runs (NaN for one run)."""
+        runs = self.regret.shape[-2]
+        if runs < 2:
+            return np.full(self.regret.shape[:-2] + self.regret.shape[-1:], np.nan)
+        return self.regret.std(axis=-2, ddof=1) / np.sqrt(runs)

@@ -1,0 +1,318 @@
+"""Run a simulation from the host: validated input, chunks, devices, checkpoints.
+
+:func:`simulate` is the one-call front end; :class:`SimulationRun` advances a
+simulation chunk by chunk so that sweeps can checkpoint and resume it.  With several
+JAX devices (or processes, under ``jax.distributed``) the runs axis is sharded over all
+of them; results are identical to one device because each run's noise depends only
+on its own index.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbandit import rng
+from jaxbandit.base import Policy
+from jaxbandit.engine import DEFAULT_CHUNK_SIZE, EngineCarry, cached_simulation, make_context, policy_key
+from jaxbandit.instances import Instance
+from jaxbandit.policy_check import check_policy
+from jaxbandit.result import Result, check_times, geometric_times
+
+__all__ = ["InvalidArmError", "SimulationRun", "simulate"]
+
+
+class InvalidArmError(ValueError):
+    """A policy chose an arm outside ``[0, num_arms)`` during a simulation."""
+
+
+def _check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
+def _check_dtype(dtype) -> Any:
+    try:
+        dtype = jnp.dtype(dtype)
+    except TypeError as err:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.") from err
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype='float64' needs 64-bit JAX: set JAX_ENABLE_X64=1 or call "
+            "jax.config.update('jax_enable_x64', True) before simulating."
+        )
+    return dtype
+
+
+def _to_host(array) -> np.ndarray:
+    """A (possibly sharded) device array as one numpy array; with several processes
+    the shards of the other processes are gathered."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return np.asarray(array)
+
+
+_CHECKED: set = set()  # (computation, shapes) pairs whose policy passed check_policy
+
+
+def _check_policy_once(policy: Policy, ctx) -> None:
+    """:func:`~jaxbandit.policy_check.check_policy` on one cell, once per computation and shapes."""
+    one_cell = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), ctx)
+    shapes = jax.tree_util.tree_map(lambda s: (s.shape, str(s.dtype)), one_cell)
+    key = (policy_key(policy), jax.tree_util.tree_structure(shapes), tuple(jax.tree_util.tree_leaves(shapes)))
+    if key not in _CHECKED:
+        check_policy(policy, one_cell)
+        _CHECKED.add(key)
+
+
+class SimulationRun:
+    """A simulation in progress: advance it chunk by chunk, checkpoint it, resume it.
+
+    A *cell* is one instance with one set of policy hyper-parameters: pass a batch
+    ``instance`` (one per cell) and/or ``params`` with one value per cell.
+    ``noise_index`` gives each cell's index in the noise stream (cells that share an
+    instance should share it, so that they see the same noise).  Other arguments are
+    those of :func:`simulate`.
+
+    Raises:
+        ValueError: bad input (naming the argument and the value);
+            :class:`~jaxbandit.policy_check.PolicyError` for a policy that breaks the
+            contract of :mod:`jaxbandit.base`.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        instance: Instance,
+        horizon: int,
+        runs: int,
+        seed: int = 0,
+        times=None,
+        *,
+        params: Optional[dict] = None,
+        noise_index=None,
+        dtype="float32",
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        solve_batch: Optional[int] = None,
+        first_run: int = 0,
+        devices=None,
+    ):
+        if not isinstance(policy, Policy):
+            raise ValueError(f"policy must be a jaxbandit.Policy (see jaxbandit.policies.make), got {policy!r}.")
+        if not isinstance(instance, Instance):
+            raise ValueError(f"instance must be a jaxbandit.Instance, got {type(instance).__name__}.")
+        self.policy = policy
+        self.instance = instance
+        self.horizon = _check_positive_int("horizon", horizon)
+        self.runs = _check_positive_int("runs", runs)
+        self.chunk_size = _check_positive_int("chunk_size", chunk_size)
+        if solve_batch is not None:
+            solve_batch = _check_positive_int("solve_batch", solve_batch)
+        if isinstance(first_run, bool) or not isinstance(first_run, (int, np.integer)) or first_run < 0:
+            raise ValueError(f"first_run must be a non-negative integer, got {first_run!r}.")
+        if first_run + runs > 2**32:
+            raise ValueError(f"run indices must stay below 2**32, got first_run + runs = {first_run + runs}.")
+        rng.seed_words(seed)  # validates the seed
+        self.seed = int(seed)
+        self.dtype = _check_dtype(dtype)
+        self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
+        self.params = dict(policy.params if params is None else params)
+        self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
+        _check_policy_once(policy, self._ctx)
+        self._sim = cached_simulation(policy, self.chunk_size, solve_batch)
+        num_cells = self._env.mu.shape[0]
+        noise_index = np.arange(num_cells) if noise_index is None else np.asarray(noise_index)
+        if noise_index.shape != (num_cells,) or np.any(noise_index < 0):
+            raise ValueError(f"noise_index must be {num_cells} non-negative integers, got {noise_index!r}.")
+
+        self.devices = list(jax.devices() if devices is None else devices)
+        # Pad the runs to a multiple of the device count; padded runs are real runs with
+        # larger indices, simulated and then dropped, so they change nothing.
+        self._padded_runs = -(-self.runs // len(self.devices)) * len(self.devices)
+        self._sharding = None
+        if len(self.devices) > 1:
+            mesh = jax.sharding.Mesh(np.array(self.devices), ("runs",))
+            self._sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "runs"))
+        cell_index = jnp.asarray(noise_index, jnp.uint32)[:, None]
+        run_index = jnp.arange(first_run, first_run + self._padded_runs, dtype=jnp.uint32)[None, :]
+        self._noise_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), cell_index, run_index))
+        self._policy_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.POLICY_STREAM), cell_index, run_index))
+        self._times_device = jnp.asarray(self.times, jnp.int32)
+        self.carry = self._shard_carry(self._sim.init(self._ctx, self._padded_runs, len(self.times)))
+        self.wall_time = 0.0
+
+    def _shard(self, array):
+        return array if self._sharding is None else jax.device_put(array, self._sharding)
+
+    def _shard_carry(self, carry: EngineCarry) -> EngineCarry:
+        if self._sharding is None:
+            return carry
+        return jax.tree_util.tree_map(lambda x: self._shard(x) if x.ndim >= 2 else x, carry)
+
+    @property
+    def rounds_done(self) -> int:
+        return int(self.carry.round)
+
+    @property
+    def done(self) -> bool:
+        return self.rounds_done >= self.horizon
+
+    def _chunk_arguments(self) -> tuple:
+        return (
+            self.carry, jnp.int32(self.rounds_done), jnp.int32(self.horizon), self._times_device,
+            self._noise_keys, self._policy_keys, self._env, self._ctx,
+        )  # fmt: skip
+
+    def compile(self) -> float:
+        """Compile the chunk step now rather than in the first :meth:`advance`; returns
+        the seconds it took (to time compilation and simulation apart).  Results do not
+        change."""
+        start = time.perf_counter()
+        self._sim.run_chunk.lower(*self._chunk_arguments()).compile()
+        return time.perf_counter() - start
+
+    def advance(self, max_chunks: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None) -> int:
+        """Run up to ``max_chunks`` chunks (all remaining by default); returns rounds done.
+
+        Raises:
+            InvalidArmError: the policy chose an arm outside ``[0, num_arms)`` in the
+                chunk just run (the simulation cannot continue).
+        """
+        chunks = 0
+        while not self.done and (max_chunks is None or chunks < max_chunks):
+            start = time.perf_counter()
+            self.carry = self._sim.run_chunk(*self._chunk_arguments())
+            jax.block_until_ready(self.carry.round)
+            self.wall_time += time.perf_counter() - start
+            chunks += 1
+            self._raise_for_invalid_arms()
+            if progress is not None:
+                progress(self.rounds_done, self.horizon)
+        return self.rounds_done
+
+    def _raise_for_invalid_arms(self) -> None:
+        invalid_round = _to_host(self.carry.invalid_round)[:, : self.runs]
+        if not invalid_round.any():
+            return
+        rounds = np.where(invalid_round > 0, invalid_round, np.iinfo(np.int32).max)
+        cell, run = np.unravel_index(np.argmin(rounds), rounds.shape)
+        arm = int(_to_host(self.carry.invalid_arm)[cell, run])
+        num_arms = self.instance.num_arms
+        source = "select_fn" if self.policy.solver is None else "select_fn (or its Solver.finish_fn)"
+        raise InvalidArmError(
+            f"policy {self.policy.name!r}: {source} chose arm {arm} at round {int(rounds[cell, run])} "
+            f"(run {run}, cell {cell}); arms are 0..{num_arms - 1}. The simulation was stopped; "
+            f"{int((invalid_round > 0).sum())} run(s) made such a choice in rounds up to {self.rounds_done}."
+        )
+
+    def diagnostics(self) -> dict:
+        """The policy's per-run counters now: ``{name: (C, runs) numpy}``."""
+        values = self._sim.diagnostics(self.carry.state)
+        return {k: _to_host(v)[:, : self.runs] for k, v in values.items()}
+
+    def checkpoint(self) -> dict:
+        """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`)."""
+        leaves = jax.tree_util.tree_leaves(self.carry)
+        arrays = {f"leaf_{i:04d}": _to_host(leaf) for i, leaf in enumerate(leaves)}
+        arrays["wall_time"] = np.asarray(self.wall_time)
+        return arrays
+
+    def restore(self, arrays: dict) -> None:
+        """Resume from :meth:`checkpoint` output of an identically configured run."""
+        leaves, treedef = jax.tree_util.tree_flatten(self.carry)
+        if len(arrays) - 1 != len(leaves):
+            raise ValueError("checkpoint does not match this simulation (different policy or shapes).")
+        restored = []
+        for i, leaf in enumerate(leaves):
+            saved = np.asarray(arrays[f"leaf_{i:04d}"])
+            if saved.shape != leaf.shape or saved.dtype != leaf.dtype:
+                raise ValueError(f"checkpoint leaf {i} has shape {saved.shape} {saved.dtype}, expected {leaf.shape} {leaf.dtype}.")
+            restored.append(jnp.asarray(saved))
+        self.carry = self._shard_carry(jax.tree_util.tree_unflatten(treedef, restored))
+        self.wall_time = float(arrays["wall_time"])
+
+    def result(self) -> Result:
+        """The :class:`~jaxbandit.result.Result` (call when :attr:`done`)."""
+        if not self.done:
+            raise RuntimeError(f"simulation not finished: {self.rounds_done} of {self.horizon} rounds done.")
+        runs = self.runs
+        diagnostics = self.diagnostics()
+        regret = _to_host(self.carry.regret).astype(np.float64)[:, :runs]
+        counts = _to_host(self.carry.counts).astype(np.int64)[:, :runs]
+        if not self.instance.is_batch and all(np.ndim(v) == 0 for v in self.params.values()):
+            regret, counts = regret[0], counts[0]
+            diagnostics = {k: v[0] for k, v in diagnostics.items()}
+        return Result(
+            times=self.times,
+            regret=regret,
+            counts=counts,
+            diagnostics=diagnostics,
+            policy=self.policy.name,
+            params={k: np.asarray(v).tolist() for k, v in self.params.items()},
+            options=dict(self.policy.options),
+            seed=self.seed,
+            horizon=self.horizon,
+            runs=runs,
+            dtype=str(jnp.dtype(self.dtype)),
+            wall_time=self.wall_time,
+        )
+
+
+def simulate(
+    policy: Policy,
+    instance: Instance,
+    horizon: int,
+    runs: int,
+    seed: int = 0,
+    times=None,
+    *,
+    dtype="float32",
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    solve_batch: Optional[int] = None,
+    first_run: int = 0,
+    devices=None,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Result:
+    """Simulate ``runs`` independent runs of ``policy`` on ``instance`` for ``horizon`` rounds.
+
+    Args:
+        policy: a :class:`~jaxbandit.base.Policy` (e.g. from :func:`jaxbandit.policies.make`).
+        instance: an :class:`~jaxbandit.instances.Instance`, or a batch of them (every
+            output then gets a leading instance axis).
+        horizon: number of rounds T >= 1.
+        runs: number of independent runs R >= 1.
+        seed: integer seed; run ``r`` of instance ``i`` is the same whatever ``runs``,
+            ``chunk_size``, ``solve_batch`` or the number of devices.
+        times: rounds at which to record regret (default: ~100 geometric points);
+            ``horizon`` is always included.
+        dtype: ``"float32"`` (default) or ``"float64"`` (needs ``jax_enable_x64``).
+        chunk_size: rounds per compiled chunk (memory and progress granularity only).
+        solve_batch: buffer size of a policy's ``"compact"`` solver stages (default
+            ``min(runs, 256)``); speed only, never results.
+        first_run: index of the first run (to simulate runs ``first_run ...`` separately).
+        devices: JAX devices to shard the runs over (default: all visible devices).
+        progress: optional ``callback(rounds_done, horizon)`` called after each chunk.
+
+    Returns:
+        A :class:`~jaxbandit.result.Result`.
+
+    Raises:
+        ValueError: bad input; :class:`~jaxbandit.policy_check.PolicyError` for a policy
+            that breaks the contract; :class:`InvalidArmError` for an arm outside
+            ``[0, num_arms)`` chosen during the run.
+    """
+    run = SimulationRun(
+        policy, instance, horizon, runs, seed, times,
+        dtype=dtype, chunk_size=chunk_size, solve_batch=solve_batch, first_run=first_run, devices=devices,
+    )  # fmt: skip
+    run.advance(progress=progress)
+    return run.result()
