@@ -78,8 +78,15 @@ class Decision(NamedTuple):
 
 
 def play(arm) -> Decision:
-    """A decision that needs no solve: play ``arm`` (an integer scalar)."""
-    return Decision(arm=jnp.asarray(arm, jnp.int32), needs_solve=jnp.asarray(False))
+    """A decision that needs no solve: play ``arm`` (an integer scalar).
+
+    An integer arm becomes int32; anything else is kept as given, so that a float arm
+    is reported by the policy check rather than silently truncated.
+    """
+    arm = jnp.asarray(arm)
+    if jnp.issubdtype(arm.dtype, jnp.integer):
+        arm = arm.astype(jnp.int32)
+    return Decision(arm=arm, needs_solve=jnp.asarray(False))
 
 
 class Stage(NamedTuple):

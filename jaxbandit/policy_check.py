@@ -77,7 +77,8 @@ def _same_state(name: str, expected, got) -> None:
 def _scalar(name: str, what: str, value, kind: str) -> None:
     ok_dtype = jnp.issubdtype(value.dtype, jnp.integer) if kind == "integer" else value.dtype == jnp.bool_
     if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != () or not ok_dtype:
-        raise PolicyError(f"{name} returned {what} = {_describe(value)}; expected a {kind} scalar (shape ()).")
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise PolicyError(f"{name} returned {what} = {_describe(value)}; expected {article} {kind} scalar (shape ()).")
 
 
 def _check_decision(name: str, decision) -> None:

@@ -43,24 +43,30 @@ def cases_factory(name: str):
     return factory
 
 
-def _cases_policy(name: str, alpha: float) -> Policy:
-    inner = policies.make("ucb_n", alpha=alpha)
+_INNER = policies.make("ucb_n")  # its functions read alpha from ctx.params: one engine for every alpha
 
+
+def _cases_policy(name: str, alpha: float) -> Policy:
     def init_fn(ctx):
-        return CasesState(inner.init_fn(ctx), jnp.zeros(3, jnp.int32))
+        return CasesState(_INNER.init_fn(ctx), jnp.zeros(3, jnp.int32))
 
     def select_fn(key, state, t, ctx):
         TRACES[name] = TRACES.get(name, 0) + 1  # runs at trace time only
-        return inner.select_fn(key, state.inner, t, ctx)
+        return _INNER.select_fn(key, state.inner, t, ctx)
 
     def update_fn(state, arm, values, ctx):
         cases = state.cases + (jnp.arange(3) == arm % 3).astype(jnp.int32)
-        return CasesState(inner.update_fn(state.inner, arm, values, ctx), cases)
+        return CasesState(_INNER.update_fn(state.inner, arm, values, ctx), cases)
+
+    def consolidate_fn(state):
+        return CasesState(_INNER.consolidate_fn(state.inner), state.cases)
 
     def diagnostics_fn(state):
         return {"case_a": state.cases[0], "case_b": state.cases[1], "case_c": state.cases[2]}
 
-    return Policy(name, dict(inner.params), init_fn, select_fn, update_fn, diagnostics_fn)
+    return Policy(
+        init_fn, select_fn, update_fn, diagnostics_fn, consolidate_fn=consolidate_fn, name=name, params={"alpha": alpha}
+    )
 
 
 cases_policy = cases_factory(CASES_POLICY)

@@ -1,9 +1,7 @@
 """Algorithm 1 (``lp_explore``): each case on hand-built states, the corner cases, the
 same arms as an independent NumPy + HiGHS implementation, and its regret."""
 
-import importlib
 import math
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -11,12 +9,12 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
+from jaxbandit import bound_lp as lower_bound_module
 from jaxbandit import estimator, instances, lp
+from jaxbandit.engine import make_context
+from jaxbandit.policies import lp_explore as lp_explore_module
 from tests import reference
 
-lp_explore_module = importlib.import_module("jaxbandit.policies.lp_explore")
-lower_bound_module = importlib.import_module("jaxbandit.lower_bound")
-simulate_module = sys.modules["jaxbandit.simulate"]
 Case = lp_explore_module.Case
 INF = np.inf
 
@@ -35,7 +33,7 @@ class _no_warning:
 
 
 def _context(inst, policy, dtype=jnp.float32):
-    _, ctx = simulate_module.make_context(inst, policy.params, 1000, dtype)
+    _, ctx = make_context(inst, policy.params, 1000, dtype)
     return jax.tree_util.tree_map(lambda x: x[0], ctx)
 
 
@@ -150,27 +148,31 @@ def test_case_c_solves_and_plays_a_deficient_arm():
     state = _state(inst, [10, 3, 9], [1.0, 0.5, 0.0])
     decision = _select(policy, state, 50, ctx)
     assert int(decision.request.case) == Case.C
-    answer = jax.jit(policy.solve_fn)(decision.request, ctx, state)
+    answer = _reuse(policy, decision.request, state, ctx)
     assert bool(answer.needs_fallback)  # the initial warm start has no anchor to re-use
     answer, state = _later_stages(policy, decision, answer, state, ctx)
     assert bool(answer.full_solve) and int(answer.status) == lp.LPStatus.OPTIMAL
     # standard bandit: c*_i = 2 sigma^2 / Delta_i^2, and the best arm's own constraint
     # (2 / Delta_min^2, free since Delta = 0) makes the canonical c*_0 = 8
     np.testing.assert_allclose(answer.c, [8.0, 8.0, 2.0], rtol=1e-5, atol=1e-6)
-    arm, new_state = jax.jit(policy.finish_fn)(state, decision, answer, jnp.int32(50), ctx)
+    arm, new_state = jax.jit(policy.solver.finish_fn)(state, decision, answer, jnp.int32(50), ctx)
     # s = 18 log 50 = 70.4: N / (s c) = (10/563, 3/563, 9/141): arm 1 has the largest deficit
     assert int(arm) == 1
     assert int(new_state.counters.case_c) == 1 and int(new_state.exploration_rounds) == 1
     np.testing.assert_array_equal(new_state.warm.basis, answer.basis)
 
 
+def _reuse(policy, request, state, ctx):
+    """The first stage's answer (the re-use of the certified warm start)."""
+    return jax.jit(policy.solver.stages[0].solve_fn)(request, state, ctx)[0]
+
+
 def _later_stages(policy, decision, answer, state, ctx):
     """The check and the full solve, each if the answer so far asks for it, as the engine does."""
-    stages = ((policy.check_fn, policy.check_update_fn), (policy.fallback_solve_fn, policy.fallback_update_fn))
-    for stage, update in stages:
+    for stage in policy.solver.stages[1:]:
         if bool(answer.needs_fallback):
-            answer = jax.jit(stage)(decision.request, ctx, state)
-            state = jax.jit(update)(state, answer, ctx)
+            answer = jax.jit(stage.solve_fn)(decision.request, state, ctx)[0]
+            state = jax.jit(stage.fold_fn)(state, answer, ctx)
     return answer, state
 
 
@@ -182,10 +184,10 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     state = _state(inst, counts, inst.mu)
     decision = _select(policy, state, 200, ctx)
     assert int(decision.request.case) == Case.C
-    full, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx, state), state, ctx)
+    full, state = _later_stages(policy, decision, _reuse(policy, decision.request, state, ctx), state, ctx)
     assert bool(full.full_solve) and float(state.warm.anchor.radius) == 0  # a new basis: no anchor
     decision = _select(policy, state, 200, ctx)  # the same means, the new warm start
-    checked, state = _later_stages(policy, decision, jax.jit(policy.solve_fn)(decision.request, ctx, state), state, ctx)
+    checked, state = _later_stages(policy, decision, _reuse(policy, decision.request, state, ctx), state, ctx)
     assert not bool(checked.full_solve) and not bool(checked.reused)  # the check passed ...
     radius = float(state.warm.anchor.radius)
     assert radius > 0  # ... and anchored the warm start
@@ -193,17 +195,17 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     moved = _state(inst, counts, inst.mu + radius / 4 * np.linspace(-1, 1, 5))
     moved = moved._replace(warm=state.warm)
     decision = _select(policy, moved, 200, ctx)
-    reused = jax.jit(policy.solve_fn)(decision.request, ctx, moved)
+    reused = _reuse(policy, decision.request, moved, ctx)
     assert bool(reused.reused) and not bool(reused.needs_fallback)
     cold = lower_bound_module.solve_lower_bound(decision.request.mean, ctx.precision)
     np.testing.assert_array_equal(reused.basis, cold.basis)
     np.testing.assert_allclose(reused.c, cold.c, rtol=1e-5, atol=1e-5 * float(jnp.max(cold.c)))
     # gaps moved beyond the radius: no re-use (the check decides) ...
     far = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius * np.linspace(-1, 1, 5)).stats)
-    assert bool(jax.jit(policy.solve_fn)(_select(policy, far, 200, ctx).request, ctx, far).needs_fallback)
+    assert bool(_reuse(policy, _select(policy, far, 200, ctx).request, far, ctx).needs_fallback)
     # ... but means that all moved alike leave the gaps (up to rounding): re-use
     shifted = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius).stats)
-    assert bool(jax.jit(policy.solve_fn)(_select(policy, shifted, 200, ctx).request, ctx, shifted).reused)
+    assert bool(_reuse(policy, _select(policy, shifted, 200, ctx).request, shifted, ctx).reused)
 
 
 def _lp_solution(c, status=lp.LPStatus.OPTIMAL):
@@ -236,7 +238,7 @@ def test_corner_cases_fall_back_and_are_counted():
     policy = _policy()
     inst = instances.bandit([1.0, 0.5, 0.0])
     ctx = _context(inst, policy)
-    finish = jax.jit(policy.finish_fn)
+    finish = jax.jit(policy.solver.finish_fn)
     # a tie for the best estimated mean: played as Case B, counted, no LP
     state = _state(inst, [5, 5, 1], [0.7, 0.7, 0.0], exploration_rounds=0)
     decision = _select(policy, state, 50, ctx)
@@ -257,9 +259,9 @@ def test_corner_cases_fall_back_and_are_counted():
     assert int(arm) == 2 and int(new_state.counters.lp_failures) == 1
     # a failed full solve's basis is not kept; an optimal one is, factorised
     other = jnp.asarray([0, 1, 2], jnp.int32)
-    kept = jax.jit(policy.fallback_update_fn)(state, failed._replace(basis=other), ctx)
+    kept = jax.jit(policy.solver.stages[2].fold_fn)(state, failed._replace(basis=other), ctx)
     np.testing.assert_array_equal(kept.warm.basis, state.warm.basis)
-    taken = jax.jit(policy.fallback_update_fn)(state, _dummy_answer(3)._replace(basis=other), ctx)
+    taken = jax.jit(policy.solver.stages[2].fold_fn)(state, _dummy_answer(3)._replace(basis=other), ctx)
     np.testing.assert_array_equal(taken.warm.basis, other)
     np.testing.assert_allclose(taken.warm.factor.inverse, np.linalg.inv(np.asarray(inst.precision).T), rtol=1e-6)
     # no deficient arm (c* = 0): the greedy arm, counted
@@ -364,7 +366,7 @@ def test_full_information_regret_stays_bounded():
 
 def test_results_do_not_depend_on_the_solve_buffers():
     """The compacted check (buffers of 40 and 16, or 4) and the full solves that update
-    each run's warm start (through ``fallback_update_fn``) give the same runs as the
+    each run's warm start (through the full solve's ``fold_fn``) give the same runs as the
     default buffer: 40 runs x 300 rounds of the general reference instance, float32."""
     inst = REFERENCE_INSTANCES["general"]
     policy = _policy(alpha=0.5)

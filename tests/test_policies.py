@@ -7,6 +7,7 @@ import pytest
 
 import jaxbandit as jb
 from jaxbandit import estimator, instances
+from jaxbandit.engine import make_context
 from jaxbandit.policies._common import EstimatorPolicyState
 
 INF = np.inf
@@ -17,10 +18,29 @@ def test_registry_lists_the_basic_policies():
     assert set(BASIC) <= set(jb.policies.names())
 
 
+def test_policies_by_import_path_and_registration():
+    by_path = jb.policies.make("jaxbandit.policies.ucb:ucb_n", alpha=0.5)
+    assert by_path.params == {"alpha": 0.5} and by_path.name == "ucb_n"
+    jb.policies.register("ucb_n_again", jb.policies.ucb.ucb_n)
+    try:
+        assert jb.policies.make("ucb_n_again").name == "ucb_n"
+    finally:
+        jb.policies.REGISTRY.pop("ucb_n_again")
+    for name in ("", "a:b", 3):
+        with pytest.raises(ValueError, match="policy name must be a non-empty string"):
+            jb.policies.register(name, jb.policies.ucb.ucb_n)
+    with pytest.raises(ValueError, match="factory for policy 'x' must be callable, got 3"):
+        jb.policies.register("x", 3)
+
+
 @pytest.mark.parametrize(
     "name, params, message",
     [
         ("nope", {}, r"unknown policy name 'nope'; known policies: .*ucb_n"),
+        ("no_such_module_xyz:factory", {}, r"cannot import module 'no_such_module_xyz'"),
+        ("jaxbandit.policies:no_such_factory", {}, r"module 'jaxbandit.policies' has no attribute 'no_such_factory'"),
+        ("jaxbandit.policies:REGISTRY", {}, r"'REGISTRY' must be a factory"),
+        ("jaxbandit.instances:bandit", {"mu": [1.0, 0.5]}, r"the factory returned Instance, not a jaxbandit.Policy"),
         ("ucb", {"alpha": 0}, r"alpha must be a finite number > 0, got 0"),
         ("ucb_n", {"alpha": -1.0}, r"alpha must be a finite number > 0, got -1.0"),
         ("ucb_n", {"alpha": "big"}, r"alpha must be a number > 0, got 'big'"),
@@ -35,8 +55,7 @@ def test_bad_policy_names_and_parameters(name, params, message):
 
 
 def _context(inst, policy):
-    sim = __import__("sys").modules["jaxbandit.simulate"]
-    _, ctx = sim.make_context(inst, policy.params, 1000, jnp.float32)
+    _, ctx = make_context(inst, policy.params, 1000, jnp.float32)
     return jax.tree_util.tree_map(lambda x: x[0], ctx)
 
 
@@ -122,20 +141,3 @@ def test_thompson_sampling_draws_from_the_weighted_posterior():
     arms = jax.jit(jax.vmap(lambda k: policy.select_fn(k, state, jnp.int32(100), ctx).arm))(keys)
     p = 0.5 * (1 + erf((-0.05 / sqrt(0.25 + 0.01)) / sqrt(2)))
     assert abs(float(np.mean(np.asarray(arms) == 1)) - p) < 5 * sqrt(p * (1 - p) / 20000)
-
-
-def test_numeric_hyper_parameters_share_one_compile():
-    """Policies built with different alphas reuse the engine compiled for the first."""
-    sim = __import__("sys").modules["jaxbandit.simulate"]
-    traces = []
-    policy = jb.policies.make("ucb_n", alpha=1.0)
-    counting = policy._replace(
-        name="ucb_n_trace_count",
-        select_fn=lambda *a: traces.append(1) or policy.select_fn(*a),
-    )
-    jb.simulate(counting, GENERAL, 50, 2, seed=0)
-    for alpha in (0.5, 2.0):
-        other = jb.policies.make("ucb_n", alpha=alpha)._replace(name="ucb_n_trace_count", select_fn=counting.select_fn)
-        jb.simulate(other, GENERAL, 50, 2, seed=0)
-    assert len(traces) == 1
-    sim._SIMULATION_CACHE.clear()

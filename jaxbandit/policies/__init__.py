@@ -19,29 +19,27 @@ import inspect
 from typing import Callable
 
 from jaxbandit.base import Policy, play
+from jaxbandit.policies import greedy, lp_baselines, lp_explore, oracle_etc, thompson, ucb, ucb_maxn
+from jaxbandit.policies import ossb
 from jaxbandit.policies._common import initial_side_arm
-from jaxbandit.policies.greedy import eps_greedy, greedy
-from jaxbandit.policies.lp_baselines import eps_greedy_lp, ucb_lp
-from jaxbandit.policies.lp_explore import lp_explore
-from jaxbandit.policies.oracle_etc import oracle_etc
-from jaxbandit.policies.thompson import ts, ts_n
-from jaxbandit.policies.ucb import ucb, ucb_n
-from jaxbandit.policies.ucb_maxn import ucb_maxn
 
 __all__ = ["REGISTRY", "initial_side_arm", "make", "names", "play", "register", "resolve"]
 
+# Modules and their factories share names (ucb.ucb): the package's attributes are the
+# modules, the registry holds the factories.
 REGISTRY: dict[str, Callable[..., Policy]] = {
-    "greedy": greedy,
-    "eps_greedy": eps_greedy,
-    "ucb": ucb,
-    "ucb_n": ucb_n,
-    "ts": ts,
-    "ts_n": ts_n,
-    "ucb_maxn": ucb_maxn,
-    "eps_greedy_lp": eps_greedy_lp,
-    "ucb_lp": ucb_lp,
-    "oracle_etc": oracle_etc,
-    "lp_explore": lp_explore,
+    "greedy": greedy.greedy,
+    "eps_greedy": greedy.eps_greedy,
+    "ucb": ucb.ucb,
+    "ucb_n": ucb.ucb_n,
+    "ts": thompson.ts,
+    "ts_n": thompson.ts_n,
+    "ucb_maxn": ucb_maxn.ucb_maxn,
+    "eps_greedy_lp": lp_baselines.eps_greedy_lp,
+    "ucb_lp": lp_baselines.ucb_lp,
+    "oracle_etc": oracle_etc.oracle_etc,
+    "lp_explore": lp_explore.lp_explore,
+    "ossb": ossb.ossb,
 }
 
 

@@ -1,0 +1,134 @@
+"""The engine: compiled programs reused only for the same computation, plays counted
+by the engine, consolidation at its fixed rounds, arms outside [0, K) reported."""
+
+import types
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbandit as jb
+from jaxbandit import engine, estimator
+from tests import user_policies
+
+BANDIT = jb.instances.bandit([1.0, 0.5, 0.2])  # gaps 0, 0.5, 0.8
+
+
+def worst_arm(key, state, t, ctx):
+    return jb.play(2)
+
+
+def test_a_variant_with_the_same_name_is_not_served_another_computation():
+    """``make("ucb_n")._replace(select_fn=...)`` keeps the name "ucb_n"; it must still
+    run its own select_fn (always the worst arm: regret 0.8 per round)."""
+    reference = jb.simulate(jb.policies.make("ucb_n"), BANDIT, 200, 4, seed=0)
+    variant = jb.policies.make("ucb_n")._replace(select_fn=worst_arm)
+    result = jb.simulate(variant, BANDIT, 200, 4, seed=0)
+    np.testing.assert_allclose(result.final_regret, 160.0, rtol=1e-6)
+    run = jb.SimulationRun(variant, BANDIT, 200, 4, seed=0)
+    run.advance()
+    np.testing.assert_allclose(run.result().final_regret, 160.0, rtol=1e-6)
+    assert reference.final_regret.mean() < 60
+
+
+def test_a_hyper_parameter_captured_in_a_closure_compiles_its_own_program():
+    high = jb.simulate(user_policies.threshold(0.9), BANDIT, 200, 2, seed=0)
+    low = jb.simulate(user_policies.threshold(0.1), BANDIT, 200, 2, seed=0)
+    np.testing.assert_allclose(high.final_regret, 100.0, rtol=1e-6)
+    np.testing.assert_array_equal(low.final_regret, 0.0)
+
+
+def test_numeric_hyper_parameters_in_params_share_one_compile():
+    """A grid over ``params`` traces select_fn once; its results still differ."""
+    traces = types.SimpleNamespace(count=0)  # captured by identity (a list or dict would be by value)
+    policy = user_policies.traced_threshold(0.9)
+
+    def counting_select(key, state, t, ctx):
+        traces.count += 1  # runs at trace time only
+        return policy.select_fn(key, state, t, ctx)
+
+    results = [
+        jb.simulate(user_policies.traced_threshold(eps)._replace(select_fn=counting_select), BANDIT, 50, 2, seed=0)
+        for eps in (0.9, 0.1, 0.7)
+    ]
+    assert traces.count == 2  # the contract check (abstract) and the one compile
+    assert [float(r.final_regret[0]) for r in results] == [25.0, 0.0, 25.0]
+
+
+def test_policy_keys_see_code_closures_defaults_and_globals():
+    def factory(value, default=1):
+        def select_fn(key, state, t, ctx, scale=default):
+            return jb.play(jnp.int32(value * scale))
+
+        return jb.policies.make("greedy")._replace(select_fn=select_fn)
+
+    key = engine.policy_key
+    assert key(factory(1)) == key(factory(1))
+    assert key(factory(1)) != key(factory(2))  # closure
+    assert key(factory(1)) != key(factory(1, default=2))  # default argument
+    assert key(jb.policies.make("ucb_n", alpha=1.0)) == key(jb.policies.make("ucb_n", alpha=3.0))  # params
+    assert key(jb.policies.make("ucb_n")) != key(jb.policies.make("ucb"))
+    array_closure = lambda a: jb.policies.make("greedy")._replace(select_fn=lambda k, s, t, c: jb.play(a[0]))
+    assert key(array_closure(np.array([1]))) == key(array_closure(np.array([1])))
+    assert key(array_closure(np.array([1]))) != key(array_closure(np.array([2])))
+    # An object of unknown type counts by identity: never merged with another.
+    marker = object()
+    other = lambda m: jb.policies.make("greedy")._replace(select_fn=lambda k, s, t, c: jb.play(0 if m else 1))
+    assert key(other(marker)) != key(other(object()))
+
+
+def test_plays_are_counted_by_the_engine():
+    result = jb.simulate(user_policies.fixed_arm(1), BANDIT, 300, 3, seed=0)
+    np.testing.assert_array_equal(result.counts, [[0, 300, 0]] * 3)
+    np.testing.assert_allclose(result.regret[:, -1], 150.0)
+
+
+def test_consolidate_fn_runs_after_the_fixed_rounds():
+    """Rounds 1, 2, 4, ..., 128 and every 256 after: 8 + 3 times in 1000 rounds,
+    whatever the chunk size."""
+
+    def consolidate_fn(state):
+        stats, calls = state
+        return estimator.consolidate(stats), calls + 1
+
+    base = user_policies.fixed_arm(0)
+    policy = base._replace(
+        init_fn=lambda ctx: (base.init_fn(ctx), jnp.zeros((), jnp.int32)),
+        select_fn=lambda key, state, t, ctx: jb.play(0),
+        update_fn=lambda state, arm, values, ctx: (base.update_fn(state[0], arm, values, ctx), state[1]),
+        consolidate_fn=consolidate_fn,
+        diagnostics_fn=lambda state: {"consolidations": state[1]},
+    )
+    for chunk_size in (1000, 100, 77):
+        result = jb.simulate(policy, BANDIT, 1000, 2, chunk_size=chunk_size)
+        np.testing.assert_array_equal(result.diagnostics["consolidations"], 8 + 3)
+    expected = [int(r) for r in range(1, 1001) if bool(estimator.consolidation_due(r))]
+    assert len(expected) == 11
+
+
+def test_an_arm_outside_the_arms_is_reported_with_its_round():
+    policy = user_policies.arm_out_of_range(bad_round=700)
+    run = jb.SimulationRun(policy, BANDIT, 2000, 3, chunk_size=500)
+    run.advance(max_chunks=1)  # rounds 1-500: nothing wrong
+    with pytest.raises(jb.InvalidArmError, match=r"select_fn chose arm 3 at round 700 \(run 0, cell 0\); arms are 0..2"):
+        run.advance()
+    assert run.rounds_done == 1000  # it stopped after the chunk in which it happened
+    with pytest.raises(jb.InvalidArmError, match="chose arm 3 at round 5"):
+        jb.simulate(user_policies.arm_out_of_range(bad_round=5), BANDIT, 20, 2)
+
+
+def test_negative_arms_are_reported_too():
+    policy = user_policies.fixed_arm(0)._replace(select_fn=lambda key, s, t, ctx: jb.play(jnp.where(t == 3, -1, 0)))
+    with pytest.raises(jb.InvalidArmError, match="chose arm -1 at round 3"):
+        jb.simulate(policy, BANDIT, 10, 2)
+
+
+def test_diagnostics_are_optional():
+    result = jb.simulate(user_policies.fixed_arm(0), BANDIT, 10, 2)
+    assert result.diagnostics == {}
+
+
+def test_the_engine_cache_is_bounded():
+    for value in range(engine._CACHE_SIZE + 3):
+        engine.cached_simulation(user_policies.fixed_arm(value), 16, None)
+    assert len(engine._SIMULATIONS) == engine._CACHE_SIZE

@@ -1,0 +1,85 @@
+"""Author mistakes are reported before a run starts, naming the function, what it
+returned and what was expected."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbandit as jb
+from jaxbandit.base import Decision, Solver, Stage
+from tests import user_policies
+
+BANDIT = jb.instances.bandit([1.0, 0.5, 0.2])
+BASE = user_policies.fixed_arm(0)
+
+
+def _fails(policy, message):
+    with pytest.raises(jb.PolicyError, match=message):
+        jb.simulate(policy, BANDIT, 10, 2)
+
+
+def test_select_must_return_a_decision_with_an_integer_scalar_arm():
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: jnp.int32(0)), r"select_fn returned int32\[\]; expected a jaxbandit.Decision")
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(0.0)), r"select_fn returned Decision.arm = float32\[\] \(weakly typed: a Python scalar\); expected an integer scalar")
+    _fails(
+        BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.float32(0), jnp.asarray(False))),
+        r"select_fn returned Decision.arm = float32\[\]; expected an integer scalar",
+    )
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(jnp.zeros(3, jnp.int32))), r"Decision.arm = int32\[3\]")
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), jnp.int32(0))), r"Decision.needs_solve = int32\[\]; expected a bool scalar")
+
+
+def test_the_state_keeps_its_structure_shapes_and_dtypes():
+    _fails(BASE._replace(update_fn=lambda s, a, v, c: s._replace(zeta=s.zeta.astype(jnp.int32))),
+           r"update_fn changed the state leaf state.zeta: got int32\[3\], expected float32\[3\]")  # fmt: skip
+    _fails(BASE._replace(update_fn=lambda s, a, v, c: s._replace(zeta=s.zeta[:2])), r"state.zeta: got float32\[2\]")
+    _fails(BASE._replace(update_fn=lambda s, a, v, c: (s, 0)), r"update_fn returned a state of another structure")
+    _fails(BASE._replace(consolidate_fn=lambda s: s.zeta), r"consolidate_fn returned a state of another structure")
+    counter = BASE._replace(
+        init_fn=lambda c: 0.0,  # a Python scalar: weakly typed
+        update_fn=lambda s, a, v, c: s + jnp.float32(1),
+        consolidate_fn=None,
+    )
+    _fails(counter, r"update_fn changed the state leaf state: got float32\[\], expected float32\[\] \(weakly typed")
+
+
+def test_a_hyper_parameter_missing_from_params_is_named():
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(jnp.int32(c.params["alpha"]))),
+           r"select_fn reads the hyper-parameter 'alpha', which the policy's params do not define \(params: \[\]\)")  # fmt: skip
+
+
+def test_a_failing_function_is_named_with_its_error():
+    _fails(BASE._replace(init_fn=lambda ctx, extra: None), r"init_fn failed on one run's abstract inputs: TypeError")
+    _fails(BASE._replace(update_fn=lambda s, a, v, c: s + v), r"update_fn failed on one run's abstract inputs: TypeError")
+    _fails(BASE._replace(diagnostics_fn=lambda s: {"zeta": s.zeta}), r"diagnostics_fn returned 'zeta' = float32\[3\]; expected a scalar per run")
+    _fails(BASE._replace(diagnostics_fn=lambda s: s.zeta), r"diagnostics_fn returned float32\[3\]; expected a dict")
+    _fails(BASE._replace(select_fn=None), r"select_fn must be a function, got None")
+
+
+def _solver_policy(stages, finish_fn=None):
+    def select_fn(key, stats, t, ctx):
+        return Decision(jnp.int32(0), t % 2 == 0, jnp.float32(1.0))
+
+    finish = finish_fn or (lambda s, d, a, t, c: (jnp.where(d.needs_solve, a, d.arm), s))
+    return BASE._replace(select_fn=select_fn, solver=Solver(stages, finish))
+
+
+def test_solver_stages_are_checked():
+    good = Stage(lambda r, s, c: (jnp.int32(1), jnp.asarray(True)))
+    assert jb.simulate(_solver_policy((good,)), BANDIT, 10, 2).counts.tolist() == [[5, 5, 0]] * 2
+    _fails(_solver_policy(()), r"Solver.stages must be a non-empty tuple of Stage")
+    _fails(_solver_policy([good]), r"Solver.stages must be a non-empty tuple of Stage")
+    _fails(_solver_policy((good, lambda r, s, c: 0)), r"Solver.stages\[1\] must be a jaxbandit.Stage")
+    _fails(_solver_policy((Stage(lambda r, s, c: jnp.int32(1)),)), r"Solver.stages\[0\].solve_fn returned int32\[\]; expected a pair \(answer, resolved\)")
+    _fails(_solver_policy((good, Stage(lambda r, s, c: (jnp.float32(1), jnp.asarray(True))))), r"every stage must answer like Solver.stages\[0\]")
+    _fails(_solver_policy((Stage(good.solve_fn, batching="fast"),)), r"batching must be one of .*got 'fast'")
+    _fails(_solver_policy((Stage(good.solve_fn, fold_fn=lambda s, a, c: s, batching="single_pass"),)), "single_pass, which cannot have a fold_fn")
+    _fails(_solver_policy((Stage(good.solve_fn, fold_fn=lambda s, a, c: s.zeta),)), r"Solver.stages\[0\].fold_fn returned a state of another structure")
+    _fails(_solver_policy((good,), finish_fn=lambda s, d, a, t, c: a), r"Solver.finish_fn returned int32\[\]; expected a pair \(arm, state\)")
+    _fails(_solver_policy((good,), finish_fn=lambda s, d, a, t, c: (jnp.float32(a), s)), r"Solver.finish_fn returned arm = float32\[\]")
+
+
+def test_not_a_policy():
+    with pytest.raises(ValueError, match="policy must be a jaxbandit.Policy"):
+        jb.simulate(user_policies.not_a_factory(), BANDIT, 10, 2)
+    assert np.isfinite(jb.simulate(BASE, BANDIT, 10, 2).final_regret).all()

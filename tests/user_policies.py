@@ -1,0 +1,63 @@
+"""Policies written the way users write them, for the tests of the contract.
+
+They are importable (``tests.user_policies:fixed_arm``) so that sweep configurations
+can name them by import path.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+import jaxbandit as jb
+from jaxbandit import estimator
+
+
+def _estimator_policy(select_fn, name: str, params=None) -> jb.Policy:
+    def init_fn(ctx):
+        return estimator.init(ctx.sigma.shape[-1], ctx.sigma.dtype)
+
+    def update_fn(stats, arm, values, ctx):
+        return estimator.update(stats, arm, values, ctx.precision[arm])
+
+    return jb.Policy(init_fn, select_fn, update_fn, consolidate_fn=estimator.consolidate, name=name, params=params or {})
+
+
+def fixed_arm(arm: int = 0) -> jb.Policy:
+    """Always plays ``arm``, captured in a closure (the habit of optax users)."""
+
+    def select_fn(key, stats, t, ctx):
+        return jb.play(arm)
+
+    return _estimator_policy(select_fn, "fixed_arm")
+
+
+def threshold(eps: float = 0.1) -> jb.Policy:
+    """Plays arm 1 when the captured ``eps`` exceeds 0.5, else arm 0."""
+
+    def select_fn(key, stats, t, ctx):
+        return jb.play(jnp.where(eps > 0.5, 1, 0))
+
+    return _estimator_policy(select_fn, "threshold")
+
+
+def traced_threshold(eps: float = 0.1) -> jb.Policy:
+    """As :func:`threshold`, with ``eps`` traced through ``params``: a grid compiles once."""
+
+    def select_fn(key, stats, t, ctx):
+        return jb.play(jnp.where(ctx.params["eps"] > 0.5, 1, 0))
+
+    return _estimator_policy(select_fn, "traced_threshold", {"eps": eps})
+
+
+def arm_out_of_range(bad_round: int = 7) -> jb.Policy:
+    """Plays arm 0, except arm ``K`` (one past the last arm) at round ``bad_round``."""
+
+    def select_fn(key, stats, t, ctx):
+        num_arms = ctx.sigma.shape[-1]
+        return jb.play(jnp.where(t == bad_round, num_arms, 0))
+
+    return _estimator_policy(select_fn, "arm_out_of_range")
+
+
+def not_a_factory() -> int:
+    return 3
