@@ -61,3 +61,12 @@ def arm_out_of_range(bad_round: int = 7) -> jb.Policy:
 
 def not_a_factory() -> int:
     return 3
+
+
+def ucb_n_worst_arm() -> jb.Policy:
+    """``ucb_n`` with its select_fn replaced (always the last arm); the name stays "ucb_n"."""
+
+    def select_fn(key, state, t, ctx):
+        return jb.play(ctx.sigma.shape[-1] - 1)
+
+    return jb.policies.make("ucb_n")._replace(select_fn=select_fn)

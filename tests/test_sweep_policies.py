@@ -1,0 +1,75 @@
+"""Sweeps run each cell's own policy: variants that share a name, hyper-parameters
+captured in closures, policies named by import path, and policies that misbehave."""
+
+import numpy as np
+import pytest
+
+import jaxbandit as jb
+from jaxbandit import config
+
+HORIZON = 200
+
+
+def _config(policies, **changes) -> dict:
+    base = {
+        "name": "policies",
+        "runs": 3,
+        "horizon": HORIZON,
+        "times": 5,
+        "chunk_size": 64,
+        "instances": [{"type": "bandit", "name": "b3", "mu": [1.0, 0.5, 0.2]}],  # gaps 0, 0.5, 0.8
+        "policies": policies,
+    }
+    base.update(changes)
+    return base
+
+
+def _final(results, label, **params) -> np.ndarray:
+    cells = [c for c in results.cells if c.policy == label and all(c.params.get(k) == v for k, v in params.items())]
+    assert len(cells) == 1, (label, params)
+    return cells[0].regret[:, -1]
+
+
+def test_every_cell_runs_its_own_policy(tmp_path):
+    policies = [
+        {"name": "ucb_n"},
+        {"name": "tests.user_policies:ucb_n_worst_arm", "label": "variant"},
+        {"name": "tests.user_policies:threshold", "eps": [0.9, 0.1]},
+        {"name": "tests.user_policies:traced_threshold", "eps": [0.9, 0.1, 0.8]},
+    ]
+    cfg = config.load(_config(policies))
+    groups = cfg.plan()
+    # a closure-captured eps: one program per value; a traced eps: one for the grid
+    assert [len(g.cells) for g in groups] == [1, 1, 1, 1, 3]
+    results = jb.sweep.run(cfg, tmp_path / "out", progress=False)
+    assert _final(results, "ucb_n").mean() < 60
+    np.testing.assert_allclose(_final(results, "variant"), 0.8 * HORIZON, rtol=1e-6)
+    np.testing.assert_allclose(_final(results, "tests.user_policies:threshold", eps=0.9), 0.5 * HORIZON, rtol=1e-6)
+    np.testing.assert_array_equal(_final(results, "tests.user_policies:threshold", eps=0.1), 0.0)
+    traced = "tests.user_policies:traced_threshold"
+    np.testing.assert_allclose(_final(results, traced, eps=0.9), 0.5 * HORIZON, rtol=1e-6)
+    np.testing.assert_array_equal(_final(results, traced, eps=0.1), 0.0)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("no_such_package.module:factory", "cannot import module 'no_such_package.module'"),
+        ("tests.user_policies:missing", "has no attribute 'missing'"),
+        ("tests.user_policies:BASE", "has no attribute 'BASE'"),
+    ],
+)
+def test_bad_import_paths_are_named(name, message):
+    with pytest.raises(config.ConfigError, match=rf"key 'policies\[0\].name': policy '{name}': .*{message}"):
+        config.load(_config([{"name": name}]))
+
+
+def test_a_factory_that_returns_no_policy_is_refused():
+    with pytest.raises(config.ConfigError, match=r"policies\[0\].*the factory returned int, not a jaxbandit.Policy"):
+        config.load(_config([{"name": "tests.user_policies:not_a_factory"}]))
+
+
+def test_a_sweep_stops_on_an_invalid_arm(tmp_path):
+    cfg = _config([{"name": "tests.user_policies:arm_out_of_range", "bad_round": 150}])
+    with pytest.raises(jb.InvalidArmError, match="select_fn chose arm 3 at round 150"):
+        jb.sweep.run(cfg, tmp_path / "out", progress=False)
