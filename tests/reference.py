@@ -166,3 +166,59 @@ def lp_explore_arms(mu, sigma, horizon, z, alpha=4.5, gamma=0.5, rule="largest_d
         cases.append(case)
         est.add(arm, observe(mu, sigma, arm, z[t - 1]))
     return arms, cases
+
+
+def ossb_arms(mu, sigma, horizon, z, epsilon=0.0, gamma=0.0, positive_tolerance=1e-4, ratio_tolerance=1e-5):
+    """Arm sequence of OSSB(epsilon, gamma) with the paper's LP on noise ``z`` (NumPy + HiGHS).
+
+    Written from OSSB's pseudocode (Combes et al. 2017, Algorithm 1) with the
+    side-observation reading documented in ``jaxbandit.policies.ossb``, independently of
+    the JAX policy: exploitation when ``zeta >= (1 + gamma) log t b``; else ``s += 1``,
+    estimation (best observer of ``argmin zeta``) when ``min zeta <= epsilon s``, else
+    ``argmin N_i / c_i`` over ``c_i > positive_tolerance * max c``.  Returns the arms and
+    the branch of each round.
+    """
+    mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
+    k = mu.size
+    est = WeightedEstimate(sigma)
+    best_observer = np.argmin(sigma, axis=0)
+    counter = 0
+    arms = np.zeros(horizon, np.int64)
+    branches = []
+    for t in range(1, horizon + 1):
+        if t <= k:
+            arm, branch = int(best_observer[t - 1]), "initial"
+        else:
+            mean, zeta = est.mean, est.weights
+            scale = (1 + gamma) * np.log(t)
+            top = np.max(mean)
+            tie = np.sum(mean == top) > 1
+            if not tie:
+                gaps = top - mean
+                min_gap = np.min(gaps[gaps > 0])
+                b = np.where(gaps > 0, 2 / np.where(gaps > 0, gaps, 1.0) ** 2, 2 / min_gap**2)
+            if not tie and np.all(zeta >= scale * b):
+                arm, branch = int(np.argmax(mean)), "exploitation"
+            else:
+                counter += 1
+                estimation_arm = int(best_observer[np.argmin(zeta)])
+                if tie:
+                    arm, branch = estimation_arm, "tie"
+                elif np.min(zeta) <= epsilon * counter:
+                    arm, branch = estimation_arm, "estimation"
+                else:
+                    branch = "exploration"
+                    c, ok = lower_bound_highs(mean, sigma)
+                    if not ok:
+                        arm = estimation_arm
+                    else:
+                        eligible = c > positive_tolerance * np.max(c)
+                        if not eligible.any():
+                            arm = int(np.argmax(mean))
+                        else:
+                            ratio = np.where(eligible, est.counts / np.where(eligible, c, 1.0), np.inf)
+                            arm = int(np.flatnonzero(ratio <= ratio.min() * (1 + ratio_tolerance))[0])
+        arms[t - 1] = arm
+        branches.append(branch)
+        est.add(arm, observe(mu, sigma, arm, z[t - 1]))
+    return arms, branches

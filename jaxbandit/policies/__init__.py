@@ -19,8 +19,7 @@ import inspect
 from typing import Callable
 
 from jaxbandit.base import Policy, play
-from jaxbandit.policies import greedy, lp_baselines, lp_explore, oracle_etc, thompson, ucb, ucb_maxn
-from jaxbandit.policies import ossb
+from jaxbandit.policies import greedy, lp_baselines, lp_explore, oracle_etc, ossb, thompson, ucb, ucb_maxn
 from jaxbandit.policies._common import initial_side_arm
 
 __all__ = ["REGISTRY", "initial_side_arm", "make", "names", "play", "register", "resolve"]
