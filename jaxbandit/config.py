@@ -39,6 +39,7 @@ closure, another factory) run as separate programs (see :func:`SweepConfig.plan`
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -546,7 +547,27 @@ def _split_by_computation(policy: PolicySpec) -> list:
     return list(parts.values())
 
 
+@contextlib.contextmanager
+def _importable_beside(source: str):
+    """The configuration file's directory on the module search path, so that a policy
+    named ``"module:factory"`` may live next to the file that names it."""
+    directory = os.path.dirname(os.path.abspath(source)) if os.path.isfile(source) else None
+    if directory is None or directory in sys.path:
+        yield
+        return
+    sys.path.append(directory)
+    try:
+        yield
+    finally:
+        sys.path.remove(directory)
+
+
 def _parse_policies(check: _Checker, value) -> list:
+    with _importable_beside(check.source):
+        return _parse_policy_entries(check, value)
+
+
+def _parse_policy_entries(check: _Checker, value) -> list:
     specs: list = []
     labels: set = set()
     for i, entry in enumerate(_entries(check, "policies", value)):
