@@ -29,6 +29,7 @@ from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy
 from jaxbandit.fingerprint import computation_key
 from jaxbandit.instances import Instance
+from jaxbandit.monitors import Monitor
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -54,6 +55,8 @@ class EngineCarry(NamedTuple):
     invalid_arm: Array  # (C, R) int32 the arm chosen then
     next_record: Array  # () int32 index into the recording times
     round: Array  # () int32 rounds done
+    monitor_state: Any = None  # a monitor's state, leaves (C, R, ...)
+    monitor_record: Any = None  # {name: (C, R, P)} its reports at the recording times
 
 
 class Simulation(NamedTuple):
@@ -95,22 +98,38 @@ def _record_invalid(carry: EngineCarry, arm: Array, round_number: Array, num_arm
     )
 
 
-def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_batch: Optional[int] = None) -> Simulation:
+def _per_run(init_fn, ctx: Context, num_runs: int):
+    """``init_fn`` of each cell, broadcast to its runs: leaves ``(C, R, ...)``."""
+    state = jax.vmap(init_fn)(ctx)
+    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], num_runs) + x.shape[1:]), state)
+
+
+def make_simulation(
+    policy: Policy,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    solve_batch: Optional[int] = None,
+    monitor: Optional[Monitor] = None,
+) -> Simulation:
     """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
 
     def init(ctx: Context, num_runs: int, num_times: int) -> EngineCarry:
-        state = jax.vmap(policy.init_fn)(ctx)
-        state = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], num_runs) + x.shape[1:]), state)
         num_cells, num_arms = ctx.true_mean.shape
         no_run = jnp.zeros((num_cells, num_runs), jnp.int32)
+        monitor_state = monitor_record = None
+        if monitor is not None:
+            monitor_state = _per_run(monitor.init_fn, ctx, num_runs)
+            report = jax.eval_shape(jax.vmap(jax.vmap(monitor.report_fn)), monitor_state)
+            monitor_record = {k: jnp.zeros(s.shape + (num_times,), s.dtype) for k, s in report.items()}
         return EngineCarry(
-            state=state,
+            state=_per_run(policy.init_fn, ctx, num_runs),
             counts=jnp.zeros((num_cells, num_runs, num_arms), jnp.int32),
             regret=jnp.zeros((num_cells, num_runs, num_times), ctx.true_mean.dtype),
             invalid_round=no_run,
             invalid_arm=no_run,
             next_record=jnp.zeros((), jnp.int32),
             round=jnp.zeros((), jnp.int32),
+            monitor_state=monitor_state,
+            monitor_record=monitor_record,
         )
 
     select = _vmap_cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
@@ -120,8 +139,12 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
     if solver is not None:
         finish = _vmap_cells_runs(solver.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
 
+    if monitor is not None:
+        watch = _vmap_cells_runs(monitor.update_fn, (0, 0, None, None), (0, 0, None, 0))
+
     def one_round(carry: EngineCarry, t: Array, noise_keys, policy_keys, env, ctx) -> EngineCarry:
         round_number = t + 1  # policies count rounds from 1
+        monitor_state = None if monitor is None else watch(carry.monitor_state, carry.state, round_number, ctx)
         decision = select(policy_keys, carry.state, round_number, ctx)
         state = carry.state
         if solver is None:
@@ -135,14 +158,21 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
         values = observe(noise_keys, t, arm, env)
         state = update(state, arm, values, ctx)
         counts = carry.counts + jax.nn.one_hot(arm, num_arms, dtype=jnp.int32)
-        return EngineCarry(state, counts, carry.regret, invalid_round, invalid_arm, carry.next_record, carry.round)
+        return EngineCarry(
+            state, counts, carry.regret, invalid_round, invalid_arm, carry.next_record, carry.round,
+            monitor_state, carry.monitor_record,
+        )  # fmt: skip
 
-    def record(counts, regret, next_record, env):
-        """Write the current pseudo-regret into slot ``next_record`` of ``regret``."""
+    def record(carry: EngineCarry, regret, monitor_record, next_record, env):
+        """Write the current pseudo-regret (and the monitor's report) into slot ``next_record``."""
         gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
         # Full precision: GPUs would otherwise form float32 products in TF32.
-        current = jnp.einsum("crk,ck->cr", counts.astype(gaps.dtype), gaps, precision=jax.lax.Precision.HIGHEST)
-        return regret.at[:, :, next_record].set(current), next_record + 1
+        counts = carry.counts.astype(gaps.dtype)
+        current = jnp.einsum("crk,ck->cr", counts, gaps, precision=jax.lax.Precision.HIGHEST)
+        if monitor is not None:
+            report = jax.vmap(jax.vmap(monitor.report_fn))(carry.monitor_state)
+            monitor_record = {k: v.at[:, :, next_record].set(report[k]) for k, v in monitor_record.items()}
+        return regret.at[:, :, next_record].set(current), monitor_record, next_record + 1
 
     consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
 
@@ -165,14 +195,15 @@ def make_simulation(policy: Policy, chunk_size: int = DEFAULT_CHUNK_SIZE, solve_
             carry = jax.lax.fori_loop(start, stop, body, carry)
             carry = carry._replace(round=stop)
             # Branch only on what a branch changes: a cond over the whole carry copies it.
-            regret, next_record = jax.lax.cond(
+            regret, monitor_record, next_record = jax.lax.cond(
                 pending & (stop == next_time),
-                lambda r, i: record(carry.counts, r, i, env),
-                lambda r, i: (r, i),
+                lambda r, m, i: record(carry, r, m, i, env),
+                lambda r, m, i: (r, m, i),
                 carry.regret,
+                carry.monitor_record,
                 carry.next_record,
             )
-            carry = carry._replace(regret=regret, next_record=next_record)
+            carry = carry._replace(regret=regret, monitor_record=monitor_record, next_record=next_record)
             if consolidate is None:
                 return carry
             state = jax.lax.cond(estimator.consolidation_due(stop), consolidate, lambda s: s, carry.state)
@@ -201,17 +232,19 @@ def policy_key(policy: Policy) -> tuple:
     )  # fmt: skip
 
 
-def cached_simulation(policy: Policy, chunk_size: int, solve_batch: Optional[int]) -> Simulation:
-    """The engine for ``policy``, built once per computation (:func:`policy_key`).
+def cached_simulation(
+    policy: Policy, chunk_size: int, solve_batch: Optional[int], monitor: Optional[Monitor] = None
+) -> Simulation:
+    """The engine for ``policy`` (and ``monitor``), built once per computation (:func:`policy_key`).
 
     Two policies share a compiled program only if they compute the same thing; numeric
     hyper-parameters live in ``ctx.params`` (traced), so a grid of them shares one.
     """
-    key = (policy_key(policy), chunk_size, solve_batch)
+    key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor))
     if key in _SIMULATIONS:
         _SIMULATIONS.move_to_end(key)
     else:
-        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch)
+        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch, monitor)
         while len(_SIMULATIONS) > _CACHE_SIZE:
             _SIMULATIONS.popitem(last=False)
     return _SIMULATIONS[key]

@@ -55,6 +55,8 @@ class Result:
         diagnostics: the policy's per-run counters, each ``(runs,)`` (or ``(C, runs)``).
         policy: the policy's name;  params: its hyper-parameters;  options: static options.
         seed, horizon, runs, dtype: as simulated.  wall_time: seconds.
+        monitor: a monitor's reports at ``times``, each ``(runs, P)`` (or ``(C, runs, P)``);
+            empty without a monitor (see :mod:`jaxbandit.monitors`).
     """
 
     times: np.ndarray
@@ -69,6 +71,7 @@ class Result:
     runs: int
     dtype: str
     wall_time: float
+    monitor: dict = dataclasses.field(default_factory=dict)
 
     @property
     def final_regret(self) -> np.ndarray:

@@ -20,6 +20,7 @@ from jaxbandit import rng
 from jaxbandit.base import Policy
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, EngineCarry, cached_simulation, make_context, policy_key
 from jaxbandit.instances import Instance
+from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import check_policy
 from jaxbandit.result import Result, check_times, geometric_times
 
@@ -105,6 +106,7 @@ class SimulationRun:
         solve_batch: Optional[int] = None,
         first_run: int = 0,
         devices=None,
+        monitor: Optional[Monitor] = None,
     ):
         if not isinstance(policy, Policy):
             raise ValueError(f"policy must be a jaxbandit.Policy (see jaxbandit.policies.make), got {policy!r}.")
@@ -128,7 +130,10 @@ class SimulationRun:
         self.params = dict(policy.params if params is None else params)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
         _check_policy_once(policy, self._ctx)
-        self._sim = cached_simulation(policy, self.chunk_size, solve_batch)
+        if monitor is not None and not isinstance(monitor, Monitor):
+            raise ValueError(f"monitor must be a jaxbandit.monitors.Monitor or None, got {monitor!r}.")
+        self.monitor = monitor
+        self._sim = cached_simulation(policy, self.chunk_size, solve_batch, monitor)
         num_cells = self._env.mu.shape[0]
         noise_index = np.arange(num_cells) if noise_index is None else np.asarray(noise_index)
         if noise_index.shape != (num_cells,) or np.any(noise_index < 0):
@@ -219,6 +224,12 @@ class SimulationRun:
         values = self._sim.diagnostics(self.carry.state)
         return {k: _to_host(v)[:, : self.runs] for k, v in values.items()}
 
+    def monitor_record(self) -> dict:
+        """The monitor's reports at the recording times so far: ``{name: (C, runs, P) numpy}``."""
+        if self.carry.monitor_record is None:
+            return {}
+        return {k: _to_host(v)[:, : self.runs] for k, v in self.carry.monitor_record.items()}
+
     def checkpoint(self) -> dict:
         """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`)."""
         leaves = jax.tree_util.tree_leaves(self.carry)
@@ -248,9 +259,11 @@ class SimulationRun:
         diagnostics = self.diagnostics()
         regret = _to_host(self.carry.regret).astype(np.float64)[:, :runs]
         counts = _to_host(self.carry.counts).astype(np.int64)[:, :runs]
+        monitor = self.monitor_record()
         if not self.instance.is_batch and all(np.ndim(v) == 0 for v in self.params.values()):
             regret, counts = regret[0], counts[0]
             diagnostics = {k: v[0] for k, v in diagnostics.items()}
+            monitor = {k: v[0] for k, v in monitor.items()}
         return Result(
             times=self.times,
             regret=regret,
@@ -264,6 +277,7 @@ class SimulationRun:
             runs=runs,
             dtype=str(jnp.dtype(self.dtype)),
             wall_time=self.wall_time,
+            monitor=monitor,
         )
 
 
@@ -281,6 +295,7 @@ def simulate(
     first_run: int = 0,
     devices=None,
     progress: Optional[Callable[[int, int], None]] = None,
+    monitor: Optional[Monitor] = None,
 ) -> Result:
     """Simulate ``runs`` independent runs of ``policy`` on ``instance`` for ``horizon`` rounds.
 
@@ -301,6 +316,8 @@ def simulate(
         first_run: index of the first run (to simulate runs ``first_run ...`` separately).
         devices: JAX devices to shard the runs over (default: all visible devices).
         progress: optional ``callback(rounds_done, horizon)`` called after each chunk.
+        monitor: optional :class:`~jaxbandit.monitors.Monitor` run every round; its
+            reports at the recording times are in ``Result.monitor``.
 
     Returns:
         A :class:`~jaxbandit.result.Result`.
@@ -313,6 +330,7 @@ def simulate(
     run = SimulationRun(
         policy, instance, horizon, runs, seed, times,
         dtype=dtype, chunk_size=chunk_size, solve_batch=solve_batch, first_run=first_run, devices=devices,
+        monitor=monitor,
     )  # fmt: skip
     run.advance(progress=progress)
     return run.result()

@@ -1,0 +1,131 @@
+"""Monitors: per-round checks of a policy's state that the engine runs for any policy.
+
+A :class:`Monitor` is three pure functions of one run, like a policy: ``init_fn(ctx)``
+builds its state, ``update_fn(monitor_state, policy_state, t, ctx)`` runs at the start
+of every round ``t`` (before ``select_fn``, so it sees the estimates the round's
+decision uses), and ``report_fn(monitor_state)`` gives per-run scalars that the engine
+records at every recording time, as it records regret.  A monitor costs nothing
+unless it is passed to :func:`jaxbandit.simulate` (or a sweep's ``[monitor]`` table).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbandit import estimator
+from jaxbandit._types import Array
+from jaxbandit.base import Context
+
+__all__ = ["Monitor", "EstimatorDeviationState", "estimator_deviation", "deviation_bound", "REGISTRY", "make"]
+
+
+class Monitor(NamedTuple):
+    """A per-round check of one run (see the module docstring).
+
+    Attributes:
+        init_fn: ``(ctx) -> state``.
+        update_fn: ``(state, policy_state, t, ctx) -> state``; ``t`` the ``()`` int32
+            round about to be played, counted from 1.
+        report_fn: ``(state) -> {name: ()}`` recorded at every recording time.
+        name: a label for results.
+    """
+
+    init_fn: Callable
+    update_fn: Callable
+    report_fn: Callable
+    name: str = "monitor"
+
+
+class EstimatorDeviationState(NamedTuple):
+    """Per-run counts of :func:`estimator_deviation`, one entry per ``alpha``."""
+
+    outside_rounds: Array  # (A,) int32 rounds in which some arm left its interval
+    first_outside: Array  # (A,) int32 the first such round (0: none yet)
+
+
+def _stats(policy_state) -> estimator.EstimatorState:
+    """The weighted estimator of a built-in policy's state (its ``stats`` field)."""
+    return policy_state.stats
+
+
+def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> Monitor:
+    """How often the weighted estimate of some arm leaves the interval of Lemma 4.2.
+
+    At the start of round ``t >= 2``, arm ``i`` is *outside* when
+    ``|mu_hat_i(t) - mu_i| > sqrt(2 alpha log t / zeta_i(t))``; the paper's Lemma 4.2
+    (its anytime concentration lemma) bounds the probability of that, for an arm with
+    at least one sample's worth of its best observer's precision
+    (``zeta_i >= max_j W[j, i]``), by ``2 ceil(log2(t - 1)) t**(-alpha / 2)`` whatever
+    the adaptive sampling (:func:`deviation_bound`).  Arms below that amount, and arms
+    observed without noise, are not counted.  A round counts when some arm is outside
+    (the event ``U_t^c`` of the paper's §6).
+
+    Args:
+        alphas: the ``alpha`` of each interval (each > 0).
+        estimator_fn: ``(policy_state) -> EstimatorState``, where the policy keeps its
+            weighted estimator (default: its ``stats`` field, as the built-in policies do).
+
+    Returns:
+        A :class:`Monitor` reporting ``outside_rounds_alpha{a}`` (rounds with some arm
+        outside, so far) and ``first_outside_alpha{a}`` (the first such round, 0 if none)
+        for each ``a`` of ``alphas``.
+    """
+    alphas = tuple(float(a) for a in alphas)
+    if not alphas or not all(math.isfinite(a) and a > 0 for a in alphas):
+        raise ValueError(f"alphas must be finite numbers > 0, got {alphas!r}.")
+
+    def init_fn(ctx: Context) -> EstimatorDeviationState:
+        zeros = jnp.zeros(len(alphas), jnp.int32)
+        return EstimatorDeviationState(zeros, zeros)
+
+    def update_fn(state: EstimatorDeviationState, policy_state, t, ctx: Context) -> EstimatorDeviationState:
+        stats = estimator_fn(policy_state)
+        zeta = estimator.weighted_counts(stats)
+        dtype = zeta.dtype
+        best_precision = jnp.max(ctx.precision, axis=0)  # one sample of arm i's best observer
+        counted = jnp.isfinite(best_precision) & (zeta >= best_precision) & (zeta > 0) & (t >= 2)
+        error = jnp.abs(estimator.mean(stats) - ctx.true_mean)
+        # error^2 zeta > 2 alpha log t: the interval's test without a square root
+        scaled = jnp.where(counted, jnp.square(error) * zeta, jnp.zeros_like(zeta))
+        limits = 2 * jnp.asarray(alphas, dtype) * jnp.log(jnp.asarray(t, dtype))
+        outside = jnp.any(scaled[None, :] > limits[:, None], axis=1)  # (A,)
+        first = outside & (state.first_outside == 0)
+        return EstimatorDeviationState(
+            outside_rounds=state.outside_rounds + outside.astype(jnp.int32),
+            first_outside=jnp.where(first, t, state.first_outside),
+        )
+
+    def report_fn(state: EstimatorDeviationState) -> dict:
+        out = {}
+        for k, a in enumerate(alphas):
+            out[f"outside_rounds_alpha{a:g}"] = state.outside_rounds[k]
+            out[f"first_outside_alpha{a:g}"] = state.first_outside[k]
+        return out
+
+    return Monitor(init_fn, update_fn, report_fn, name="estimator_deviation")
+
+
+def deviation_bound(t, alpha: float, num_arms: int = 1):
+    """Lemma 4.2's bound on the probability that one arm is outside at round ``t``,
+    ``2 ceil(log2(t - 1)) t**(-alpha / 2)`` (times ``num_arms`` for some arm), capped at 1.
+
+    Args:
+        t: rounds ``>= 2`` (array-like).
+    """
+    t = np.asarray(t, dtype=np.float64)
+    per_arm = 2 * np.ceil(np.log2(np.maximum(t - 1, 1))) * t ** (-alpha / 2)
+    return np.minimum(1.0, num_arms * per_arm)
+
+
+REGISTRY = {"estimator_deviation": estimator_deviation}
+
+
+def make(name: str, **params) -> Monitor:
+    """A registered monitor by name (for sweep configurations)."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown monitor {name!r}; known monitors: {', '.join(sorted(REGISTRY))}.")
+    return REGISTRY[name](**params)

@@ -1,0 +1,80 @@
+"""Monitors: the estimator-deviation monitor of Lemma 4.2 against a direct NumPy
+computation, its bound, and its plumbing through the engine."""
+
+import jax
+import numpy as np
+import pytest
+
+import jaxbandit as jb
+from jaxbandit import monitors
+from tests import reference
+
+INF = np.inf
+GENERAL = jb.Instance(
+    [0.9, 0.5, 0.2, 0.65],
+    [[1.0, INF, 0.5, INF], [2.0, 0.7, INF, 1.5], [INF, 0.4, 1.5, 3.0], [0.3, INF, INF, 1.0]],
+)
+ALPHAS = (0.25, 0.5, 1.0)
+
+
+def _numpy_outside(mu, sigma, arms, z, alpha):
+    """Per round t: is some arm with zeta_i >= max_j W[j, i] outside its interval?"""
+    est = reference.WeightedEstimate(sigma)
+    best_precision = np.max(np.where(np.isfinite(sigma), 1 / sigma**2, 0.0), axis=0)
+    outside = np.zeros(len(arms), bool)
+    for t, arm in enumerate(arms, start=1):
+        if t >= 2:
+            counted = (est.weights >= best_precision) & (est.weights > 0)
+            error = np.abs(est.mean - mu)
+            outside[t - 1] = np.any(counted & (error**2 * est.weights > 2 * alpha * np.log(t)))
+        est.add(arm, reference.observe(mu, sigma, arm, z[t - 1]))
+    return outside
+
+
+def test_estimator_deviation_counts_match_numpy():
+    """ucb_n, 3 runs x 400 rounds in float64: the monitor's counts and first rounds at
+    every recording time equal those of a direct NumPy computation on the same arms."""
+    horizon, runs, seed = 400, 3, 5
+    times = np.arange(10, horizon + 1, 10)
+    monitor = monitors.estimator_deviation(alphas=ALPHAS)
+    with jax.enable_x64(True):
+        result = jb.simulate(jb.policies.make("ucb_n"), GENERAL, horizon, runs, seed, times=np.arange(1, horizon + 1),
+                             dtype="float64", monitor=monitor)  # fmt: skip
+    assert sum(int(result.monitor[f"outside_rounds_alpha{a:g}"][:, -1].sum()) for a in ALPHAS) > 0
+    for run in range(runs):
+        z = reference.engine_noise(seed, 0, run, horizon, 4)
+        arms = reference.arms_from_regret(result.regret[run], GENERAL.gaps)
+        for alpha in ALPHAS:
+            outside = _numpy_outside(GENERAL.mu, GENERAL.sigma, arms, z, alpha)
+            counted = np.cumsum(outside)
+            got = result.monitor[f"outside_rounds_alpha{alpha:g}"][run]
+            np.testing.assert_array_equal(got[times - 1], counted[times - 1])
+            first = np.flatnonzero(outside)
+            expected_first = np.where(times >= first[0] + 1, first[0] + 1, 0) if first.size else np.zeros_like(times)
+            np.testing.assert_array_equal(result.monitor[f"first_outside_alpha{alpha:g}"][run][times - 1], expected_first)
+
+
+def test_deviation_bound():
+    np.testing.assert_allclose(monitors.deviation_bound([3, 5, 100], 4.0), [2 * 1 / 9, 2 * 2 / 25, 2 * 7 / 1e4])
+    assert monitors.deviation_bound(3, 0.5, num_arms=10) == 1.0
+
+
+def test_a_monitor_needs_nothing_from_the_policy_but_where_its_estimator_is():
+    """A user policy whose state is the estimator itself, and a batch of cells."""
+    from tests import user_policies
+
+    monitor = monitors.estimator_deviation(alphas=(0.5,), estimator_fn=lambda stats: stats)
+    batch = jb.instances.stack([GENERAL, jb.instances.full_information(GENERAL.mu)])
+    result = jb.simulate(user_policies.fixed_arm(1), batch, 300, 4, seed=0, monitor=monitor)
+    assert result.monitor["outside_rounds_alpha0.5"].shape == (2, 4, len(result.times))
+    assert np.all(np.diff(result.monitor["outside_rounds_alpha0.5"], axis=-1) >= 0)
+    assert jb.simulate(user_policies.fixed_arm(1), batch, 300, 4, seed=0).monitor == {}
+
+
+def test_bad_monitors():
+    with pytest.raises(ValueError, match=r"alphas must be finite numbers > 0, got \(0.0,\)"):
+        monitors.estimator_deviation(alphas=(0,))
+    with pytest.raises(ValueError, match="unknown monitor 'nope'"):
+        monitors.make("nope")
+    with pytest.raises(ValueError, match="monitor must be a jaxbandit.monitors.Monitor or None"):
+        jb.simulate(jb.policies.make("ucb_n"), GENERAL, 10, 2, monitor="estimator_deviation")
