@@ -5,6 +5,10 @@ simulation chunk by chunk so that sweeps can checkpoint and resume it.  With sev
 JAX devices (or processes, under ``jax.distributed``) the runs axis is sharded over all
 of them; results are identical to one device because each run's noise depends only
 on its own index.
+
+With several processes every process runs this same host code on the same inputs:
+each computes the full (small) initial arrays, keeps its own devices' slices of them
+(:func:`_global`), and gathers results with ``process_allgather``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,16 @@ def _check_dtype(dtype) -> Any:
             "jax.config.update('jax_enable_x64', True) before simulating."
         )
     return dtype
+
+
+def _global(value, sharding) -> jax.Array:
+    """``value``, computed identically in every process, as one array over ``sharding``.
+
+    Each process supplies the slices its own devices hold, so no data crosses
+    processes (``jax.device_put`` would compare the value across processes first).
+    """
+    host = np.asarray(value)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 def _to_host(array) -> np.ndarray:
@@ -129,6 +143,7 @@ class SimulationRun:
         self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
         self.params = dict(policy.params if params is None else params)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
+        self._ctx_local = self._ctx  # the initial state is computed in each process
         _check_policy_once(policy, self._ctx)
         if monitor is not None and not isinstance(monitor, Monitor):
             raise ValueError(f"monitor must be a jaxbandit.monitors.Monitor or None, got {monitor!r}.")
@@ -143,25 +158,40 @@ class SimulationRun:
         # Pad the runs to a multiple of the device count; padded runs are real runs with
         # larger indices, simulated and then dropped, so they change nothing.
         self._padded_runs = -(-self.runs // len(self.devices)) * len(self.devices)
-        self._sharding = None
+        self._sharding = self._replicated = None
         if len(self.devices) > 1:
             mesh = jax.sharding.Mesh(np.array(self.devices), ("runs",))
             self._sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "runs"))
+            self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+        # Devices of other processes: every argument of the compiled chunk must be an
+        # array over all of them (a local array would be compared across processes
+        # at every call).
+        self._multiprocess = any(d.process_index != jax.process_index() for d in self.devices)
         cell_index = jnp.asarray(noise_index, jnp.uint32)[:, None]
         run_index = jnp.arange(first_run, first_run + self._padded_runs, dtype=jnp.uint32)[None, :]
         self._noise_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), cell_index, run_index))
         self._policy_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.POLICY_STREAM), cell_index, run_index))
-        self._times_device = jnp.asarray(self.times, jnp.int32)
-        self.carry = self._shard_carry(self._sim.init(self._ctx, self._padded_runs, len(self.times)))
+        self._times_device = self._replicate(jnp.asarray(self.times, jnp.int32))
+        self._env, self._ctx = self._replicate(self._env), self._replicate(self._ctx)
+        self.carry = self._shard_carry(self._sim.init(self._ctx_local, self._padded_runs, len(self.times)))
         self.wall_time = 0.0
 
     def _shard(self, array):
-        return array if self._sharding is None else jax.device_put(array, self._sharding)
+        """``(C, R, ...)`` split over the devices along the runs axis."""
+        if self._sharding is None:
+            return array
+        return _global(array, self._sharding) if self._multiprocess else jax.device_put(array, self._sharding)
+
+    def _replicate(self, tree):
+        """A copy of ``tree`` on every device (only needed across processes)."""
+        if not self._multiprocess:
+            return tree
+        return jax.tree_util.tree_map(lambda x: _global(x, self._replicated), tree)
 
     def _shard_carry(self, carry: EngineCarry) -> EngineCarry:
         if self._sharding is None:
             return carry
-        return jax.tree_util.tree_map(lambda x: self._shard(x) if x.ndim >= 2 else x, carry)
+        return jax.tree_util.tree_map(lambda x: self._shard(x) if x.ndim >= 2 else self._replicate(x), carry)
 
     @property
     def rounds_done(self) -> int:
@@ -172,8 +202,9 @@ class SimulationRun:
         return self.rounds_done >= self.horizon
 
     def _chunk_arguments(self) -> tuple:
+        # numpy scalars: the same in every process, they need no placement
         return (
-            self.carry, jnp.int32(self.rounds_done), jnp.int32(self.horizon), self._times_device,
+            self.carry, np.int32(self.rounds_done), np.int32(self.horizon), self._times_device,
             self._noise_keys, self._policy_keys, self._env, self._ctx,
         )  # fmt: skip
 
