@@ -5,6 +5,7 @@ from jaxbandit import (
     compaction,
     compile_cache,
     config,
+    distributed,
     engine,
     environment,
     estimator,
@@ -18,6 +19,7 @@ from jaxbandit import (
     result,
     rng,
     runner,
+    shards,
     sweep,
 )
 from jaxbandit.base import Context, Decision, Policy, Solver, Stage, play
@@ -48,6 +50,7 @@ __all__ = [
     "compaction",
     "compile_cache",
     "config",
+    "distributed",
     "engine",
     "environment",
     "estimator",
@@ -65,6 +68,7 @@ __all__ = [
     "result",
     "rng",
     "runner",
+    "shards",
     "simulate",
     "sweep",
 ]

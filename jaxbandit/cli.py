@@ -25,19 +25,28 @@ def _configure_logging(quiet: bool) -> None:
     # --quiet: no progress bar, timestamped log lines instead (for batch jobs and logs).
     package_logger = logging.getLogger("jaxbandit")
     if quiet and not package_logger.handlers:
+        from jaxbandit import distributed
+
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+        process = distributed.process_label()  # "" in a single process
+        handler.setFormatter(logging.Formatter(f"%(asctime)s {process}%(name)s: %(message)s"))
         package_logger.addHandler(handler)
         package_logger.setLevel(logging.INFO)
 
 
-def _run_sweep(config, out: Path, quiet: bool, plot: bool, distribution: str, logx: bool) -> int:
-    from jaxbandit import plotting, sweep
+def _run_sweep(config, out: Path, quiet: bool, plot: bool, distribution: str, logx: bool, shard=None) -> int:
+    from jaxbandit import distributed, plotting, sweep
 
     start = time.perf_counter()
-    results = sweep.run(config, out, progress=not quiet)
+    results = sweep.run(config, out, shard=shard, progress=not quiet)
     elapsed = time.perf_counter() - start
-    print(f"sweep finished in {elapsed:.1f} s: {len(results.cells)} cells in {out}")
+    if not distributed.is_writer():  # process 0 reports for every process
+        return 0
+    what = "sweep" if shard is None else f"shard {shard}"
+    print(f"{what} finished in {elapsed:.1f} s: {len(results.cells)} cells in {out}")
+    if results.missing:
+        print(f"not finished yet ({len(results.missing)} of {len(results.plan)} groups): "
+              f"{'; '.join(results.describe_missing())}")  # fmt: skip
     print(f"summary: {out / 'summary.csv'}")
     if plot:
         paths = plotting.plot_sweep(results, distribution=distribution, logx=logx)
@@ -47,7 +56,16 @@ def _run_sweep(config, out: Path, quiet: bool, plot: bool, distribution: str, lo
 
 
 def _cmd_run(args) -> int:
-    return _run_sweep(args.config, Path(args.out), args.quiet, args.plot, args.distribution, args.logx)
+    return _run_sweep(args.config, Path(args.out), args.quiet, args.plot, args.distribution, args.logx, args.shard)
+
+
+def _shard_option(text: str):
+    from jaxbandit import shards
+
+    try:
+        return shards.parse(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _cmd_demo(args) -> int:
@@ -113,6 +131,8 @@ def _bound(argv: list) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from jaxbandit import distributed
+
     parser = argparse.ArgumentParser(
         prog="jaxbandit",
         description="Regret sweeps of Gaussian bandits with side observations, in JAX.",
@@ -136,8 +156,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar; timestamped log lines instead")
     p.add_argument("--plot", action="store_true", help="write the figures when done")
+    p.add_argument("--shard", type=_shard_option, default=None, metavar="I/N", help=(
+        "run only shard I of N of the cell groups (0-based: I in 0..N-1, as SLURM_ARRAY_TASK_ID "
+        "with --array=0-(N-1)); N jobs fill one DIR"))  # fmt: skip
     cache_option(p)
     plot_options(p)
+    distributed.add_cli_options(p)
     p.set_defaults(handler=_cmd_run)
 
     p = commands.add_parser("plot", help="figures and summary.csv of a sweep directory")
@@ -185,6 +209,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:1] == ["bound"]:  # every argument, options included, belongs to 'bound'
         return _bound(argv[1:])
     args = _parser().parse_args(argv)
+    from jaxbandit import distributed
+
+    if args.command == "run":
+        try:  # first: joining other processes must precede any other JAX call
+            distributed.initialize_from_cli(args)
+        except ValueError as err:
+            print(f"jaxbandit: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
     _configure_logging(getattr(args, "quiet", False))
     if hasattr(args, "compile_cache") and _enable_compile_cache(args.compile_cache):
         return EXIT_USAGE
@@ -193,12 +225,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         return args.handler(args)
-    except (ConfigError, SweepMismatchError, FileNotFoundError) as err:
+    except (ConfigError, SweepMismatchError, distributed.DistributedMismatchError, FileNotFoundError) as err:
+        # raised alike in every process of a multi-process run: all leave together
         print(f"jaxbandit: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if distributed.is_initialized():
+            distributed.exit_after_failure(err)  # does not return
         print("jaxbandit: interrupted; run the same command again to resume.", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as err:
+        if distributed.is_initialized():  # the others may wait for this process: leave now
+            distributed.exit_after_failure(err)
+        raise
 
 
 if __name__ == "__main__":

@@ -12,7 +12,11 @@ Layout of a sweep directory (written by :func:`jaxbandit.sweep.run`)::
 
 Every file is written to a temporary file in the same directory, flushed to disk and
 moved into place with ``os.replace``, so a killed process leaves either the old file
-or the new one, never a torn one.
+or the new one, never a torn one.  The manifest is created with a hard link instead,
+which fails if it exists: of several jobs starting on one directory, one creates it.
+
+A directory may hold only some groups (shards still running, a killed sweep):
+:func:`load` returns the finished ones and lists the others in ``missing``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ __all__ = [
     "save_json",
     "save_text",
     "read_json",
+    "create_exclusive_json",
+    "visible_entries",
     "summary_rows",
     "write_summary_csv",
     "MANIFEST",
@@ -82,12 +88,57 @@ def save_npz(path, arrays: dict) -> Path:
 
 
 def save_json(path, obj) -> Path:
-    text = json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
-    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    data = _json_bytes(obj)
+    return atomic_write(path, lambda f: f.write(data))
 
 
 def save_text(path, text: str) -> Path:
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def _json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+
+
+def create_exclusive_json(path, obj) -> bool:
+    """Create ``path`` with ``obj`` as JSON unless it exists; True if this call created it.
+
+    The complete file is written under a temporary name and hard-linked to ``path``:
+    the link fails if ``path`` exists, so of several processes racing to create it
+    exactly one does, and no reader sees a partial file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = _json_bytes(obj)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:
+            # A filesystem without hard links: exclusive creation, then the content.
+            try:
+                with open(path, "xb") as handle:
+                    handle.write(data)
+            except FileExistsError:
+                return False
+        return True
+    finally:
+        os.unlink(tmp)
+
+
+def visible_entries(directory) -> list:
+    """Names in ``directory`` other than the temporary files of atomic writes
+    (``[]`` if it does not exist)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p.name for p in directory.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp")))
 
 
 def read_json(path):
@@ -172,7 +223,10 @@ class SweepResults:
         instances: ``{label: Instance}`` of the sweep.
         groups: ``{group id: metadata dict}`` of the finished groups (wall time, device,
             package versions, ...).
-        missing: ids of the groups not finished yet.
+        missing: ids of the groups not finished yet (shards still running or not
+            started, an interrupted sweep), in plan order.
+        plan: ``{group id: manifest entry}`` of every group: policy, horizon, cells.
+        in_progress: ids of the missing groups that have a checkpoint.
     """
 
     directory: Path
@@ -182,10 +236,24 @@ class SweepResults:
     instances: dict
     groups: dict
     missing: tuple
+    plan: dict = dataclasses.field(default_factory=dict)
+    in_progress: tuple = ()
 
     @property
     def complete(self) -> bool:
         return not self.missing
+
+    def describe_missing(self) -> list:
+        """One line per missing group, e.g. ``"g002 (ucb_n, T=10000, 6 cells, in progress)"``."""
+        lines = []
+        for group_id in self.missing:
+            entry = self.plan.get(group_id, {})
+            state = "in progress" if group_id in self.in_progress else "not started"
+            lines.append(
+                f"{group_id} ({entry.get('policy_name', '?')}, T={entry.get('horizon', '?')}, "
+                f"{len(entry.get('cells', ()))} cells, {state})"
+            )
+        return lines
 
     def select(self, **criteria) -> list:
         """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``."""
@@ -214,6 +282,10 @@ class SweepResults:
 
 def load(directory) -> SweepResults:
     """Load a sweep directory written by :func:`jaxbandit.sweep.run` (finished groups).
+
+    A directory whose groups are not all finished (shards of it still running) loads
+    too: ``results.missing`` lists the others, ``results.describe_missing()`` says
+    what they are.
 
     Returns:
         A :class:`SweepResults`; ``results.cells[i].regret`` is ``(runs, P)``.
@@ -266,6 +338,8 @@ def load(directory) -> SweepResults:
         instances=instances,
         groups=groups,
         missing=tuple(missing),
+        plan={group["id"]: group for group in manifest["groups"]},
+        in_progress=tuple(g for g in missing if (directory / "checkpoints" / f"{g}.npz").is_file()),
     )
 
 

@@ -173,7 +173,8 @@ def plot_sweep(
     ``regret_log_<instance>`` (regret / log t with the LP lower bound when available),
     ``final_<instance>`` (final-regret box or violin plot per policy) and, when a policy
     reports ``case_*`` counters, ``case_mix_<instance>``.  Also writes ``summary.csv``
-    next to the results.
+    next to the results.  Groups not finished yet (shards still running) are left
+    out with a warning that lists them.
 
     Args:
         results: a :class:`~jaxbandit.io.SweepResults` or a sweep directory.
@@ -193,8 +194,15 @@ def plot_sweep(
         raise ValueError(f"distribution must be 'box' or 'violin', got {distribution!r}.")
     if not isinstance(results, io.SweepResults):
         results = io.load(results)
+    missing = "; ".join(results.describe_missing())
     if not results.cells:
-        raise ValueError(f"{results.directory} has no finished cells to plot yet.")
+        raise ValueError(f"{results.directory} has no finished cells to plot yet (missing groups: {missing}).")
+    if results.missing:
+        # shards still running, or an interrupted sweep: plot what is there, say what is not
+        logger.warning(
+            "%s: %d of %d groups not finished yet, left out of the figures and summary.csv: %s",
+            results.directory, len(results.missing), len(results.plan), missing,
+        )  # fmt: skip
     out = Path(out_dir) if out_dir is not None else results.directory / "plots"
     out.mkdir(parents=True, exist_ok=True)
     colors = _colors(results.policy_labels)

@@ -12,6 +12,11 @@ seconds).  Running the same configuration on the same directory again skips fini
 groups and continues a killed group from its last checkpoint; because the engine's
 noise depends only on (seed, instance, run, round), the final results are bit-identical
 to an uninterrupted run.  A different configuration in an existing directory is refused.
+
+Beyond one process: ``run(..., shard="I/N")`` runs only shard ``I`` of the groups
+(:mod:`jaxbandit.shards`), so independent jobs fill one directory; under
+``jax.distributed`` (:mod:`jaxbandit.distributed`) every process calls ``run`` and
+they act as one: the same decisions everywhere, process 0 alone writes.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import hashlib
+import io as _io
+import json
 import logging
 import os
 import platform
@@ -31,8 +39,8 @@ import jax
 import numpy as np
 
 from jaxbandit import config as config_module
+from jaxbandit import distributed, io, shards
 from jaxbandit import instances as instances_module
-from jaxbandit import io
 from jaxbandit import policies as policies_module
 from jaxbandit.engine import policy_key
 from jaxbandit.runner import SimulationRun
@@ -40,6 +48,11 @@ from jaxbandit.runner import SimulationRun
 __all__ = ["run", "SweepMismatchError", "describe_devices", "package_versions"]
 
 logger = logging.getLogger("jaxbandit.sweep")
+
+# With several processes every process must checkpoint at the same chunk (gathering
+# the state is a collective) and their clocks differ: a cadence in seconds becomes
+# one in chunks.
+_MULTIPROCESS_CHECKPOINT_CHUNKS = 100
 
 
 class SweepMismatchError(ValueError):
@@ -75,14 +88,17 @@ def run(
     config: Union[str, os.PathLike, dict, config_module.SweepConfig],
     out_dir: Union[str, os.PathLike],
     *,
+    shard: Union[str, shards.Shard, tuple, None] = None,
     progress: bool = True,
     after_chunk: Optional[Callable[[str, int], None]] = None,
 ) -> "io.SweepResults":
-    """Run (or resume) a sweep and return its results.
+    """Run (or resume) a sweep, or one shard of it, and return what the directory holds.
 
     Args:
         config: a TOML path, a config dict, or a :class:`~jaxbandit.config.SweepConfig`.
         out_dir: the sweep directory (created if missing; resumed if it holds this sweep).
+        shard: ``"I/N"`` (0-based) or ``(I, N)``: run only shard ``I`` of ``N`` of the
+            cell groups (see :mod:`jaxbandit.shards`); ``None`` runs them all.
         progress: show a tqdm progress bar on stderr (cells done, rounds, run-rounds/s,
             ETA).  Progress is also logged on the ``jaxbandit.sweep`` logger.
         after_chunk: optional ``callback(group_id, rounds_done)`` called after every
@@ -90,91 +106,159 @@ def run(
             can then be resumed.
 
     Returns:
-        :func:`jaxbandit.io.load` of ``out_dir``.
+        :func:`jaxbandit.io.load` of ``out_dir``: every finished group, this shard's
+        and others'; ``results.missing`` lists the groups not finished yet.
 
     Raises:
         ConfigError: invalid configuration.
+        ValueError: a bad ``shard``.
         SweepMismatchError: ``out_dir`` holds a different sweep, or unrelated files.
+        DistributedMismatchError: the processes of a multi-process run disagree on
+            the configuration or the shard (raised in every process).
     """
-    cfg = config_module.load(config)
+    cfg, shard = _agreed_setup(config, shard)
     out = Path(out_dir)
     groups = cfg.plan()
-    writer = jax.process_index() == 0  # multi-host: one process writes
-    if writer:
-        _prepare_directory(cfg, groups, out, config)
+    distributed.run_on_process_zero(lambda: _prepare_directory(cfg, groups, out, config), (SweepMismatchError,))
+    mine = groups if shard is None else shards.select(groups, cfg.runs, shard)
+    if shard is not None:
+        logger.info("shard %s: groups %s of %d", shard, ", ".join(g.id for g in mine) or "none", len(groups))
+    finished = _finished(out, mine)
 
-    total_work = sum(len(g.cells) * cfg.runs * g.horizon for g in groups)
-    total_cells = sum(len(g.cells) for g in groups)
-    bar = _progress_bar(total_work, progress)
-    cells_done = 0
+    bar = _progress_bar(sum(len(g.cells) * cfg.runs * g.horizon for g in mine), progress and distributed.is_writer())
+    total_cells, cells_done = sum(len(g.cells) for g in mine), 0
     try:
-        for number, group in enumerate(groups):
-            meta_path = out / "groups" / f"{group.id}.json"
-            if meta_path.is_file() and io.read_json(meta_path).get("fingerprint") == group.fingerprint:
-                cells_done += len(group.cells)
-                bar.set_description_str(f"cells {cells_done}/{total_cells}", refresh=False)
+        for number, (group, done) in enumerate(zip(mine, finished)):
+            if done:
                 bar.update(len(group.cells) * cfg.runs * group.horizon)
                 logger.info("group %s (%s) already finished; skipped", group.id, group.policy_name)
-                continue
-            _run_group(cfg, group, out, bar, after_chunk, writer, f"cells {cells_done}/{total_cells}")
+            else:
+                _run_group(cfg, group, out, bar, after_chunk, f"cells {cells_done}/{total_cells}")
             cells_done += len(group.cells)
             bar.set_description_str(f"cells {cells_done}/{total_cells}", refresh=False)
-            logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(groups), cells_done, total_cells)
+            if not done:
+                logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
     finally:
         bar.close()
+    distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
     results = io.load(out)
-    if writer:
+    if distributed.is_writer():
         io.write_summary_csv(results)
+    if results.missing:
+        logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
+                       "; ".join(results.describe_missing()))  # fmt: skip
     return results
 
 
+def _agreed_setup(config, shard) -> tuple:
+    """The configuration and the shard, checked to be the same in every process.
+
+    A process whose configuration fails to load still takes part in the comparison,
+    so that no process waits for it in a collective.
+    """
+    try:
+        cfg = config_module.load(config)
+        shard = None if shard is None else shards.parse(shard)
+        every_chunks, every_seconds = _checkpoint_cadence(cfg)
+        identity = json.dumps(
+            {"config": cfg.fingerprint(), "shard": str(shard), "checkpoint_every_chunks": every_chunks,
+             "checkpoint_every_seconds": every_seconds}, sort_keys=True,
+        )  # fmt: skip
+        failure = None
+    except (config_module.ConfigError, ValueError) as error:
+        identity, failure = f"invalid: {error}", error
+    distributed.agree("the sweep configuration, the shard or the checkpoint cadence", identity)
+    if failure is not None:
+        raise failure
+    return cfg, shard
+
+
+def _checkpoint_cadence(cfg) -> tuple:
+    """``(every_chunks, every_seconds)``; in chunks alone with several processes."""
+    every_chunks, every_seconds = cfg.checkpoint_every_chunks, cfg.checkpoint_every_seconds
+    if distributed.is_multiprocess() and every_seconds is not None:
+        every_chunks, every_seconds = every_chunks or _MULTIPROCESS_CHECKPOINT_CHUNKS, None
+    return every_chunks, every_seconds
+
+
+def _finished(out: Path, groups) -> list:
+    """Which ``groups`` are finished on disk, as process 0 sees it (every process
+    must skip the same ones)."""
+    seen = np.zeros(len(groups), dtype=np.bool_)
+    if distributed.is_writer():
+        for i, group in enumerate(groups):
+            meta_path = out / "groups" / f"{group.id}.json"
+            seen[i] = meta_path.is_file() and io.read_json(meta_path).get("fingerprint") == group.fingerprint
+    return [bool(v) for v in distributed.broadcast_array(seen)]
+
+
+# -- the sweep directory ------------------------------------------------------------
+
+
 def _prepare_directory(cfg, groups, out: Path, config) -> None:
+    """Create the manifest, or check that the directory holds this sweep.
+
+    Several jobs (shards of a job array) may start at the same moment on an empty
+    directory: the manifest is created atomically and depends only on the
+    configuration, so one job creates it and the others find the same one.
+    """
     manifest_path = out / io.MANIFEST
-    fingerprint = cfg.fingerprint()
-    if manifest_path.is_file():
-        manifest = io.read_json(manifest_path)
-        if manifest.get("fingerprint") != fingerprint:
-            old, new = manifest.get("config", {}), cfg.raw
-            changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and old.get(k) != new.get(k))
-            detail = f" (changed keys: {', '.join(changed)})" if changed else " (the resolved instances or registered policies differ)"
+    if not manifest_path.is_file():
+        # Files other than a racing job's temporaries, with no manifest (re-checked:
+        # a racing job creates the manifest before anything else), are not a sweep.
+        if io.visible_entries(out) and not manifest_path.is_file():
             raise SweepMismatchError(
-                f"{out} holds results of a different sweep configuration{detail}. Refusing to mix "
-                f"them: use another output directory, or delete {out} to start over."
+                f"{out} exists, is not empty and is not a sweep directory ({io.MANIFEST} not found)."
             )
-        return
-    if out.exists() and any(out.iterdir()):
-        raise SweepMismatchError(f"{out} exists, is not empty and is not a sweep directory ({io.MANIFEST} not found).")
+        if io.create_exclusive_json(manifest_path, _manifest(cfg, groups)):
+            _save_config_text(out, config)
+            return
+    manifest = io.read_json(manifest_path)
+    if manifest.get("fingerprint") != cfg.fingerprint():
+        old, new = manifest.get("config", {}), cfg.raw
+        changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and old.get(k) != new.get(k))
+        detail = f" (changed keys: {', '.join(changed)})" if changed else " (the resolved instances or registered policies differ)"
+        raise SweepMismatchError(
+            f"{out} holds results of a different sweep configuration{detail}. Refusing to mix "
+            f"them: use another output directory, or delete {out} to start over."
+        )
+    if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
+        _save_config_text(out, config)
+
+
+def _save_config_text(out: Path, config) -> None:
     if isinstance(config, (str, os.PathLike)):
         io.save_text(out / "config.toml", Path(config).read_text(encoding="utf-8"))
-    io.save_json(
-        manifest_path,
-        {
-            "format": io.FORMAT_VERSION,
-            "fingerprint": fingerprint,
-            "name": cfg.name,
-            "source": cfg.source,
-            "config": cfg.raw,
-            "instances": cfg.instance_table(),
-            "groups": [
-                {
-                    "id": g.id,
-                    "fingerprint": g.fingerprint,
-                    "policy_name": g.policy_name,
-                    "static": g.static,
-                    "horizon": g.horizon,
-                    "num_arms": g.num_arms,
-                    "cells": [dataclasses.asdict(c) for c in g.cells],
-                }
-                for g in groups
-            ],
-            "created": _now(),
-            "versions": package_versions(),
-        },
-    )
+
+
+def _manifest(cfg, groups) -> dict:
+    """The manifest: a function of the configuration only (whichever job writes it)."""
+    return {
+        "format": io.FORMAT_VERSION,
+        "fingerprint": cfg.fingerprint(),
+        "name": cfg.name,
+        "config": cfg.raw,
+        "instances": cfg.instance_table(),
+        "groups": [
+            {
+                "id": g.id,
+                "fingerprint": g.fingerprint,
+                "policy_name": g.policy_name,
+                "static": g.static,
+                "horizon": g.horizon,
+                "num_arms": g.num_arms,
+                "cells": [dataclasses.asdict(c) for c in g.cells],
+            }
+            for g in groups
+        ],
+    }
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# -- progress -------------------------------------------------------------------------
 
 
 class _NoBar:
@@ -199,121 +283,147 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr)
 
 
-def _resumed(sim, saved: dict, group_id: str) -> bool:
-    """Restore ``sim`` from a checkpoint of its own configuration; False, with a warning,
-    if the engine state has another layout (a checkpoint from another jaxbandit
-    version): the group then starts over and, its results depending only on the seed,
-    ends the same."""
-    try:
-        sim.restore({k: v for k, v in saved.items() if not k.startswith("sweep/")})
-    except (ValueError, KeyError) as error:
-        logger.warning("group %s: ignoring a checkpoint this version cannot resume (%r)", group_id, error)
-        return False
-    return True
+# -- one cell group -------------------------------------------------------------------
 
 
-def _current_diagnostics(sim: SimulationRun) -> dict:
-    """``{name: (C, runs)}`` policy counters now (between chunks)."""
-    return sim.diagnostics()
+@dataclasses.dataclass
+class _History:
+    """Policy counters at chunk boundaries: ``times`` ``(D,)`` rounds, and per counter
+    ``D`` arrays ``(C,)`` of means over the runs (e.g. lp_explore's case mix)."""
+
+    times: list = dataclasses.field(default_factory=list)
+    values: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_checkpoint(cls, saved: dict) -> "_History":
+        prefix = "sweep/history/"
+        values = {k[len(prefix):]: list(v.T) for k, v in saved.items() if k.startswith(prefix)}
+        return cls(saved["sweep/diagnostic_times"].tolist(), values)
+
+    def record(self, sim: SimulationRun) -> None:
+        self.times.append(sim.rounds_done)
+        for name, value in sim.diagnostics().items():  # {name: (C, runs)}
+            self.values.setdefault(name, []).append(value.astype(np.float64).mean(axis=1))
+
+    def stacked(self, name: str, num_cells: int) -> np.ndarray:
+        """``(C, D)`` float64 history of counter ``name``."""
+        values = self.values.get(name, [])
+        if not values:
+            return np.zeros((num_cells, 0), np.float64)
+        return np.stack(values, axis=1).astype(np.float64)
+
+    def checkpoint_arrays(self, num_cells: int) -> dict:
+        arrays = {"sweep/diagnostic_times": np.asarray(self.times, dtype=np.int64)}
+        arrays.update({f"sweep/history/{name}": self.stacked(name, num_cells) for name in self.values})
+        return arrays
 
 
-def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, description: str) -> None:
+def _new_simulation(cfg, group) -> tuple:
+    """The group's :class:`SimulationRun` and its per-cell parameters ``{name: (C,)}``."""
     cell_policies = [policies_module.make(group.policy_name, **kw) for kw in group.cell_kwargs]
     if len({policy_key(p) for p in cell_policies}) != 1:
         # plan() puts cells in one group only if their policies compute the same thing.
         raise RuntimeError(f"group {group.id}: its cells' policies differ; the sweep plan is inconsistent.")
-    traced = list(cell_policies[0].params)
-    params = {k: np.asarray([p.params[k] for p in cell_policies], dtype=np.float64) for k in traced}
+    params = {k: np.asarray([p.params[k] for p in cell_policies], dtype=np.float64) for k in cell_policies[0].params}
     instance = instances_module.stack([cfg.instances[c.instance_index].instance for c in group.cells])
-    noise_index = np.asarray([c.instance_index for c in group.cells])
-    times = cfg.times_for(group.horizon)
-    num_cells = len(group.cells)
-    checkpoint_path = out / "checkpoints" / f"{group.id}.npz"
-    precision = contextlib.nullcontext() if cfg.precision == "float32" else jax.enable_x64(True)
+    sim = SimulationRun(
+        cell_policies[0], instance, group.horizon, cfg.runs, cfg.seed, cfg.times_for(group.horizon),
+        params=params, noise_index=np.asarray([c.instance_index for c in group.cells]), dtype=cfg.precision,
+        chunk_size=cfg.chunk_size, solve_batch=cfg.solve_batch,
+    )  # fmt: skip
+    return sim, params
 
-    with precision:
-        sim = SimulationRun(
-            cell_policies[0], instance, group.horizon, cfg.runs, cfg.seed, times,
-            params=params, noise_index=noise_index, dtype=cfg.precision,
-            chunk_size=cfg.chunk_size, solve_batch=cfg.solve_batch,
-        )  # fmt: skip
-        diagnostic_times: list = []
-        history: dict = {}
-        resumed_from = 0
-        if checkpoint_path.is_file():
-            saved = io.read_npz(checkpoint_path)
-            if str(saved.get("sweep/fingerprint")) != group.fingerprint:
-                logger.warning("group %s: ignoring a checkpoint of a different configuration", group.id)
-            elif _resumed(sim, saved, group.id):
-                diagnostic_times = saved["sweep/diagnostic_times"].tolist()
-                history = {
-                    k[len("sweep/history/"):]: list(v.T) for k, v in saved.items() if k.startswith("sweep/history/")
-                }
-                resumed_from = sim.rounds_done
-                logger.info("group %s: resuming from round %d of %d", group.id, resumed_from, group.horizon)
-        logger.info(
-            "group %s: %s, K=%d, %d cells x %d runs, horizon %d",
-            group.id, group.policy_name, group.num_arms, num_cells, cfg.runs, group.horizon,
-        )  # fmt: skip
-        bar.set_description_str(description, refresh=False)
-        bar.update(num_cells * cfg.runs * resumed_from)
 
-        def record_diagnostics():
-            now = _current_diagnostics(sim)
-            diagnostic_times.append(sim.rounds_done)
-            for name, value in now.items():
-                history.setdefault(name, []).append(value.astype(np.float64).mean(axis=1))
+def _read_checkpoint(path: Path) -> tuple:
+    """``(digest, arrays)`` of a checkpoint file; ``("none", None)`` if there is none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "none", None
+    with np.load(_io.BytesIO(data), allow_pickle=False) as npz:
+        return hashlib.sha256(data).hexdigest()[:16], {k: npz[k] for k in npz.files}
 
-        def save_checkpoint():
-            arrays = dict(sim.checkpoint())
-            arrays["sweep/fingerprint"] = np.asarray(group.fingerprint)
-            arrays["sweep/diagnostic_times"] = np.asarray(diagnostic_times, dtype=np.int64)
-            for name, values in history.items():
-                arrays[f"sweep/history/{name}"] = _stack_history(values, num_cells)
-            if writer:
-                io.save_npz(checkpoint_path, arrays)
 
-        every_chunks, every_seconds = cfg.checkpoint_every_chunks, cfg.checkpoint_every_seconds
-        if jax.process_count() > 1 and every_seconds is not None:
-            # Hosts must take the same checkpoint decisions (gathering the state is a
-            # collective); their clocks differ, so count chunks instead of seconds.
-            every_chunks, every_seconds = every_chunks or 100, None
-        session_start = time.perf_counter()
-        last_save, chunks_since_save = time.monotonic(), 0
-        next_record = int(np.searchsorted(times, diagnostic_times[-1], side="right")) if diagnostic_times else 0
-        while not sim.done:
-            before = sim.rounds_done
-            sim.advance(max_chunks=1)
-            chunks_since_save += 1
-            bar.update(num_cells * cfg.runs * (sim.rounds_done - before))
-            bar.set_postfix_str(f"{group.id} {group.policy_name} t={sim.rounds_done}/{group.horizon}", refresh=False)
-            # Counters at the chunk boundary past each time-grid point: the policy's
-            # diagnostics over time (e.g. lp_explore's case mix) at little cost.
-            if next_record < len(times) and sim.rounds_done >= times[next_record]:
-                record_diagnostics()
-                next_record = int(np.searchsorted(times, sim.rounds_done, side="right"))
-            if not sim.done and (
-                (every_chunks is not None and chunks_since_save >= every_chunks)
-                or (every_seconds is not None and time.monotonic() - last_save >= every_seconds)
-            ):
-                save_checkpoint()
-                last_save, chunks_since_save = time.monotonic(), 0
-            if after_chunk is not None:
-                after_chunk(group.id, sim.rounds_done)
-        result = sim.result()
+def _resume(sim: SimulationRun, group, path: Path) -> _History:
+    """Restore ``sim`` from the group's checkpoint if there is a usable one.
 
+    Every process reads the file process 0 wrote and checks that they all read the
+    same one, so that they resume from the same round.  A checkpoint of another
+    configuration, or one whose engine state this version cannot take (another
+    jaxbandit version), is ignored with a warning: the group starts over and, its
+    results depending only on the seed, ends the same.
+    """
+    digest, saved = _read_checkpoint(path)
+    distributed.agree(f"the checkpoint of group {group.id} (is {path.parent.parent} shared by every process?)", digest)
+    if saved is None:
+        return _History()
+    if str(saved.get("sweep/fingerprint")) != group.fingerprint:
+        logger.warning("group %s: ignoring a checkpoint of a different configuration", group.id)
+        return _History()
+    try:
+        sim.restore({k: v for k, v in saved.items() if not k.startswith("sweep/")})
+    except (ValueError, KeyError) as error:
+        logger.warning("group %s: ignoring a checkpoint this version cannot resume (%r)", group.id, error)
+        return _History()
+    logger.info("group %s: resuming from round %d of %d", group.id, sim.rounds_done, group.horizon)
+    return _History.from_checkpoint(saved)
+
+
+def _save_checkpoint(sim: SimulationRun, group, history: _History, path: Path) -> None:
+    arrays = dict(sim.checkpoint())  # a collective with several processes: all call it
+    arrays["sweep/fingerprint"] = np.asarray(group.fingerprint)
+    arrays.update(history.checkpoint_arrays(len(group.cells)))
+    if distributed.is_writer():
+        io.save_npz(path, arrays)
+
+
+def _advance(sim: SimulationRun, cfg, group, history: _History, path: Path, bar, after_chunk) -> None:
+    """Run the group to its horizon one chunk at a time, recording counters and
+    saving checkpoints; every decision depends on chunk counts or, in a single
+    process only, on this process's clock."""
+    every_chunks, every_seconds = _checkpoint_cadence(cfg)
+    times = sim.times
+    last_save, chunks_since_save = time.monotonic(), 0
+    next_record = int(np.searchsorted(times, history.times[-1], side="right")) if history.times else 0
+    while not sim.done:
+        before = sim.rounds_done
+        sim.advance(max_chunks=1)
+        chunks_since_save += 1
+        bar.update(len(group.cells) * cfg.runs * (sim.rounds_done - before))
+        bar.set_postfix_str(f"{group.id} {group.policy_name} t={sim.rounds_done}/{group.horizon}", refresh=False)
+        # Counters at the chunk boundary past each time-grid point: the policy's
+        # diagnostics over time at little cost.
+        if next_record < len(times) and sim.rounds_done >= times[next_record]:
+            history.record(sim)
+            next_record = int(np.searchsorted(times, sim.rounds_done, side="right"))
+        if not sim.done and (
+            (every_chunks is not None and chunks_since_save >= every_chunks)
+            or (every_seconds is not None and time.monotonic() - last_save >= every_seconds)
+        ):
+            _save_checkpoint(sim, group, history, path)
+            last_save, chunks_since_save = time.monotonic(), 0
+        if after_chunk is not None:
+            after_chunk(group.id, sim.rounds_done)
+
+
+def _group_arrays(result, history: _History, num_cells: int) -> dict:
+    """What ``groups/gNNN.npz`` holds (see :class:`jaxbandit.io.CellResult`)."""
     arrays = {
         "times": result.times,
         "regret": result.regret,
         "counts": result.counts,
-        "diagnostic_times": np.asarray(diagnostic_times, dtype=np.int64),
+        "diagnostic_times": np.asarray(history.times, dtype=np.int64),
     }
     for name, value in result.diagnostics.items():
         arrays[f"diagnostics/{name}"] = value
-        arrays[f"diagnostic_history/{name}"] = _stack_history(history.get(name, []), num_cells)
-    session_time = time.perf_counter() - session_start
-    work = num_cells * cfg.runs * (group.horizon - resumed_from)
-    meta = {
+        arrays[f"diagnostic_history/{name}"] = history.stacked(name, num_cells)
+    return arrays
+
+
+def _group_metadata(cfg, group, params: dict, result, session_time: float, resumed_from: int) -> dict:
+    """What ``groups/gNNN.json`` holds: the group, its configuration, where and how fast it ran."""
+    work = len(group.cells) * cfg.runs * (group.horizon - resumed_from)
+    return {
         "id": group.id,
         "fingerprint": group.fingerprint,
         "config_fingerprint": cfg.fingerprint(),
@@ -321,13 +431,13 @@ def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, descriptio
         "static": group.static,
         "params": {k: v.tolist() for k, v in params.items()},
         "horizon": group.horizon,
-        "num_cells": num_cells,
+        "num_cells": len(group.cells),
         "runs": cfg.runs,
         "seed": cfg.seed,
         "precision": cfg.precision,
         "chunk_size": cfg.chunk_size,
         "diagnostics": sorted(result.diagnostics),
-        "wall_time": sim.wall_time,  # engine time over all sessions (up to the checkpoint)
+        "wall_time": result.wall_time,  # engine time over all sessions (up to the checkpoint)
         "session_wall_time": session_time,
         "resumed_from_round": resumed_from,
         "run_rounds_per_second": work / session_time if session_time > 0 else None,
@@ -335,17 +445,31 @@ def _run_group(cfg, group, out: Path, bar, after_chunk, writer: bool, descriptio
         "versions": package_versions(),
         "finished": _now(),
     }
-    if writer:
-        io.save_npz(out / "groups" / f"{group.id}.npz", arrays)
+
+
+def _run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None:
+    """Simulate one cell group (resuming its checkpoint) and write its results."""
+    checkpoint_path = out / "checkpoints" / f"{group.id}.npz"
+    precision = contextlib.nullcontext() if cfg.precision == "float32" else jax.enable_x64(True)
+    with precision:
+        sim, params = _new_simulation(cfg, group)
+        history = _resume(sim, group, checkpoint_path)
+        resumed_from = sim.rounds_done
+        logger.info(
+            "group %s: %s, K=%d, %d cells x %d runs, horizon %d",
+            group.id, group.policy_name, group.num_arms, len(group.cells), cfg.runs, group.horizon,
+        )  # fmt: skip
+        bar.set_description_str(description, refresh=False)
+        bar.update(len(group.cells) * cfg.runs * resumed_from)
+        session_start = time.perf_counter()
+        _advance(sim, cfg, group, history, checkpoint_path, bar, after_chunk)
+        result = sim.result()
+    session_time = time.perf_counter() - session_start
+    meta = _group_metadata(cfg, group, params, result, session_time, resumed_from)
+    if distributed.is_writer():
+        io.save_npz(out / "groups" / f"{group.id}.npz", _group_arrays(result, history, len(group.cells)))
         io.save_json(out / "groups" / f"{group.id}.json", meta)  # last: marks the group done
         checkpoint_path.unlink(missing_ok=True)
     logger.info(
         "group %s: done in %.1f s (%.3g run-rounds/s)", group.id, session_time, meta["run_rounds_per_second"] or 0
     )
-
-
-def _stack_history(values: list, num_cells: int) -> np.ndarray:
-    """``(C, D)`` float64 from a list of ``D`` arrays of shape ``(C,)``."""
-    if not values:
-        return np.zeros((num_cells, 0), np.float64)
-    return np.stack(values, axis=1).astype(np.float64)

@@ -9,7 +9,7 @@ import pytest
 
 import jaxbandit as jb
 from jaxbandit import config, io, policies, sweep
-from jaxbandit.simulate import SimulationRun
+from jaxbandit.runner import SimulationRun
 from tests import sweep_fixtures as fx
 
 
