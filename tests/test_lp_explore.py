@@ -13,6 +13,7 @@ from jaxbandit import bound_lp as lower_bound_module
 from jaxbandit import estimator, instances, lp
 from jaxbandit.engine import make_context
 from jaxbandit.policies import lp_explore as lp_explore_module
+from jaxbandit.policies._allocation import LPAnswer, round_tests
 from tests import reference
 
 Case = lp_explore_module.Case
@@ -123,14 +124,14 @@ def test_round_tests_match_the_lp_right_hand_side():
         zeta = np.where(np.isfinite(zeta), zeta, rng.uniform(0, 10, b.shape)).astype(np.float32)
         zeta[:, 0] = np.where(rng.random(size) < 0.2, zeta[:, 1], zeta[:, 0])  # ties for argmin zeta
         observed_exactly = np.isinf(precision).any(axis=1)
-        tests = jax.jit(jax.vmap(lp_explore_module._round_tests, (0, 0, None, 0)))(
+        tests = jax.jit(jax.vmap(round_tests, (0, 0, None, 0)))(
             jnp.asarray(mean), jnp.asarray(zeta), scale, jnp.asarray(observed_exactly)
         )
         expected_tie = np.asarray(problem.status) != 0
         np.testing.assert_array_equal(tests.tie, expected_tie)
         np.testing.assert_array_equal(tests.best_arm, np.argmax(mean, axis=1))
         expected_a = ~expected_tie & np.all(zeta >= scale * b, axis=1)
-        np.testing.assert_array_equal(tests.case_a, expected_a)
+        np.testing.assert_array_equal(tests.covered, expected_a)
         assert 0.05 < expected_a.mean() < 0.95, "the states should straddle Case A"
         np.testing.assert_array_equal(tests.least_explored, np.argmin(zeta, axis=1))
         np.testing.assert_array_equal(tests.min_zeta, zeta.min(axis=1))
@@ -275,7 +276,7 @@ def test_corner_cases_fall_back_and_are_counted():
 
 
 def _dummy_answer(num_arms):
-    return lp_explore_module.LPAnswer(
+    return LPAnswer(
         arm=jnp.int32(0), no_arm=jnp.asarray(False),
         c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),

@@ -14,6 +14,7 @@ from jaxbandit import estimator, instances, lp
 from jaxbandit.bound_lp import LowerBoundSolution, initial_warm_start, warm_start
 from jaxbandit.engine import make_context
 from jaxbandit.policies import ossb as ossb_module
+from jaxbandit.policies._allocation import LPAnswer
 from tests import reference
 
 Branch = ossb_module.Branch
@@ -192,7 +193,7 @@ def test_tie_and_lp_failure_fall_back_and_are_counted():
 
 
 def _dummy_answer(num_arms):
-    return ossb_module.LPAnswer(
+    return LPAnswer(
         arm=jnp.int32(0), no_arm=jnp.asarray(False),
         c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),

@@ -13,6 +13,7 @@ from jaxbandit.base import Context, Policy
 
 __all__ = [
     "EstimatorPolicyState",
+    "check_nonnegative",
     "check_positive",
     "check_unit_interval",
     "estimator_policy",
@@ -59,6 +60,17 @@ def check_positive(name: str, value) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
     return value
+
+
+def check_nonnegative(name: str, value) -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and >= 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}.") from err
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+    return number
 
 
 def check_unit_interval(name: str, value, *, closed: bool = False) -> float:

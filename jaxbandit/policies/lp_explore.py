@@ -27,27 +27,10 @@ Corner cases (never NaN; each is counted in the diagnostics):
   counted in ``no_arm_fallbacks``.
 
 LP solves use the canonical optimum of :mod:`jaxbandit.lp` (smallest ``sum c`` among the
-optima), so the algorithm is deterministic.  Each run keeps the optimal basis of its last
-solve with the inverse of its basis matrix (the LP's matrix ``W^T`` does not depend on
-the means, so the inverse stays valid), anchored at the gaps of its last passing check.
-A Case C round goes through three stages, each only for the runs the previous one could
-not answer (the engine compacts them, see :mod:`jaxbandit.base`):
-
-1. *re-use* (:func:`jaxbandit.lower_bound.reuse_warm_start_at`): while ``i*`` is the same
-   arm and every gap (the LP's costs) is within a certified radius of the anchor's, the
-   basis stays optimal as long as it stays primal feasible, so
-   ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound: one ``K x K``
-   product (``lp_reuses``);
-2. *check* (:func:`jaxbandit.lower_bound.check_warm_start`): the basis verified at the
-   new estimates, a few ``K x K`` products with refinement; a pass re-anchors
-   (``lp_warm_solves``);
-3. the full simplex (``lp_full_solves``), and a new factorised basis.
-
-The answer is the canonical optimum whichever stage gives it: the same basis, ``c*``
-equal up to rounding (check, full solve) or within a certified relative 1e-5 (float32;
-1e-9 float64) per component, of the largest for a component that is zero (re-use).
-The stage that answers a run also chooses its Case C arm, so that this work too is done
-for the runs in Case C only.
+optima), so the algorithm is deterministic.  A Case C round computes ``c*`` with the
+three stages of :mod:`jaxbandit.policies._allocation` (re-use of a certified warm start,
+``lp_reuses``; a check of the warm basis, ``lp_warm_solves``; the full simplex,
+``lp_full_solves``), served by the engine only to the runs in Case C.
 
 Defaults: ``alpha = 4.5`` (the theorem needs ``alpha > 4``; smaller values explore less
 and often do better in practice, but void the guarantee and emit a
@@ -61,24 +44,13 @@ from __future__ import annotations
 import warnings
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from jaxbandit import estimator, lp
-from jaxbandit.lower_bound import (
-    LowerBoundSolution,
-    LPWarmStart,
-    anchor_warm_start,
-    check_warm_start,
-    initial_warm_start,
-    noise_free_arms,
-    reuse_warm_start_at,
-    right_hand_side,
-    solve_lower_bound,
-    warm_start,
-)
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Decision, Policy, Solver, Stage
+from jaxbandit.base import Context, Decision, Policy, Solver
+from jaxbandit.bound_lp import LowerBoundSolution, LPWarmStart, initial_warm_start, noise_free_arms
+from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
 from jaxbandit.policies._common import check_positive, check_unit_interval, log_round
 from jaxbandit.reductions import first_true
 
@@ -132,77 +104,6 @@ class LPRequest(NamedTuple):
     case_b_arm: Array  # int32, the Case B arm (LP-failure fallback)
     gaps: Array  # (K,) the LP's costs at mu_hat (lower_bound_problem(mean).cost)
     scale: Array  # () s = 4 alpha log t
-
-
-class LPAnswer(NamedTuple):
-    arm: Array  # int32 the Case C arm (or its fallback), chosen by the stage that answered
-    no_arm: Array  # bool: solved, but no arm was deficient (played argmax mu_hat)
-    c: Array  # (K,) c*(mu_hat)
-    status: Array  # int32 lp.LPStatus
-    basis: Array  # (K,) int32 the optimal basis
-    needs_fallback: Array  # bool: this stage could not answer, go on to the next
-    reused: Array  # bool: this answer re-used the warm start's certified region
-    full_solve: Array  # bool: this answer came from the full solve
-    anchor_values: Array  # (K,) the check's basic values, to anchor the warm start
-    cost_radius: Array  # () the check's cost radius (0 unless the check passed)
-
-
-class RoundTests(NamedTuple):
-    """What a round of Algorithm 1 needs to know about one run (all scalars)."""
-
-    best_arm: Array  # int32 argmax mu_hat (the smallest index among ties)
-    tie: Array  # bool: another arm shares the best mean
-    case_a: Array  # bool: zeta_i >= s b_i(mu_hat) for every i (never with a tie)
-    least_explored: Array  # int32 argmin zeta (the smallest index among ties)
-    min_zeta: Array
-    min_gap: Array  # Delta_min, the smallest positive gap (1 with a tie)
-    gaps: Array  # (K,) mu_hat[i*] - mu_hat, the LP's costs
-
-
-def _round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
-    """The tests of Cases A and B, with the other arms visited in one reduction.
-
-    Under ``vmap`` on a CPU each reduction over the arms costs about as much as a
-    whole round of ``ucb_n``, so the tie test, Case A's ``zeta >= s b`` and Case B's
-    ``argmin zeta`` share one pass.  ``b`` is the LP's right-hand side
-    (:func:`jaxbandit.lower_bound.lower_bound_problem`): ``2 / Delta_i**2`` for the other
-    arms and ``2 / Delta_min**2`` for ``i*``, 0 on rows observed exactly.  As the
-    rounded ``s * (2 / Delta**2)`` does not increase with ``Delta``, ``i*``'s test
-    against ``Delta_min`` is the same as testing ``zeta_{i*}`` against every other
-    arm's ``s b_i``: the same comparisons as building ``b``, to the last bit.
-
-    Args:
-        mean, zeta: ``(K,)`` estimates and weighted counts.
-        scale: ``()`` ``s = 4 alpha log t`` (> 0).
-        observed_exactly: ``(K,)`` bool, :func:`jaxbandit.lower_bound.noise_free_arms`.
-    """
-    num_arms = mean.shape[0]
-    best_arm = jnp.argmax(mean).astype(jnp.int32)
-    gaps = mean[best_arm] - mean
-    others = jnp.arange(num_arms, dtype=jnp.int32) != best_arm
-    positive = gaps > 0  # the other arms, unless one ties with i* (then no Case A anyway)
-    need = scale * (2 / jnp.square(jnp.where(positive, gaps, 1)))  # s b_i for i != i*: finite
-    covered = (observed_exactly | (zeta >= need)) & (observed_exactly[best_arm] | (zeta[best_arm] >= need))
-
-    def combine(left, right):
-        gap_l, covered_l, zeta_l, arm_l = left
-        gap_r, covered_r, zeta_r, arm_r = right
-        right_first = (zeta_r < zeta_l) | ((zeta_r == zeta_l) & (arm_r < arm_l))
-        return (
-            jnp.minimum(gap_l, gap_r),
-            covered_l & covered_r,
-            jnp.where(right_first, zeta_r, zeta_l),
-            jnp.where(right_first, arm_r, arm_l),
-        )
-
-    dtype = mean.dtype
-    operands = (jnp.where(others, gaps, jnp.inf), covered | ~others, zeta, jnp.arange(num_arms, dtype=jnp.int32))
-    identity = (jnp.asarray(jnp.inf, dtype), jnp.asarray(True), jnp.asarray(jnp.inf, zeta.dtype), jnp.int32(num_arms))
-    min_gap, all_covered, min_zeta, least_explored = jax.lax.reduce(operands, identity, combine, (0,))
-    tie = min_gap == 0
-    # With a tie no LP is solved; 1 keeps the b built from it finite.
-    min_gap = jnp.where(tie, jnp.ones_like(min_gap), min_gap)
-    return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta, min_gap, gaps)
 
 
 def _case_c_arm(solution: LowerBoundSolution, request: LPRequest, counts, case_c_rule: str):
@@ -280,7 +181,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         mean = estimator.mean(state.stats)
         zeta = estimator.weighted_counts(state.stats)
         scale = 4 * ctx.params["alpha"] * log_round(t, dtype)
-        tests = _round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
+        tests = round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
         # beta(n_e) / K with sbar^2 floored at the smallest variance the estimator uses.
         sbar_squared = jnp.maximum(jnp.max(jnp.min(jnp.square(ctx.sigma), axis=0)), 1 / estimator.max_weight(dtype))
         beta = state.exploration_rounds.astype(dtype) ** ctx.params["gamma"] / (2 * sbar_squared)
@@ -290,75 +191,13 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         case = jnp.where(
             t <= num_arms,
             Case.INITIAL,
-            jnp.where(tests.tie, Case.TIE, jnp.where(tests.case_a, Case.A, jnp.where(case_b, Case.B, Case.C))),
+            jnp.where(tests.tie, Case.TIE, jnp.where(tests.covered, Case.A, jnp.where(case_b, Case.B, Case.C))),
         ).astype(jnp.int32)
         case_b_arm = best_observer[tests.least_explored]
         initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
         arm = jnp.where(case == Case.INITIAL, initial_arm, jnp.where(case == Case.A, tests.best_arm, case_b_arm))
         request = LPRequest(mean, tests.min_gap, tests.best_arm, case, case_b_arm, tests.gaps, scale)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
-
-    def _answer(
-        request, state, solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_radius=0
-    ):
-        zeros = jnp.zeros_like(solution.c)
-        # The arm is chosen here, for just the runs this stage serves, not in finish_fn
-        # for every run: late in a run few runs are in Case C in a round, and moving
-        # this choice (and building b, in solve_fn) out of the per-run path made such
-        # rounds 14% faster.
-        arm, no_arm = _case_c_arm(solution, request, state.stats.counts, case_c_rule)
-        return LPAnswer(
-            arm=arm,
-            no_arm=no_arm,
-            c=solution.c,
-            status=solution.status,
-            basis=solution.basis,
-            needs_fallback=jnp.asarray(needs_fallback),
-            reused=jnp.asarray(reused),
-            full_solve=jnp.asarray(full_solve),
-            anchor_values=zeros if anchor_values is None else anchor_values,
-            cost_radius=jnp.asarray(cost_radius, zeros.dtype),
-        )
-
-    def reuse_fn(request: LPRequest, state: LPExploreState, ctx: Context):
-        # Near the gaps of the last passing check the basis is certified to stay
-        # optimal: c* is one K x K product (Case C has no tie, so the LP is well posed).
-        # b is built here (not in select_fn) so that only the runs in Case C build it.
-        rhs = right_hand_side(request.gaps, request.min_gap, noise_free_arms(ctx.precision))
-        ok, c = reuse_warm_start_at(request.gaps, rhs, request.best_arm, state.warm)
-        status = jnp.where(ok, lp.LPStatus.OPTIMAL, lp.LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
-        solution = LowerBoundSolution(c, jnp.zeros((), c.dtype), status, jnp.int32(0), state.warm.basis)
-        return _answer(request, state, solution, ~ok, reused=ok), ok
-
-    def check_fn(request: LPRequest, state: LPExploreState, ctx: Context):
-        ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, state.warm)
-        answer = _answer(
-            request, state, solution, ~ok, anchor_values=sensitivity.values, cost_radius=sensitivity.cost_radius
-        )
-        return answer, ok
-
-    def anchor_fold(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
-        # A passing check anchors the warm start at these means (the engine runs this
-        # for just the runs it checked).
-        mean = estimator.mean(state.stats)
-        anchored = anchor_warm_start(state.warm, mean, ctx.precision, answer.anchor_values, answer.cost_radius)
-        passed = ~answer.needs_fallback
-        # Only the anchor changes: the engine then scatters back just its leaves.
-        anchor = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored.anchor, state.warm.anchor)
-        return state._replace(warm=state.warm._replace(anchor=anchor))
-
-    def full_solve_fn(request: LPRequest, state: LPExploreState, ctx: Context):
-        # A cold solve: its canonical answer does not depend on the run's history.
-        solution = solve_lower_bound(request.mean, ctx.precision)
-        return _answer(request, state, solution, False, full_solve=True), jnp.asarray(True)
-
-    def new_basis_fold(state: LPExploreState, answer: LPAnswer, ctx: Context) -> LPExploreState:
-        # Only a full solve changes the basis: factorise the new one for the next checks
-        # (the engine runs this for just the runs that needed the full solve).
-        solved = answer.status == lp.LPStatus.OPTIMAL
-        new = warm_start(ctx.precision, answer.basis)
-        warm = jax.tree.map(lambda a, b: jnp.where(solved, a, b), new, state.warm)
-        return state._replace(warm=warm)
 
     def finish_fn(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx: Context):
         request: LPRequest = decision.request
@@ -386,7 +225,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         new_state = LPExploreState(
             stats=state.stats,
             exploration_rounds=state.exploration_rounds + count(explored),
-            warm=state.warm,  # a full solve's basis came in through new_basis_fold
+            warm=state.warm,  # a full solve's basis came in through its stage's fold
             counters=counters,
         )
         return arm, new_state
@@ -403,14 +242,8 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         out["exploration_rounds"] = state.exploration_rounds
         return out
 
-    solver = Solver(
-        stages=(
-            Stage(reuse_fn, batching="single_pass"),
-            Stage(check_fn, fold_fn=anchor_fold),
-            Stage(full_solve_fn, fold_fn=new_basis_fold, batching="rare"),
-        ),
-        finish_fn=finish_fn,
-    )
+    choose_arm = lambda solution, request, counts: _case_c_arm(solution, request, counts, case_c_rule)
+    solver = Solver(stages=allocation_stages(choose_arm), finish_fn=finish_fn)
     return Policy(
         init_fn, select_fn, update_fn, diagnostics_fn, consolidate_fn=consolidate_fn, solver=solver,
         name="lp_explore", params={"alpha": alpha, "gamma": gamma}, options={"case_c_rule": case_c_rule},

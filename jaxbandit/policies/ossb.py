@@ -76,26 +76,15 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from jaxbandit import estimator, lp
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Decision, Policy, Solver, Stage
-from jaxbandit.bound_lp import (
-    LowerBoundSolution,
-    LPWarmStart,
-    anchor_warm_start,
-    check_warm_start,
-    initial_warm_start,
-    noise_free_arms,
-    reuse_warm_start_at,
-    right_hand_side,
-    solve_lower_bound,
-    warm_start,
-)
-from jaxbandit.policies._common import log_round
-from jaxbandit.policies.lp_explore import RATIO_TIE_TOLERANCE, LPAnswer, _round_tests
+from jaxbandit.base import Context, Decision, Policy, Solver
+from jaxbandit.bound_lp import LowerBoundSolution, LPWarmStart, initial_warm_start, noise_free_arms
+from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
+from jaxbandit.policies._common import check_nonnegative, log_round
+from jaxbandit.policies.lp_explore import RATIO_TIE_TOLERANCE
 from jaxbandit.reductions import first_true
 
 __all__ = ["POSITIVE_TOLERANCE", "Branch", "OSSBState", "ossb"]
@@ -144,17 +133,6 @@ class OSSBRequest(NamedTuple):
     gaps: Array  # (K,) the LP's costs at mu_hat
 
 
-def _check_nonnegative(name: str, value) -> float:
-    """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and >= 0."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}.") from err
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
-    return number
-
-
 def _exploration_arm(solution: LowerBoundSolution, request: OSSBRequest, counts):
     """The arm an exploration round plays given the LP's answer, and whether none qualified.
 
@@ -199,8 +177,8 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
     Raises:
         ValueError: ``epsilon`` or ``gamma`` is not a finite number ``>= 0``.
     """
-    epsilon = _check_nonnegative("epsilon", epsilon)
-    gamma = _check_nonnegative("gamma", gamma)
+    epsilon = check_nonnegative("epsilon", epsilon)
+    gamma = check_nonnegative("gamma", gamma)
 
     def init_fn(ctx: Context) -> OSSBState:
         num_arms = ctx.sigma.shape[-1]
@@ -220,7 +198,7 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
         mean = estimator.mean(state.stats)
         zeta = estimator.weighted_counts(state.stats)
         scale = (1 + ctx.params["gamma"]) * log_round(t, dtype)
-        tests = _round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
+        tests = round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
         # s as it stands after this round if the round does not exploit (the
         # pseudo-code increments s before the estimation test).
         counter = (state.exploration_counter + 1).astype(dtype)
@@ -233,7 +211,7 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
                 tests.tie,
                 Branch.TIE,
                 jnp.where(
-                    tests.case_a, Branch.EXPLOITATION, jnp.where(estimation, Branch.ESTIMATION, Branch.EXPLORATION)
+                    tests.covered, Branch.EXPLOITATION, jnp.where(estimation, Branch.ESTIMATION, Branch.EXPLORATION)
                 ),
             ),
         ).astype(jnp.int32)
@@ -246,61 +224,6 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
         )
         request = OSSBRequest(mean, tests.min_gap, tests.best_arm, branch, estimation_arm, tests.gaps)
         return Decision(arm=arm.astype(jnp.int32), needs_solve=branch == Branch.EXPLORATION, request=request)
-
-    def _answer(
-        request, state, solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_radius=0
-    ):
-        zeros = jnp.zeros_like(solution.c)
-        # The stage that answers chooses the arm, for just the runs it serves.
-        arm, no_arm = _exploration_arm(solution, request, state.stats.counts)
-        return LPAnswer(
-            arm=arm,
-            no_arm=no_arm,
-            c=solution.c,
-            status=solution.status,
-            basis=solution.basis,
-            needs_fallback=jnp.asarray(needs_fallback),
-            reused=jnp.asarray(reused),
-            full_solve=jnp.asarray(full_solve),
-            anchor_values=zeros if anchor_values is None else anchor_values,
-            cost_radius=jnp.asarray(cost_radius, zeros.dtype),
-        )
-
-    def reuse_fn(request: OSSBRequest, state: OSSBState, ctx: Context):
-        # Near the gaps of the last passing check the basis is certified to stay
-        # optimal: c is one K x K product (an exploration round has no tie).
-        rhs = right_hand_side(request.gaps, request.min_gap, noise_free_arms(ctx.precision))
-        ok, c = reuse_warm_start_at(request.gaps, rhs, request.best_arm, state.warm)
-        status = jnp.where(ok, lp.LPStatus.OPTIMAL, lp.LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
-        solution = LowerBoundSolution(c, jnp.zeros((), c.dtype), status, jnp.int32(0), state.warm.basis)
-        return _answer(request, state, solution, ~ok, reused=ok), ok
-
-    def check_fn(request: OSSBRequest, state: OSSBState, ctx: Context):
-        ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, state.warm)
-        answer = _answer(
-            request, state, solution, ~ok, anchor_values=sensitivity.values, cost_radius=sensitivity.cost_radius
-        )
-        return answer, ok
-
-    def anchor_fold(state: OSSBState, answer: LPAnswer, ctx: Context) -> OSSBState:
-        # A passing check anchors the warm start at these means.
-        mean = estimator.mean(state.stats)
-        anchored = anchor_warm_start(state.warm, mean, ctx.precision, answer.anchor_values, answer.cost_radius)
-        passed = ~answer.needs_fallback
-        # Only the anchor changes: the engine then scatters back just its leaves.
-        anchor = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored.anchor, state.warm.anchor)
-        return state._replace(warm=state.warm._replace(anchor=anchor))
-
-    def full_solve_fn(request: OSSBRequest, state: OSSBState, ctx: Context):
-        solution = solve_lower_bound(request.mean, ctx.precision)
-        return _answer(request, state, solution, False, full_solve=True), jnp.asarray(True)
-
-    def new_basis_fold(state: OSSBState, answer: LPAnswer, ctx: Context) -> OSSBState:
-        # Only an optimal full solve changes the basis: factorise it for the next checks.
-        solved = answer.status == lp.LPStatus.OPTIMAL
-        new = warm_start(ctx.precision, answer.basis)
-        warm = jax.tree.map(lambda a, b: jnp.where(solved, a, b), new, state.warm)
-        return state._replace(warm=warm)
 
     def finish_fn(state: OSSBState, decision: Decision, answer: LPAnswer, t, ctx: Context):
         request: OSSBRequest = decision.request
@@ -327,7 +250,7 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
         new_state = OSSBState(
             stats=state.stats,
             exploration_counter=state.exploration_counter + count(estimated | explore),
-            warm=state.warm,  # a full solve's basis came in through new_basis_fold
+            warm=state.warm,  # a full solve's basis came in through its stage's fold
             counters=counters,
         )
         return arm, new_state
@@ -344,14 +267,7 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
         out["exploration_counter"] = state.exploration_counter
         return out
 
-    solver = Solver(
-        stages=(
-            Stage(reuse_fn, batching="single_pass"),
-            Stage(check_fn, fold_fn=anchor_fold),
-            Stage(full_solve_fn, fold_fn=new_basis_fold, batching="rare"),
-        ),
-        finish_fn=finish_fn,
-    )
+    solver = Solver(stages=allocation_stages(_exploration_arm), finish_fn=finish_fn)
     return Policy(
         init_fn, select_fn, update_fn, diagnostics_fn, consolidate_fn=consolidate_fn, solver=solver,
         name="ossb", params={"epsilon": epsilon, "gamma": gamma},
