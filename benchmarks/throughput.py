@@ -5,7 +5,10 @@ Usage:  python benchmarks/throughput.py [--quick] [--policies ucb_n,ts_n] [--arm
         [--runs 1000,10000] [--rounds 2048]
 
 Prints one JSON line per case: {"case", "num_arms", "runs", "run_rounds_per_s",
-"ratio_vs_numpy", "ratio_vs_sampling", "config", "machine"}.
+"ratio_vs_numpy", "ratio_vs_sampling", "config", "machine"}.  Each policy's line also
+has its cost per run-round relative to ``ucb_n`` (always timed, as the reference):
+"cost_vs_ucb_n" from wall time and "cpu_cost_vs_ucb_n" from the process's CPU time,
+which other jobs on a shared machine disturb less.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,22 +28,36 @@ import jaxbandit as jb  # noqa: E402
 from benchmarks._common import best_time, emit, int_list, machine, numpy_round  # noqa: E402
 from jaxbandit import environment, rng  # noqa: E402
 
+REFERENCE = "ucb_n"  # the policy every other policy's cost is compared with
+
 
 def instance(num_arms: int) -> jb.Instance:
     return jb.instances.random(0, num_arms, inf_prob=0.3)
 
 
-def time_policy(name: str, inst: jb.Instance, runs: int, rounds: int) -> float:
-    """Seconds for ``rounds`` rounds of ``runs`` runs in the steady state of a long run.
+def best_wall_and_cpu(fn, repeat: int) -> tuple[float, float]:
+    """Minimum wall time and minimum process CPU time of ``fn()`` over ``repeat`` calls."""
+    wall, cpu = [], []
+    for _ in range(repeat):
+        wall_start, cpu_start = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - wall_start)
+        cpu.append(time.process_time() - cpu_start)
+    return min(wall), min(cpu)
+
+
+def time_policy(name: str, inst: jb.Instance, runs: int, rounds: int) -> tuple[float, float]:
+    """Wall and CPU seconds for ``rounds`` rounds of ``runs`` runs in the steady state of
+    a long run.
 
     The run has a horizon of 10**7 (results on the default ~100-point grid); the first
     chunk compiles and covers the densely recorded start, then one chunk of ``rounds``
-    rounds is timed, three times in a row, and the best is kept.
+    rounds is timed, three times in a row, and the best of each clock is kept.
     """
     policy = jb.policies.make(name)
     sim = jb.SimulationRun(policy, inst, 10**7, runs, seed=0, chunk_size=rounds)
     sim.advance(max_chunks=1)  # compiles
-    return best_time(lambda: sim.advance(max_chunks=1), repeat=3)
+    return best_wall_and_cpu(lambda: sim.advance(max_chunks=1), repeat=3)
 
 
 def time_sampling(inst: jb.Instance, runs: int, rounds: int) -> float:
@@ -100,6 +118,9 @@ def main(argv=None) -> int:
         args.arms, args.runs, args.rounds = "10", "1000", 1024
     arm_counts = int_list(parser, "--arms", args.arms, 2)
     run_counts = int_list(parser, "--runs", args.runs, 1)
+    policies = [name for name in args.policies.split(",") if name.strip()]
+    if REFERENCE not in policies:
+        policies.insert(0, REFERENCE)
     info = machine()
     for num_arms in arm_counts:
         inst = instance(num_arms)
@@ -107,10 +128,8 @@ def main(argv=None) -> int:
             config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}
             numpy_rate = runs * args.numpy_rounds / time_numpy(inst, runs, args.numpy_rounds)
             sampling_rates = [runs * args.rounds / time_sampling(inst, runs, args.rounds)]
-            policy_rates = {
-                name: runs * args.rounds / time_policy(name, inst, runs, args.rounds)
-                for name in args.policies.split(",")
-            }
+            policy_times = {name: time_policy(name, inst, runs, args.rounds) for name in policies}
+            reference_wall, reference_cpu = policy_times[REFERENCE]
             # The machine is shared: time the sampling again after the policies and keep
             # the faster figure, so a quiet spell cannot flatter the policies' ratios.
             sampling_rates.append(runs * args.rounds / time_sampling(inst, runs, args.rounds))
@@ -126,7 +145,8 @@ def main(argv=None) -> int:
                     "machine": info,
                 }
             )
-            for name, rate in policy_rates.items():
+            for name, (wall, cpu) in policy_times.items():
+                rate = runs * args.rounds / wall
                 emit(
                     {
                         "case": name,
@@ -134,6 +154,8 @@ def main(argv=None) -> int:
                         "run_rounds_per_s": rate,
                         "ratio_vs_numpy": rate / numpy_rate,
                         "ratio_vs_sampling": rate / sampling_rate,
+                        "cost_vs_ucb_n": wall / reference_wall,
+                        "cpu_cost_vs_ucb_n": cpu / reference_cpu,
                         "machine": info,
                     }
                 )
