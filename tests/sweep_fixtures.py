@@ -26,7 +26,24 @@ from jaxbandit.base import Policy
 
 REPO = Path(__file__).resolve().parents[1]
 CASES_POLICY = "test_cases"
-TRACES: dict = {}
+
+
+class _TraceCounter:
+    """Traces per policy name.  An object, not a dict: the engine's cache key reads a
+    dict that a policy function names by its value, so a counting dict would itself
+    change the key it counts."""
+
+    def __init__(self):
+        self._counts: dict = {}
+
+    def add(self, name: str) -> None:
+        self._counts[name] = self._counts.get(name, 0) + 1
+
+    def __getitem__(self, name: str) -> int:
+        return self._counts.get(name, 0)
+
+
+TRACES = _TraceCounter()
 
 
 class CasesState(NamedTuple):
@@ -51,7 +68,7 @@ def _cases_policy(name: str, alpha: float) -> Policy:
         return CasesState(_INNER.init_fn(ctx), jnp.zeros(3, jnp.int32))
 
     def select_fn(key, state, t, ctx):
-        TRACES[name] = TRACES.get(name, 0) + 1  # runs at trace time only
+        TRACES.add(name)  # runs at trace time only
         return _INNER.select_fn(key, state.inner, t, ctx)
 
     def update_fn(state, arm, values, ctx):
