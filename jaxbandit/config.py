@@ -25,6 +25,10 @@ Schema (all keys not listed are errors)::
     mu = [1.0, 0.8, 0.5]      #   "default" (name picks one of default_instances());
     sigma = 1.0               #   "explicit" (mu and sigma given; "inf" strings allowed)
 
+    [monitor]                 # optional: a per-round check of every cell's policy state
+    name = "estimator_deviation"   # (jaxbandit.monitors), recorded at the recording times
+    alphas = [1.0, 4.5]
+
     [[policies]]
     name = "ucb_n"            # a registered policy (jaxbandit.policies.names()), or an
                               #   import path "package.module:factory" of your own
@@ -56,6 +60,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from jaxbandit import instances as instances_module
+from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit.instances import Instance
 from jaxbandit.result import geometric_times
@@ -79,7 +84,7 @@ __all__ = [
 
 _TOP_KEYS = {
     "name", "seed", "runs", "horizon", "precision", "times", "chunk_size", "solve_batch",
-    "checkpoint", "instances", "policies",
+    "checkpoint", "instances", "policies", "monitor",
 }
 _REQUIRED_TOP = ("runs", "horizon", "instances", "policies")
 _CHECKPOINT_KEYS = {"every_chunks", "every_seconds"}
@@ -169,6 +174,14 @@ class SweepConfig:
     checkpoint_every_seconds: Optional[float]
     instances: tuple  # of InstanceSpec
     policies: tuple  # of PolicySpec
+    monitor: Optional[dict] = None  # {"name": ..., **arguments} of a jaxbandit.monitors monitor
+
+    def make_monitor(self):
+        """The configured :class:`~jaxbandit.monitors.Monitor`, or None."""
+        if self.monitor is None:
+            return None
+        arguments = {k: v for k, v in self.monitor.items() if k != "name"}
+        return monitors_module.make(self.monitor["name"], **arguments)
 
     def times_for(self, horizon: int) -> np.ndarray:
         """``(P,)`` int64 rounds at which regret is recorded for ``horizon``."""
@@ -407,6 +420,7 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
 
     instance_specs = _parse_instances(check, data["instances"])
     policy_specs = _parse_policies(check, data["policies"])
+    monitor = _parse_monitor(check, data.get("monitor"))
 
     return SweepConfig(
         source=source,
@@ -423,7 +437,30 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
         checkpoint_every_seconds=every_seconds,
         instances=tuple(instance_specs),
         policies=tuple(policy_specs),
+        monitor=monitor,
     )
+
+
+def _parse_monitor(check: _Checker, value) -> Optional[dict]:
+    """The ``[monitor]`` table: ``name`` (a monitor of :mod:`jaxbandit.monitors`) and its
+    arguments, e.g. ``name = "estimator_deviation"``, ``alphas = [1.0, 4.5]``."""
+    if value is None:
+        return None
+    table = check.table("monitor", value)
+    if "name" not in table:
+        check.fail("monitor.name", f"missing; one of {', '.join(sorted(monitors_module.REGISTRY))}")
+    name = check.string("monitor.name", table["name"])
+    if name not in monitors_module.REGISTRY:
+        check.fail("monitor.name", f"unknown monitor {name!r}; known monitors: {', '.join(sorted(monitors_module.REGISTRY))}")
+    accepted = set(inspect.signature(monitors_module.REGISTRY[name]).parameters) - {"estimator_fn"}
+    arguments = {k: v for k, v in table.items() if k != "name"}
+    check.unknown("monitor", arguments, accepted | {"name"}, f" (arguments of monitor {name!r} plus name)")
+    try:
+        monitors_module.make(name, **arguments)
+    except (ValueError, TypeError) as err:
+        bad = _blame(arguments, str(err))
+        check.fail(f"monitor.{bad}" if bad else "monitor", str(err).rstrip("."))
+    return dict(table)
 
 
 def _entries(check: _Checker, key: str, value) -> list:

@@ -169,6 +169,8 @@ class CellResult:
         diagnostic_times: ``(D,)`` rounds (chunk boundaries) at which counters were recorded.
         diagnostic_history: ``{name: (D,)}`` mean over runs of each counter at those rounds.
         group: id of the cell group it was simulated in.
+        monitor: ``{name: (runs, P)}`` the sweep's monitor's reports at ``times`` (empty
+            without a ``[monitor]``).
     """
 
     instance: str
@@ -183,6 +185,7 @@ class CellResult:
     diagnostic_times: np.ndarray
     diagnostic_history: dict
     group: str
+    monitor: dict = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -313,6 +316,7 @@ def load(directory) -> SweepResults:
         groups[group["id"]] = meta
         arrays = read_npz(data_path)
         diag_names = meta.get("diagnostics", [])
+        monitor_names = [k[len("monitor/"):] for k in arrays if k.startswith("monitor/")]
         for c, cell in enumerate(group["cells"]):
             cells.append(
                 CellResult(
@@ -328,6 +332,7 @@ def load(directory) -> SweepResults:
                     diagnostic_times=arrays["diagnostic_times"],
                     diagnostic_history={k: arrays[f"diagnostic_history/{k}"][c] for k in diag_names},
                     group=group["id"],
+                    monitor={k: arrays[f"monitor/{k}"][c] for k in monitor_names},
                 )
             )
     return SweepResults(

@@ -329,7 +329,7 @@ def _new_simulation(cfg, group) -> tuple:
     sim = SimulationRun(
         cell_policies[0], instance, group.horizon, cfg.runs, cfg.seed, cfg.times_for(group.horizon),
         params=params, noise_index=np.asarray([c.instance_index for c in group.cells]), dtype=cfg.precision,
-        chunk_size=cfg.chunk_size, solve_batch=cfg.solve_batch,
+        chunk_size=cfg.chunk_size, solve_batch=cfg.solve_batch, monitor=cfg.make_monitor(),
     )  # fmt: skip
     return sim, params
 
@@ -417,6 +417,8 @@ def _group_arrays(result, history: _History, num_cells: int) -> dict:
     for name, value in result.diagnostics.items():
         arrays[f"diagnostics/{name}"] = value
         arrays[f"diagnostic_history/{name}"] = history.stacked(name, num_cells)
+    for name, value in result.monitor.items():
+        arrays[f"monitor/{name}"] = value
     return arrays
 
 

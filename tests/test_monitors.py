@@ -78,3 +78,39 @@ def test_bad_monitors():
         monitors.make("nope")
     with pytest.raises(ValueError, match="monitor must be a jaxbandit.monitors.Monitor or None"):
         jb.simulate(jb.policies.make("ucb_n"), GENERAL, 10, 2, monitor="estimator_deviation")
+
+
+def test_a_sweep_records_its_monitor_and_resumes_it_bit_identically(tmp_path):
+    config = {
+        "runs": 3, "horizon": 600, "times": 8, "chunk_size": 128, "checkpoint": {"every_chunks": 1},
+        "instances": [{"type": "default", "name": "general"}],
+        "policies": [{"name": "ucb_n", "alpha": [0.5, 1.0]}],
+        "monitor": {"name": "estimator_deviation", "alphas": [0.5, 2.0]},
+    }  # fmt: skip
+    whole = jb.sweep.run(config, tmp_path / "whole", progress=False)
+    assert sorted(whole.cells[0].monitor) == ["first_outside_alpha0.5", "first_outside_alpha2", "outside_rounds_alpha0.5", "outside_rounds_alpha2"]
+    assert whole.cells[0].monitor["outside_rounds_alpha0.5"].shape == (3, len(whole.cells[0].times))
+
+    def stop(group, rounds):
+        if rounds >= 256:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        jb.sweep.run(config, tmp_path / "resumed", progress=False, after_chunk=stop)
+    resumed = jb.sweep.run(config, tmp_path / "resumed", progress=False)
+    for a, b in zip(whole.cells, resumed.cells):
+        for name in a.monitor:
+            np.testing.assert_array_equal(a.monitor[name], b.monitor[name])
+        np.testing.assert_array_equal(a.regret, b.regret)
+
+
+def test_bad_monitor_tables():
+    base = {"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [{"name": "ucb"}]}
+    for monitor, message in (
+        ({"alphas": [1.0]}, r"key 'monitor.name': missing"),
+        ({"name": "nope"}, r"key 'monitor.name': unknown monitor 'nope'"),
+        ({"name": "estimator_deviation", "alpha": 1}, r"key 'monitor.alpha': unknown key"),
+        ({"name": "estimator_deviation", "alphas": [-1]}, r"key 'monitor.alphas': alphas must be finite numbers > 0"),
+    ):
+        with pytest.raises(jb.ConfigError, match=message):
+            jb.config.load(dict(base, monitor=monitor))
