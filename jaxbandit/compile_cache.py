@@ -1,10 +1,9 @@
 """A persistent cache of compiled programs, so that a new process does not recompile.
 
-Compiling the engine is a fixed cost per process: about 20 s for ``lp_explore`` at
-K = 10 on a 2-core CPU (its LP stages), under a second for the index policies.  JAX
-can keep compiled executables on disk and load them in later processes: a resumed or
-repeated sweep, or a second script on the same shapes, then pays ~4 s of tracing and
-loading instead.  The ``jaxbandit`` command enables this by default; Python code opts
+Compiling the engine is a fixed cost per process, large for the policies with LP
+stages (``lp_explore``, ``ossb``) and small for the index policies.  JAX can keep
+compiled executables on disk and load them in later processes: a resumed or repeated
+sweep, or a second script on the same shapes, then pays only for tracing and loading.  The ``jaxbandit`` command enables this by default; Python code opts
 in with :func:`enable`.  Programs that compile in under a second (JAX's
 ``jax_persistent_cache_min_compile_time_secs``) are not kept.
 

@@ -21,7 +21,12 @@ Two-level accumulation, for speed and for float32 accuracy over 10**7 rounds:
 Before an arm is observed its estimate is 0 and ``zeta`` is 0 (policies treat
 ``zeta = 0`` as "unexplored"); nothing is divided by zero.  :func:`consolidate`,
 :func:`mean` and :func:`weighted_counts` are elementwise over arms, so they apply
-unchanged to batched states ``(..., num_arms)`` (the engine consolidates whole batches).
+unchanged to batched states ``(..., num_arms)``.
+
+In a policy: ``init`` in ``init_fn``, :func:`update` in ``update_fn``, and a
+``consolidate_fn`` that applies :func:`consolidate` to the estimator in the state (or
+``consolidate_fn=estimator.consolidate`` when the state is the estimator itself); the
+engine calls it at the rounds :func:`consolidation_due` names (see :mod:`jaxbandit.base`).
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ __all__ = [
 ]
 
 # After the first 2**k rounds (k < 8) and then every 256 rounds: early points keep the
-# first, un-centred sums short; 256 keeps the cost of folding near 0.5% of a round.
+# first, un-centred sums short; folding every 256 rounds makes its cost a small fraction
+# of a round's.
 CONSOLIDATION_PERIOD = 256
 
 

@@ -15,8 +15,8 @@ Every counter is its own 32-bit word, so nothing wraps before ``t`` or ``run`` r
 
 Normals use Box–Muller (one cosine branch per 64-bit block): ``u1`` takes 40 bits, so
 ``|z|`` reaches about 7.5 before the grid of ``u1`` truncates the tail (P(|z| > 7.5) is
-6e-14), and the cosine is a polynomial on a quarter turn, which on CPU is about 3x
-faster than ``jnp.cos`` (``jax.random.normal`` is 7x slower than this path here).
+6e-14), and the cosine is a polynomial on a quarter turn, cheaper on a CPU than
+``jnp.cos`` (``benchmarks/throughput.py`` compares this path with ``jax.random.normal``).
 """
 
 from __future__ import annotations
