@@ -49,12 +49,17 @@ import jax.numpy as jnp
 from jaxbandit import estimator, lp
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy, Solver
-from jaxbandit.bound_lp import LowerBoundSolution, LPWarmStart, initial_warm_start, noise_free_arms
+from jaxbandit.bound_lp import (
+    LowerBoundSolution,
+    LPWarmStart,
+    initial_warm_start,
+    noise_free_arms,
+)
 from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
 from jaxbandit.policies._common import check_positive, check_unit_interval, log_round
 from jaxbandit.reductions import first_true
 
-__all__ = ["lp_explore", "LPExploreState", "TheoryWarning", "CASE_C_RULES", "Case"]
+__all__ = ["CASE_C_RULES", "Case", "LPExploreState", "TheoryWarning", "lp_explore"]
 
 CASE_C_RULES = ("largest_deficit", "smallest_index")
 RATIO_TIE_TOLERANCE = 1e-5  # relative; see _case_c_arm
@@ -141,6 +146,91 @@ def _case_c_arm(solution: LowerBoundSolution, request: LPRequest, counts, case_c
     return arm.astype(jnp.int32), solved & ~any_deficient
 
 
+def _init(ctx: Context) -> LPExploreState:
+    num_arms = ctx.sigma.shape[-1]
+    zero = jnp.zeros((), jnp.int32)
+    return LPExploreState(
+        stats=estimator.init(num_arms, ctx.sigma.dtype),
+        exploration_rounds=zero,
+        warm=initial_warm_start(ctx.precision),
+        counters=Counters(*([zero] * len(Counters._fields))),
+    )
+
+
+def _select(key, state: LPExploreState, t, ctx: Context) -> Decision:
+    del key  # deterministic
+    num_arms = ctx.sigma.shape[-1]
+    dtype = ctx.sigma.dtype
+    best_observer = jnp.argmin(ctx.sigma, axis=0).astype(jnp.int32)  # (K,)
+    mean = estimator.mean(state.stats)
+    zeta = estimator.weighted_counts(state.stats)
+    scale = 4 * ctx.params["alpha"] * log_round(t, dtype)
+    tests = round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
+    # beta(n_e) / K with sbar^2 floored at the smallest variance the estimator uses.
+    sbar_squared = jnp.maximum(jnp.max(jnp.min(jnp.square(ctx.sigma), axis=0)), 1 / estimator.max_weight(dtype))
+    beta = state.exploration_rounds.astype(dtype) ** ctx.params["gamma"] / (2 * sbar_squared)
+    case_b = tests.min_zeta < beta / num_arms
+    # Nested wheres, not jnp.select: under vmap, select stacks its conditions and
+    # takes an argmax over them, one more reduction pass over the runs per round.
+    case = jnp.where(
+        t <= num_arms,
+        Case.INITIAL,
+        jnp.where(tests.tie, Case.TIE, jnp.where(tests.covered, Case.A, jnp.where(case_b, Case.B, Case.C))),
+    ).astype(jnp.int32)
+    case_b_arm = best_observer[tests.least_explored]
+    initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
+    arm = jnp.where(case == Case.INITIAL, initial_arm, jnp.where(case == Case.A, tests.best_arm, case_b_arm))
+    request = LPRequest(mean, tests.min_gap, tests.best_arm, case, case_b_arm, tests.gaps, scale)
+    return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
+
+
+def _finish(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx: Context):
+    request: LPRequest = decision.request
+    case_c = decision.needs_solve
+    solved = case_c & (answer.status == lp.LPStatus.OPTIMAL)
+    # The stage that answered chose the Case C arm (for just the runs it served).
+    arm = jnp.where(case_c, answer.arm, decision.arm)
+
+    case = request.case
+    counters = state.counters
+    count = lambda flag: flag.astype(jnp.int32)
+    counters = Counters(
+        initial_rounds=counters.initial_rounds + count(case == Case.INITIAL),
+        case_a=counters.case_a + count(case == Case.A),
+        case_b=counters.case_b + count((case == Case.B) | (case == Case.TIE)),
+        case_c=counters.case_c + count(case_c),
+        lp_reuses=counters.lp_reuses + count(case_c & answer.reused),
+        lp_warm_solves=counters.lp_warm_solves + count(case_c & ~answer.reused & ~answer.full_solve),
+        lp_full_solves=counters.lp_full_solves + count(case_c & answer.full_solve),
+        lp_failures=counters.lp_failures + count(case_c & ~solved),
+        no_arm_fallbacks=counters.no_arm_fallbacks + count(case_c & answer.no_arm),
+        tie_fallbacks=counters.tie_fallbacks + count(case == Case.TIE),
+    )
+    explored = (case == Case.B) | (case == Case.C) | (case == Case.TIE)
+    new_state = LPExploreState(
+        stats=state.stats,
+        exploration_rounds=state.exploration_rounds + count(explored),
+        warm=state.warm,  # a full solve's basis came in through its stage's fold
+        counters=counters,
+    )
+    return arm, new_state
+
+
+def _update(state: LPExploreState, arm, values, ctx: Context) -> LPExploreState:
+    stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
+    return LPExploreState(stats, state.exploration_rounds, state.warm, state.counters)
+
+
+def _consolidate(state: LPExploreState) -> LPExploreState:
+    return LPExploreState(estimator.consolidate(state.stats), state.exploration_rounds, state.warm, state.counters)
+
+
+def _diagnostics(state: LPExploreState) -> dict:
+    out = state.counters._asdict()
+    out["exploration_rounds"] = state.exploration_rounds
+    return out
+
+
 def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "largest_deficit") -> Policy:
     """Algorithm 1 of the paper (see the module docstring).
 
@@ -163,88 +253,9 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
             stacklevel=2,
         )
 
-    def init_fn(ctx: Context) -> LPExploreState:
-        num_arms = ctx.sigma.shape[-1]
-        zero = jnp.zeros((), jnp.int32)
-        return LPExploreState(
-            stats=estimator.init(num_arms, ctx.sigma.dtype),
-            exploration_rounds=zero,
-            warm=initial_warm_start(ctx.precision),
-            counters=Counters(*([zero] * len(Counters._fields))),
-        )
-
-    def select_fn(key, state: LPExploreState, t, ctx: Context) -> Decision:
-        del key  # deterministic
-        num_arms = ctx.sigma.shape[-1]
-        dtype = ctx.sigma.dtype
-        best_observer = jnp.argmin(ctx.sigma, axis=0).astype(jnp.int32)  # (K,)
-        mean = estimator.mean(state.stats)
-        zeta = estimator.weighted_counts(state.stats)
-        scale = 4 * ctx.params["alpha"] * log_round(t, dtype)
-        tests = round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
-        # beta(n_e) / K with sbar^2 floored at the smallest variance the estimator uses.
-        sbar_squared = jnp.maximum(jnp.max(jnp.min(jnp.square(ctx.sigma), axis=0)), 1 / estimator.max_weight(dtype))
-        beta = state.exploration_rounds.astype(dtype) ** ctx.params["gamma"] / (2 * sbar_squared)
-        case_b = tests.min_zeta < beta / num_arms
-        # Nested wheres, not jnp.select: under vmap, select stacks its conditions and
-        # takes an argmax over them, one more reduction pass over the runs per round.
-        case = jnp.where(
-            t <= num_arms,
-            Case.INITIAL,
-            jnp.where(tests.tie, Case.TIE, jnp.where(tests.covered, Case.A, jnp.where(case_b, Case.B, Case.C))),
-        ).astype(jnp.int32)
-        case_b_arm = best_observer[tests.least_explored]
-        initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
-        arm = jnp.where(case == Case.INITIAL, initial_arm, jnp.where(case == Case.A, tests.best_arm, case_b_arm))
-        request = LPRequest(mean, tests.min_gap, tests.best_arm, case, case_b_arm, tests.gaps, scale)
-        return Decision(arm=arm.astype(jnp.int32), needs_solve=case == Case.C, request=request)
-
-    def finish_fn(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx: Context):
-        request: LPRequest = decision.request
-        case_c = decision.needs_solve
-        solved = case_c & (answer.status == lp.LPStatus.OPTIMAL)
-        # The stage that answered chose the Case C arm (for just the runs it served).
-        arm = jnp.where(case_c, answer.arm, decision.arm)
-
-        case = request.case
-        counters = state.counters
-        count = lambda flag: flag.astype(jnp.int32)
-        counters = Counters(
-            initial_rounds=counters.initial_rounds + count(case == Case.INITIAL),
-            case_a=counters.case_a + count(case == Case.A),
-            case_b=counters.case_b + count((case == Case.B) | (case == Case.TIE)),
-            case_c=counters.case_c + count(case_c),
-            lp_reuses=counters.lp_reuses + count(case_c & answer.reused),
-            lp_warm_solves=counters.lp_warm_solves + count(case_c & ~answer.reused & ~answer.full_solve),
-            lp_full_solves=counters.lp_full_solves + count(case_c & answer.full_solve),
-            lp_failures=counters.lp_failures + count(case_c & ~solved),
-            no_arm_fallbacks=counters.no_arm_fallbacks + count(case_c & answer.no_arm),
-            tie_fallbacks=counters.tie_fallbacks + count(case == Case.TIE),
-        )
-        explored = (case == Case.B) | (case == Case.C) | (case == Case.TIE)
-        new_state = LPExploreState(
-            stats=state.stats,
-            exploration_rounds=state.exploration_rounds + count(explored),
-            warm=state.warm,  # a full solve's basis came in through its stage's fold
-            counters=counters,
-        )
-        return arm, new_state
-
-    def update_fn(state: LPExploreState, arm, values, ctx: Context) -> LPExploreState:
-        stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
-        return LPExploreState(stats, state.exploration_rounds, state.warm, state.counters)
-
-    def consolidate_fn(state: LPExploreState) -> LPExploreState:
-        return LPExploreState(estimator.consolidate(state.stats), state.exploration_rounds, state.warm, state.counters)
-
-    def diagnostics_fn(state: LPExploreState) -> dict:
-        out = state.counters._asdict()
-        out["exploration_rounds"] = state.exploration_rounds
-        return out
-
     choose_arm = lambda solution, request, counts: _case_c_arm(solution, request, counts, case_c_rule)
-    solver = Solver(stages=allocation_stages(choose_arm), finish_fn=finish_fn)
+    solver = Solver(stages=allocation_stages(choose_arm), finish_fn=_finish)
     return Policy(
-        init_fn, select_fn, update_fn, diagnostics_fn, consolidate_fn=consolidate_fn, solver=solver,
+        _init, _select, _update, _diagnostics, consolidate_fn=_consolidate, solver=solver,
         name="lp_explore", params={"alpha": alpha, "gamma": gamma}, options={"case_c_rule": case_c_rule},
     )  # fmt: skip

@@ -73,7 +73,6 @@ and the values public re-implementations of the paper's experiments use.  With
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -81,7 +80,12 @@ import jax.numpy as jnp
 from jaxbandit import estimator, lp
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy, Solver
-from jaxbandit.bound_lp import LowerBoundSolution, LPWarmStart, initial_warm_start, noise_free_arms
+from jaxbandit.bound_lp import (
+    LowerBoundSolution,
+    LPWarmStart,
+    initial_warm_start,
+    noise_free_arms,
+)
 from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
 from jaxbandit.policies._common import check_nonnegative, log_round
 from jaxbandit.policies.lp_explore import RATIO_TIE_TOLERANCE
@@ -161,6 +165,99 @@ def _exploration_arm(solution: LowerBoundSolution, request: OSSBRequest, counts)
     return arm.astype(jnp.int32), solved & ~any_eligible
 
 
+def _init(ctx: Context) -> OSSBState:
+    num_arms = ctx.sigma.shape[-1]
+    zero = jnp.zeros((), jnp.int32)
+    return OSSBState(
+        stats=estimator.init(num_arms, ctx.sigma.dtype),
+        exploration_counter=zero,
+        warm=initial_warm_start(ctx.precision),
+        counters=Counters(*([zero] * len(Counters._fields))),
+    )
+
+
+def _select(key, state: OSSBState, t, ctx: Context) -> Decision:
+    del key  # deterministic
+    num_arms = ctx.sigma.shape[-1]
+    dtype = ctx.sigma.dtype
+    best_observer = jnp.argmin(ctx.sigma, axis=0).astype(jnp.int32)  # (K,)
+    mean = estimator.mean(state.stats)
+    zeta = estimator.weighted_counts(state.stats)
+    scale = (1 + ctx.params["gamma"]) * log_round(t, dtype)
+    tests = round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
+    # s as it stands after this round if the round does not exploit (the
+    # pseudo-code increments s before the estimation test).
+    counter = (state.exploration_counter + 1).astype(dtype)
+    estimation = tests.min_zeta <= ctx.params["epsilon"] * counter
+    # Nested wheres, not jnp.select: under vmap, select costs one more reduction.
+    branch = jnp.where(
+        t <= num_arms,
+        Branch.INITIAL,
+        jnp.where(
+            tests.tie,
+            Branch.TIE,
+            jnp.where(
+                tests.covered, Branch.EXPLOITATION, jnp.where(estimation, Branch.ESTIMATION, Branch.EXPLORATION)
+            ),
+        ),
+    ).astype(jnp.int32)
+    estimation_arm = best_observer[tests.least_explored]
+    initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
+    arm = jnp.where(
+        branch == Branch.INITIAL,
+        initial_arm,
+        jnp.where(branch == Branch.EXPLOITATION, tests.best_arm, estimation_arm),
+    )
+    request = OSSBRequest(mean, tests.min_gap, tests.best_arm, branch, estimation_arm, tests.gaps)
+    return Decision(arm=arm.astype(jnp.int32), needs_solve=branch == Branch.EXPLORATION, request=request)
+
+
+def _finish(state: OSSBState, decision: Decision, answer: LPAnswer, t, ctx: Context):
+    request: OSSBRequest = decision.request
+    explore = decision.needs_solve
+    solved = explore & (answer.status == lp.LPStatus.OPTIMAL)
+    arm = jnp.where(explore, answer.arm, decision.arm)
+
+    branch = request.branch
+    counters = state.counters
+    count = lambda flag: flag.astype(jnp.int32)
+    estimated = (branch == Branch.ESTIMATION) | (branch == Branch.TIE)
+    counters = Counters(
+        initial_rounds=counters.initial_rounds + count(branch == Branch.INITIAL),
+        exploitation=counters.exploitation + count(branch == Branch.EXPLOITATION),
+        estimation=counters.estimation + count(estimated),
+        exploration=counters.exploration + count(explore),
+        lp_reuses=counters.lp_reuses + count(explore & answer.reused),
+        lp_warm_solves=counters.lp_warm_solves + count(explore & ~answer.reused & ~answer.full_solve),
+        lp_full_solves=counters.lp_full_solves + count(explore & answer.full_solve),
+        lp_failures=counters.lp_failures + count(explore & ~solved),
+        no_arm_fallbacks=counters.no_arm_fallbacks + count(explore & answer.no_arm),
+        tie_fallbacks=counters.tie_fallbacks + count(branch == Branch.TIE),
+    )
+    new_state = OSSBState(
+        stats=state.stats,
+        exploration_counter=state.exploration_counter + count(estimated | explore),
+        warm=state.warm,  # a full solve's basis came in through its stage's fold
+        counters=counters,
+    )
+    return arm, new_state
+
+
+def _update(state: OSSBState, arm, values, ctx: Context) -> OSSBState:
+    stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
+    return OSSBState(stats, state.exploration_counter, state.warm, state.counters)
+
+
+def _consolidate(state: OSSBState) -> OSSBState:
+    return OSSBState(estimator.consolidate(state.stats), state.exploration_counter, state.warm, state.counters)
+
+
+def _diagnostics(state: OSSBState) -> dict:
+    out = state.counters._asdict()
+    out["exploration_counter"] = state.exploration_counter
+    return out
+
+
 def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
     """OSSB(epsilon, gamma) with the paper's LP (see the module docstring).
 
@@ -180,95 +277,8 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
     epsilon = check_nonnegative("epsilon", epsilon)
     gamma = check_nonnegative("gamma", gamma)
 
-    def init_fn(ctx: Context) -> OSSBState:
-        num_arms = ctx.sigma.shape[-1]
-        zero = jnp.zeros((), jnp.int32)
-        return OSSBState(
-            stats=estimator.init(num_arms, ctx.sigma.dtype),
-            exploration_counter=zero,
-            warm=initial_warm_start(ctx.precision),
-            counters=Counters(*([zero] * len(Counters._fields))),
-        )
-
-    def select_fn(key, state: OSSBState, t, ctx: Context) -> Decision:
-        del key  # deterministic
-        num_arms = ctx.sigma.shape[-1]
-        dtype = ctx.sigma.dtype
-        best_observer = jnp.argmin(ctx.sigma, axis=0).astype(jnp.int32)  # (K,)
-        mean = estimator.mean(state.stats)
-        zeta = estimator.weighted_counts(state.stats)
-        scale = (1 + ctx.params["gamma"]) * log_round(t, dtype)
-        tests = round_tests(mean, zeta, scale, noise_free_arms(ctx.precision))
-        # s as it stands after this round if the round does not exploit (the
-        # pseudo-code increments s before the estimation test).
-        counter = (state.exploration_counter + 1).astype(dtype)
-        estimation = tests.min_zeta <= ctx.params["epsilon"] * counter
-        # Nested wheres, not jnp.select: under vmap, select costs one more reduction.
-        branch = jnp.where(
-            t <= num_arms,
-            Branch.INITIAL,
-            jnp.where(
-                tests.tie,
-                Branch.TIE,
-                jnp.where(
-                    tests.covered, Branch.EXPLOITATION, jnp.where(estimation, Branch.ESTIMATION, Branch.EXPLORATION)
-                ),
-            ),
-        ).astype(jnp.int32)
-        estimation_arm = best_observer[tests.least_explored]
-        initial_arm = best_observer[jnp.clip(t - 1, 0, num_arms - 1)]
-        arm = jnp.where(
-            branch == Branch.INITIAL,
-            initial_arm,
-            jnp.where(branch == Branch.EXPLOITATION, tests.best_arm, estimation_arm),
-        )
-        request = OSSBRequest(mean, tests.min_gap, tests.best_arm, branch, estimation_arm, tests.gaps)
-        return Decision(arm=arm.astype(jnp.int32), needs_solve=branch == Branch.EXPLORATION, request=request)
-
-    def finish_fn(state: OSSBState, decision: Decision, answer: LPAnswer, t, ctx: Context):
-        request: OSSBRequest = decision.request
-        explore = decision.needs_solve
-        solved = explore & (answer.status == lp.LPStatus.OPTIMAL)
-        arm = jnp.where(explore, answer.arm, decision.arm)
-
-        branch = request.branch
-        counters = state.counters
-        count = lambda flag: flag.astype(jnp.int32)
-        estimated = (branch == Branch.ESTIMATION) | (branch == Branch.TIE)
-        counters = Counters(
-            initial_rounds=counters.initial_rounds + count(branch == Branch.INITIAL),
-            exploitation=counters.exploitation + count(branch == Branch.EXPLOITATION),
-            estimation=counters.estimation + count(estimated),
-            exploration=counters.exploration + count(explore),
-            lp_reuses=counters.lp_reuses + count(explore & answer.reused),
-            lp_warm_solves=counters.lp_warm_solves + count(explore & ~answer.reused & ~answer.full_solve),
-            lp_full_solves=counters.lp_full_solves + count(explore & answer.full_solve),
-            lp_failures=counters.lp_failures + count(explore & ~solved),
-            no_arm_fallbacks=counters.no_arm_fallbacks + count(explore & answer.no_arm),
-            tie_fallbacks=counters.tie_fallbacks + count(branch == Branch.TIE),
-        )
-        new_state = OSSBState(
-            stats=state.stats,
-            exploration_counter=state.exploration_counter + count(estimated | explore),
-            warm=state.warm,  # a full solve's basis came in through its stage's fold
-            counters=counters,
-        )
-        return arm, new_state
-
-    def update_fn(state: OSSBState, arm, values, ctx: Context) -> OSSBState:
-        stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
-        return OSSBState(stats, state.exploration_counter, state.warm, state.counters)
-
-    def consolidate_fn(state: OSSBState) -> OSSBState:
-        return OSSBState(estimator.consolidate(state.stats), state.exploration_counter, state.warm, state.counters)
-
-    def diagnostics_fn(state: OSSBState) -> dict:
-        out = state.counters._asdict()
-        out["exploration_counter"] = state.exploration_counter
-        return out
-
-    solver = Solver(stages=allocation_stages(_exploration_arm), finish_fn=finish_fn)
+    solver = Solver(stages=allocation_stages(_exploration_arm), finish_fn=_finish)
     return Policy(
-        init_fn, select_fn, update_fn, diagnostics_fn, consolidate_fn=consolidate_fn, solver=solver,
+        _init, _select, _update, _diagnostics, consolidate_fn=_consolidate, solver=solver,
         name="ossb", params={"epsilon": epsilon, "gamma": gamma},
     )  # fmt: skip
