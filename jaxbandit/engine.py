@@ -104,13 +104,8 @@ def _per_run(init_fn, ctx: Context, num_runs: int):
     return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], num_runs) + x.shape[1:]), state)
 
 
-def make_simulation(
-    policy: Policy,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    solve_batch: Optional[int] = None,
-    monitor: Optional[Monitor] = None,
-) -> Simulation:
-    """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
+def _make_init(policy: Policy, monitor: Optional[Monitor]) -> Callable:
+    """``(ctx, num_runs, num_times) -> EngineCarry`` before the first round."""
 
     def init(ctx: Context, num_runs: int, num_times: int) -> EngineCarry:
         num_cells, num_arms = ctx.true_mean.shape
@@ -132,13 +127,17 @@ def make_simulation(
             monitor_record=monitor_record,
         )
 
+    return init
+
+
+def _make_round(policy: Policy, solve_batch: Optional[int], monitor: Optional[Monitor]) -> Callable:
+    """``(carry, t, noise_keys, policy_keys, env, ctx) -> carry``: round ``t + 1`` of every run."""
     select = _vmap_cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
     update = _vmap_cells_runs(policy.update_fn, (0, 0, 0, None), (0, 0, 0, 0))
     observe = _vmap_cells_runs(environment.observe, (0, None, 0, None), (0, None, 0, 0))
     solver = policy.solver
     if solver is not None:
         finish = _vmap_cells_runs(solver.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
-
     if monitor is not None:
         watch = _vmap_cells_runs(monitor.update_fn, (0, 0, None, None), (0, 0, None, 0))
 
@@ -163,6 +162,12 @@ def make_simulation(
             monitor_state, carry.monitor_record,
         )  # fmt: skip
 
+    return one_round
+
+
+def _make_record(monitor: Optional[Monitor]) -> Callable:
+    """``(carry, regret, monitor_record, next_record, env) -> (regret, monitor_record, next_record)``."""
+
     def record(carry: EngineCarry, regret, monitor_record, next_record, env):
         """Write the current pseudo-regret (and the monitor's report) into slot ``next_record``."""
         gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
@@ -174,13 +179,20 @@ def make_simulation(
             monitor_record = {k: v.at[:, :, next_record].set(report[k]) for k, v in monitor_record.items()}
         return regret.at[:, :, next_record].set(current), monitor_record, next_record + 1
 
-    consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
+    return record
+
+
+def _make_chunk(one_round: Callable, record: Callable, consolidate: Optional[Callable], chunk_size: int) -> Callable:
+    """``(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx) -> carry``: up to
+    ``chunk_size`` rounds from round ``t0``.
+
+    Loops with traced trip counts: the last chunk simply runs fewer rounds.  The chunk
+    is cut into segments that end at the next recording time or the next consolidation
+    (fixed round counts, so results do not depend on the chunk size), so the per-round
+    body has no branch at all.
+    """
 
     def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
-        # Loops with traced trip counts: the last chunk simply runs fewer rounds.  The
-        # chunk is cut into segments that end at the next recording time or the next
-        # consolidation (fixed round counts, so results do not depend on the chunk
-        # size), so the per-round body has no branch at all.
         end = jnp.minimum(horizon, t0 + chunk_size)
         num_times = times.shape[0]
 
@@ -211,9 +223,21 @@ def make_simulation(
 
         return jax.lax.while_loop(lambda c: c.round < end, segment, carry)
 
+    return run_chunk
+
+
+def make_simulation(
+    policy: Policy,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    solve_batch: Optional[int] = None,
+    monitor: Optional[Monitor] = None,
+) -> Simulation:
+    """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
+    consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
+    run_chunk = _make_chunk(_make_round(policy, solve_batch, monitor), _make_record(monitor), consolidate, chunk_size)
     diagnostics_fn = policy.diagnostics_fn or (lambda state: {})
     return Simulation(
-        init=jax.jit(init, static_argnums=(1, 2)),
+        init=jax.jit(_make_init(policy, monitor), static_argnums=(1, 2)),
         run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
         diagnostics=jax.jit(lambda state: jax.vmap(jax.vmap(diagnostics_fn))(state)),
         chunk_size=chunk_size,
