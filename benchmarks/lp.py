@@ -31,7 +31,6 @@ Usage: ``python benchmarks/lp.py [--arms 5 10 20 50] [--batches 1 100 10000]``;
 """
 
 import argparse
-import importlib
 import json
 import os
 import platform
@@ -43,10 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import linprog
 
-from jaxbandit import instances
-
-# The package re-exports the function ``lower_bound``; import the module by name.
-lower_bound = importlib.import_module("jaxbandit.lower_bound")
+from jaxbandit import bound_lp, instances
 
 
 def machine():
@@ -84,10 +80,10 @@ def best_time(fn, repeat):
 def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=None):
     mu, precision = make_batch(num_arms, batch)
     if chunk_size is None:
-        solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
+        solve = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
     else:
         solve = jax.jit(
-            lambda m, w: lower_bound.solve_lower_bound_batch(m, w, chunk_size=chunk_size)
+            lambda m, w: bound_lp.solve_lower_bound_batch(m, w, chunk_size=chunk_size)
         )
     x64 = dtype == "float64"
     with jax.enable_x64(x64):
@@ -142,9 +138,9 @@ def _loop(step):
     return jax.jit(run)
 
 
-_full_step = jax.vmap(lambda m, w: (jnp.bool_(True), lower_bound.solve_lower_bound(m, w).c))
-_check_step = jax.vmap(lambda m, w, warm: (lambda ok, s, _: (ok, s.c))(*lower_bound.check_warm_start(m, w, warm)))
-_reuse_step = jax.vmap(lambda m, w, warm: (lambda ok, s: (ok, s.c))(*lower_bound.reuse_warm_start(m, w, warm)))
+_full_step = jax.vmap(lambda m, w: (jnp.bool_(True), bound_lp.solve_lower_bound(m, w).c))
+_check_step = jax.vmap(lambda m, w, warm: (lambda ok, s, _: (ok, s.c))(*bound_lp.check_warm_start(m, w, warm)))
+_reuse_step = jax.vmap(lambda m, w, warm: (lambda ok, s: (ok, s.c))(*bound_lp.reuse_warm_start(m, w, warm)))
 _full_loop = _loop(_full_step)
 _check_loop = _loop(_check_step)
 _reuse_loop = _loop(_reuse_step)
@@ -154,19 +150,19 @@ def run_warm_case(num_arms, batch, dtype, repeat, loop_lps):
     mu, precision = make_batch(num_arms, batch, seed=1)
     rng = np.random.default_rng(2)
     moved = mu + rng.normal(0, 1e-3, mu.shape)
-    solve = jax.jit(jax.vmap(lower_bound.solve_lower_bound))
+    solve = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
     nearby = mu + rng.normal(0, 1e-5, mu.shape)
     iterations = max(4, loop_lps // batch)
     moved_path = mu + rng.normal(0, 1e-3, (iterations,) + mu.shape)
     nearby_path = mu + rng.normal(0, 1e-5, (iterations,) + mu.shape)
-    check = jax.jit(jax.vmap(lower_bound.check_warm_start))
-    anchor = jax.jit(jax.vmap(lower_bound.anchor_warm_start))
-    reuse = jax.jit(jax.vmap(lower_bound.reuse_warm_start))
+    check = jax.jit(jax.vmap(bound_lp.check_warm_start))
+    anchor = jax.jit(jax.vmap(bound_lp.anchor_warm_start))
+    reuse = jax.jit(jax.vmap(bound_lp.reuse_warm_start))
     with jax.enable_x64(dtype == "float64"):
         args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
         moved_args = (jnp.asarray(moved, dtype), args[1])
         nearby_args = (jnp.asarray(nearby, dtype), args[1])
-        warm = jax.jit(jax.vmap(lower_bound.warm_start))(args[1], solve(*args).basis)
+        warm = jax.jit(jax.vmap(bound_lp.warm_start))(args[1], solve(*args).basis)
         _, _, sensitivity = check(*args, warm)
         anchored = anchor(warm, *args, sensitivity.values, sensitivity.cost_radius)
         full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat)

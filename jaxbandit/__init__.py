@@ -2,6 +2,8 @@
 
 from jaxbandit import (
     base,
+    bound,
+    bound_lp,
     compaction,
     compile_cache,
     config,
@@ -23,10 +25,10 @@ from jaxbandit import (
     sweep,
 )
 from jaxbandit.base import Context, Decision, Policy, Solver, Stage, play
+from jaxbandit.bound import LowerBound, lower_bound
 from jaxbandit.config import ConfigError
 from jaxbandit.instances import Instance
 from jaxbandit.io import load
-from jaxbandit.lower_bound import LowerBound, lower_bound
 from jaxbandit.policy_check import PolicyError
 from jaxbandit.result import Result, geometric_times
 from jaxbandit.runner import InvalidArmError, SimulationRun, simulate
@@ -47,6 +49,8 @@ __all__ = [
     "Solver",
     "Stage",
     "base",
+    "bound",
+    "bound_lp",
     "compaction",
     "compile_cache",
     "config",

@@ -7,13 +7,18 @@ Every command is a thin wrapper around a function of the Python API
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
+import json
 import logging
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
+
+import numpy as np
+
+from jaxbandit.bound import _raise_for_status, lower_bound
+from jaxbandit.bound_lp import LowerBoundStatus
+from jaxbandit.instances import Instance
 
 __all__ = ["main"]
 
@@ -115,19 +120,7 @@ def _bound(argv: list) -> int:
     # variable or the default says where the solver's compiled program is kept.
     if _enable_compile_cache(None):
         return EXIT_USAGE
-    if importlib.util.find_spec("jaxbandit.lower_bound") is None:
-        module = None
-    else:
-        module = importlib.import_module("jaxbandit.lower_bound")
-    bound_main = getattr(module, "bound_main", None)
-    if bound_main is None:
-        print(
-            "jaxbandit: error: 'bound' is not available in this version "
-            "(jaxbandit.lower_bound.bound_main is missing).",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    return int(bound_main(argv) or 0)
+    return bound_main(argv)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -238,6 +231,139 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if distributed.is_initialized():  # the others may wait for this process: leave now
             distributed.exit_after_failure(err)
         raise
+
+
+
+# -- jaxbandit bound ---------------------------------------------------------------
+
+
+def _parse_vector(text: str, name: str) -> np.ndarray:
+    try:
+        return np.array([float(v) for v in text.replace(" ", "").split(",") if v], dtype=np.float64)
+    except ValueError as err:
+        raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.") from err
+
+
+def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
+    rows = [r for r in text.replace(" ", "").split(";") if r]
+    if len(rows) == 1 and "," not in rows[0]:  # one number: standard bandit
+        value = _parse_vector(rows[0], "sigma")[0]
+        matrix = np.full((num_arms, num_arms), np.inf)
+        np.fill_diagonal(matrix, value)
+        return matrix
+    matrix = [_parse_vector(r, "sigma") for r in rows]
+    if len({len(r) for r in matrix}) != 1:
+        raise ValueError(f"sigma rows must have equal lengths, got {[len(r) for r in matrix]}.")
+    return np.array(matrix)
+
+
+def _as_float_array(value, name: str) -> np.ndarray:
+    """JSON/TOML values with ``"inf"`` strings allowed."""
+    try:
+        return np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return np.vectorize(lambda v: float(v), otypes=[np.float64])(np.array(value, dtype=object))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.") from err
+
+
+def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
+    if path.endswith(".npz"):
+        with np.load(path) as data:
+            missing = {"mu", "sigma"} - set(data.files)
+            if missing:
+                raise ValueError(f"{path} must contain arrays 'mu' and 'sigma', missing {sorted(missing)}.")
+            return np.array(data["mu"], np.float64), np.array(data["sigma"], np.float64)
+    if path.endswith(".json"):
+        with open(path) as f:
+            data = json.load(f)
+    elif path.endswith(".toml"):
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover
+            import tomli as tomllib
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    else:
+        raise ValueError(f"--file must end in .json, .toml or .npz, got {path!r}.")
+    if not isinstance(data, dict) or "mu" not in data or "sigma" not in data:
+        raise ValueError(f"{path} must define 'mu' and 'sigma'.")
+    mu = _as_float_array(data["mu"], "mu")
+    sigma = _as_float_array(data["sigma"], "sigma")
+    if sigma.ndim == 0:
+        sigma = _parse_sigma(str(float(sigma)), mu.shape[-1])
+    return mu, sigma
+
+
+def _bound_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jaxbandit bound",
+        description=(
+            "Asymptotic regret lower bound (paper §5): the LP optimum c* and "
+            "value = sum_i c*_i Delta_i, so that R_T >~ value * log T."
+        ),
+    )
+    parser.add_argument("--mu", help="means, e.g. 1,0.5,0.2")
+    parser.add_argument(
+        "--sigma",
+        help="noise matrix, rows separated by ';' (e.g. '1,inf;inf,1'), or one number for a standard bandit",
+    )
+    parser.add_argument("--file", help="JSON/TOML with keys mu and sigma ('inf' allowed), or .npz")
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def bound_main(argv: list[str] | None = None) -> int:
+    """``jaxbandit bound``: print the lower bound of one instance.
+
+    Returns:
+        0 on success, 1 if the LP is not solved, 2 on bad input (message on stderr).
+    """
+    parser = _bound_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse already printed the message
+        return int(exit_.code or 0) and 2
+    try:
+        if args.file is not None:
+            if args.mu is not None or args.sigma is not None:
+                raise ValueError("give either --file or --mu/--sigma, not both.")
+            mu, sigma = _read_file(args.file)
+        else:
+            if args.mu is None or args.sigma is None:
+                raise ValueError("give --mu and --sigma (or --file).")
+            mu = _parse_vector(args.mu, "mu")
+            sigma = _parse_sigma(args.sigma, mu.shape[0])
+        instance = Instance(mu, sigma)
+        if instance.is_batch:
+            raise ValueError(f"bound takes one instance, got mu of shape {mu.shape}.")
+        result = lower_bound(instance, dtype=np.dtype(args.dtype), throw=False)
+        if int(result.status) == LowerBoundStatus.TIED_BEST_ARM:  # bad input, not a failure
+            _raise_for_status(np.atleast_1d(result.status), instance.mu[None], instance.precision[None])
+    except (ValueError, OSError) as err:
+        print(f"jaxbandit bound: error: {err}", file=sys.stderr)
+        return 2
+    status = int(result.status)
+    if args.json:
+        print(json.dumps({
+            "mu": instance.mu.tolist(),
+            "best_arm": int(result.best_arm),
+            "c": np.asarray(result.c, np.float64).tolist(),
+            "value": float(result.value),
+            "status": status,
+            "status_name": LowerBoundStatus.NAMES[status],
+            "dtype": args.dtype,
+        }))
+    else:
+        print(f"status: {status} ({LowerBoundStatus.NAMES[status]})")
+        print(f"best arm: {int(result.best_arm)}")
+        print(f"value: {float(result.value):.10g}   (regret >~ value * log T)")
+        for arm, (c, gap) in enumerate(zip(result.c, result.gaps)):
+            print(f"  arm {arm}: c* = {float(c):.10g}   Delta = {float(gap):.6g}")
+    return 0 if status == LowerBoundStatus.OPTIMAL else 1
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """The canonical LP optimum in exact rational arithmetic: the host's last resort.
 
 :func:`jaxbandit.lp.solve` certifies its answer to a relative tolerance and reports
-what it cannot certify.  In float64 that is a fraction of a percent of badly scaled
-lower-bound LPs (``sigma`` spanning decades, ``cond(B)`` near ``1 / eps``).  The host
-API (:func:`jaxbandit.lower_bound.lower_bound`) solves those few in exact arithmetic
-here, so it answers every feasible instance: the same lexicographic dual simplex as
-:mod:`jaxbandit.lp`, on a tableau of :class:`fractions.Fraction`.  It is plain Python
-(milliseconds to seconds per LP, growing with ``K`` and with how badly scaled the data
-are) and is never run inside ``jit``.
+what it cannot certify.  In float64 that happens only to badly scaled lower-bound LPs
+(``sigma`` spanning decades, ``cond(B)`` near ``1 / eps``).  The host API
+(:func:`jaxbandit.bound.lower_bound`) solves those few in exact arithmetic here, so it
+answers every feasible instance: the same lexicographic dual simplex as
+:mod:`jaxbandit.lp`, on a tableau of :class:`fractions.Fraction`.  It is plain Python,
+slow (its time grows with ``K`` and with how badly scaled the data are), and is never
+run inside ``jit``.
 
 The LP is the one whose data are the given floating-point numbers, which are exact
 rationals: the answer is its exact canonical optimum, the lexicographic minimiser of

@@ -19,6 +19,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from jaxbandit import io
+from jaxbandit.bound import lower_bound
 
 __all__ = [
     "plot_sweep",
@@ -124,14 +125,8 @@ def case_mix(ax, cell) -> None:
 
 
 def lower_bound_value(instance) -> Optional[float]:
-    """``sum_i c_i Delta_i`` from :func:`jaxbandit.lower_bound.lower_bound`, or None.
-
-    None when the LP module is not available or does not report an optimal solution.
-    """
-    try:
-        from jaxbandit.lower_bound import lower_bound
-    except ImportError:
-        return None
+    """``sum_i c_i Delta_i`` from :func:`jaxbandit.bound.lower_bound`, or None when
+    the bound is not solved (a tie for the best mean, an unobservable arm)."""
     try:
         bound = lower_bound(instance)
     except Exception as err:  # the plot should survive a failed bound; say why
@@ -183,7 +178,7 @@ def plot_sweep(
             always uses one).
         distribution: ``"box"`` or ``"violin"``.
         formats: file formats (PNG and PDF by default).
-        bound: draw the LP lower bound line when :mod:`jaxbandit.lower_bound` exists.
+        bound: draw the LP lower bound line (:func:`lower_bound_value`) where it is solved.
 
     Returns:
         The paths written.

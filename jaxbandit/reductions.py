@@ -3,13 +3,11 @@
 Under ``vmap`` over thousands of runs, a reduction over each run's K arms is one of
 the largest costs of a round.  XLA fuses a reduction with the elementwise work that
 produces its operand, and a ``bool`` or variadic reduction (``jnp.all``,
-``jnp.argmax``) then runs as one scalar loop per run.  Measured at 1000 runs x 10
-arms: :func:`all_true`'s ``int8`` minimum runs as a vectorised elementwise pass and a
-library reduction (the re-use test of ``lower_bound.reuse_warm_start_at``: 54 instead
-of 85 µs), and :func:`first_true`'s ``int32`` minimum took 7 instead of 24 µs for the
-Case C arm of ``lp_explore``.  (An ``int32`` minimum in place of :func:`all_true`'s
-``int8`` one kept the fused loop.)  Both give exactly the answers of the ``jnp``
-functions they replace; ``benchmarks/README.md`` has the timings.
+``jnp.argmax``) then runs as one scalar loop per run.  An integer minimum runs instead
+as a vectorised elementwise pass and a library reduction: ``int32`` in
+:func:`first_true`, ``int8`` in :func:`all_true` (XLA keeps an ``int32`` minimum of
+flags in the fused loop).  Both give exactly the answers of the ``jnp`` functions they
+replace; ``benchmarks/README.md`` has the timings.
 """
 
 from __future__ import annotations

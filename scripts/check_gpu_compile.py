@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import os
 import sys
 import time
@@ -35,10 +34,8 @@ import numpy as np  # noqa: E402
 from jax.experimental import topologies  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from jaxbandit import lp  # noqa: E402
+from jaxbandit import bound, bound_lp, lp, runner  # noqa: E402
 
-lower_bound = importlib.import_module("jaxbandit.lower_bound")
-simulate = importlib.import_module("jaxbandit.simulate")
 DEFAULT_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "h100_gpu_target.pbtxt")
 
 
@@ -63,20 +60,20 @@ def cases(num_arms: int, dtype):
     inst = jb.instances.bandit(np.linspace(1.0, 0.0, num_arms))
     mu = jnp.asarray(inst.mu, dtype)
     precision = jnp.asarray(np.where(np.isinf(inst.precision), 0, inst.precision), dtype)
-    problem = lower_bound.lower_bound_problem(mu, precision)
+    problem = bound_lp.lower_bound_problem(mu, precision)
     lp_args = (problem.cost, problem.A, problem.b)
     basis = lp.solve(*lp_args).basis
     factor = lp.factor_basis(problem.A, basis)
-    warm = lower_bound.warm_start(precision, basis)
+    warm = bound_lp.warm_start(precision, basis)
     batch = lambda *a: tuple(jnp.stack([x] * 2) for x in a)  # noqa: E731
     one = lambda *a: tuple(x[None] for x in a)  # noqa: E731
     # jb.lower_bound's own compiled functions: the batched solve and the float64 rescue's check
-    yield "lower_bound batch 1", lower_bound._batched_solve, one(mu, precision)
-    yield "lower_bound batch 2", lower_bound._batched_solve, batch(mu, precision)
-    yield "lower_bound verify basis", lower_bound._verify_basis, one(mu, precision, basis)
-    yield "lower_bound", jax.jit(lower_bound.solve_lower_bound), (mu, precision)
-    for options in lower_bound._FLOAT64_RETRIES:
-        retry = jax.jit(functools.partial(lower_bound._solve_with, options=options))
+    yield "lower_bound batch 1", bound._batched_solve, one(mu, precision)
+    yield "lower_bound batch 2", bound._batched_solve, batch(mu, precision)
+    yield "lower_bound verify basis", bound._verify_basis, one(mu, precision, basis)
+    yield "lower_bound", jax.jit(bound_lp.solve_lower_bound), (mu, precision)
+    for options in bound._FLOAT64_RETRIES:
+        retry = jax.jit(functools.partial(bound._solve_with, options=options))
         yield f"lower_bound retry {dict(options)}", retry, one(mu, precision)
     yield "lp.solve", jax.jit(lp.solve), lp_args
     yield "lp.solve batch 1", jax.jit(jax.vmap(lp.solve)), one(*lp_args)
@@ -85,13 +82,13 @@ def cases(num_arms: int, dtype):
     yield "lp.quick_check", jax.jit(lp.quick_check), (*lp_args, factor)
     factors = jax.tree.map(lambda x: x[None], factor)
     yield "lp.quick_check batch 1", jax.jit(jax.vmap(lp.quick_check)), (*one(*lp_args), factors)
-    yield "check_warm_start", jax.jit(lower_bound.check_warm_start), (mu, precision, warm)
-    yield "solve_lower_bound_warm", jax.jit(lower_bound.solve_lower_bound_warm), (mu, precision, warm)
+    yield "check_warm_start", jax.jit(bound_lp.check_warm_start), (mu, precision, warm)
+    yield "solve_lower_bound_warm", jax.jit(bound_lp.solve_lower_bound_warm), (mu, precision, warm)
 
 
 def engine_case(num_arms: int, dtype, runs: int, policy_name: str):
     inst = jb.instances.bandit(np.linspace(1.0, 0.0, num_arms))
-    run = simulate.SimulationRun(jb.policies.make(policy_name), inst, 10_000, runs, dtype=np.dtype(dtype).name)
+    run = runner.SimulationRun(jb.policies.make(policy_name), inst, 10_000, runs, dtype=np.dtype(dtype).name)
     return f"engine {policy_name} runs={runs}", run._sim.run_chunk, run._chunk_arguments()
 
 

@@ -7,14 +7,14 @@ Inside :func:`approximate_division`, jitted float32 divisions are lowered as
 down depending on the product's last two bits: up to 2.5 ulp, as often too small as
 too large.  Other dtypes are untouched.
 
-The emulation is not the GPU's arithmetic: on an H100 the real division left 0.73% of
-10^4 well-scaled K = 10 LPs uncertified, while under this emulation the CPU certified
-9,999 of them.  The solver now refines float32 division off the CPU (``lp._divide``);
-``tests/test_lp.py`` checks that refinement against this emulation.
+The emulation is not the GPU's arithmetic, only an error of the same size: it tests
+that the solver's verdicts survive such an error.  The solver refines float32 division
+off the CPU (``jaxbandit.lp.numerics._divide``); ``tests/test_lp.py`` checks that
+refinement against this emulation.
 
 This replaces the CPU lowering rule of ``lax.div_p`` through JAX's internal MLIR
-registry, so it depends on JAX internals (checked against jax 0.10); the caches are
-cleared on entry and exit so that nothing compiled inside is used outside.
+registry (``mlir._platform_specific_lowerings``), so it depends on JAX internals; the
+caches are cleared on entry and exit so that nothing compiled inside is used outside.
 """
 
 import contextlib

@@ -334,15 +334,10 @@ def test_full_information_regret_stops_growing():
 
 
 # ------------------------------------------------------------------------- oracle ETC
-def _lower_bound():
-    return pytest.importorskip("jaxbandit.lower_bound", reason="jaxbandit.lower_bound has not landed yet")
-
-
 def test_oracle_etc_follows_its_schedule_then_commits():
-    lower_bound = _lower_bound()
     inst = GENERAL
     horizon = 3000
-    c = np.asarray(lower_bound.lower_bound(inst).c, np.float64)
+    c = np.asarray(jb.lower_bound(inst).c, np.float64)
     quota = np.ceil(c * np.log(horizon))
     with jax.enable_x64(False):
         result = jb.simulate(jb.policies.make("oracle_etc"), inst, horizon, RUNS, SEED, times=np.arange(1, horizon + 1))
@@ -369,7 +364,6 @@ def test_oracle_etc_regret_is_bounded_on_full_information_and_near_the_bound_els
     # the regret at T = 20000 is at most the misidentification risk: mean < 5.
     # Bandit: regret = sum_i quota_i Delta_i (+ rare commit errors): mean within 10% +
     # 3 SE of sum_i ceil(c*_i log T) Delta_i.
-    lower_bound = _lower_bound()
     for name, limit in [("full_information", None), ("bandit", "schedule")]:
         inst = instances.default_instances()[name]
         horizon, runs = 20000, 200
@@ -378,6 +372,6 @@ def test_oracle_etc_regret_is_bounded_on_full_information_and_near_the_bound_els
         if limit is None:
             assert final.mean() < 5.0, final.mean()
         else:
-            c = np.asarray(lower_bound.lower_bound(inst).c, np.float64)
+            c = np.asarray(jb.lower_bound(inst).c, np.float64)
             schedule = float(np.ceil(c * np.log(horizon)) @ inst.gaps)
             assert abs(final.mean() - schedule) <= 0.10 * schedule + 3 * stderr, (final.mean(), schedule)

@@ -1,13 +1,12 @@
 """The ``jaxbandit`` command line, in process (shared compiles) and as a real process
 killed with SIGKILL mid-cell and resumed."""
 
-import importlib
-import importlib.util
 import json
 import signal
 import subprocess
 import time
 
+import numpy as np
 import pytest
 
 from jaxbandit import cli, config, sweep
@@ -68,21 +67,41 @@ def test_demo_runs_end_to_end_and_says_where_the_plots_are(tmp_path, monkeypatch
     assert len(list((tmp_path / "demo" / "plots").glob("*.pdf"))) == 6
 
 
-def test_bound_delegates_or_says_it_is_not_available(capsys):
-    spec = importlib.util.find_spec("jaxbandit.lower_bound")
-    module = importlib.import_module("jaxbandit.lower_bound") if spec else None
-    if getattr(module, "bound_main", None) is None:
-        assert cli.main(["bound", "--help"]) == cli.EXIT_USAGE
-        assert "'bound' is not available" in capsys.readouterr().err
-    else:
-        calls = []
-        original = module.bound_main
-        try:
-            module.bound_main = lambda argv: calls.append(argv) or 0
-            assert cli.main(["bound", "--mu", "1,0.5"]) == 0
-        finally:
-            module.bound_main = original
-        assert calls == [["--mu", "1,0.5"]]
+def test_bound_passes_every_argument_to_bound_main(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli, "bound_main", lambda argv: calls.append(argv) or 0)
+    assert cli.main(["bound", "--mu", "1,0.5", "--help"]) == 0
+    assert calls == [["--mu", "1,0.5", "--help"]]
+
+
+def test_bound_inline_file_and_errors(tmp_path, capsys):
+    def bound(*argv):
+        return cli.main(["bound", *argv])
+
+    assert bound("--mu", "1,0.5,0.2", "--sigma", "1,inf,inf;inf,1,inf;inf,inf,1", "--json") == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["status"] == 0 and printed["value"] == pytest.approx(6.5)
+    path = tmp_path / "instance.json"
+    path.write_text(json.dumps({"mu": [1, 0.5], "sigma": [[1, "inf"], ["inf", 2]]}))
+    assert bound("--file", str(path)) == 0
+    assert "value: 16 " in capsys.readouterr().out  # 2 sigma_1^2 / Delta_1 = 2 * 4 / 0.5
+    toml = tmp_path / "instance.toml"
+    toml.write_text('mu = [1.0, 0.5]\nsigma = [[1.0, "inf"], ["inf", 2.0]]\n')
+    assert bound("--file", str(toml), "--dtype", "float32") == 0
+    npz = tmp_path / "instance.npz"
+    np.savez(npz, mu=np.array([1.0, 0.5]), sigma=np.array([[1.0, np.inf], [np.inf, 2.0]]))
+    assert bound("--file", str(npz)) == 0
+    capsys.readouterr()
+    for argv in (
+        ["--mu", "1,x", "--sigma", "1"],
+        ["--mu", "1,1", "--sigma", "1"],  # tie
+        ["--mu", "1,0.5", "--sigma", "1,inf;inf,inf"],  # arm 1 unobserved
+        ["--mu", "1,0.5"],
+        ["--file", str(tmp_path / "missing.json")],
+        ["--bogus"],
+    ):
+        assert bound(*argv) == cli.EXIT_USAGE, argv
+        assert capsys.readouterr().err, argv
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""Tests of the lower-bound LP (jaxbandit.lower_bound) against scipy's HiGHS.
+"""Tests of the lower-bound LP (jaxbandit.bound_lp) and of the host API
+(jaxbandit.bound) against scipy's HiGHS.
 
 The sweep solves thousands of instances from several families with one compiled,
 vmapped solve per (size bucket, dtype): smaller K are zero-padded to the bucket's size
@@ -14,8 +15,6 @@ a natural size for a value that is (close to) 0.
 """
 
 import itertools
-import importlib
-import json
 
 import jax
 import jax.numpy as jnp
@@ -23,11 +22,11 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from jaxbandit import instances, lp
+from jaxbandit import bound_lp, instances, lp
+from jaxbandit.bound import lower_bound
 from tests.approximate_division import approximate_division
-lb = importlib.import_module("jaxbandit.lower_bound")  # the package re-exports the function
 
-Status = lb.LowerBoundStatus
+Status = bound_lp.LowerBoundStatus
 WELL_SCALED = ("bandit", "full_information", "graph", "general", "revealing_arm", "noise_free")
 BADLY_SCALED = ("tiny_gaps", "wide_sigma")
 FAMILIES = WELL_SCALED + BADLY_SCALED
@@ -84,8 +83,8 @@ def numpy_problem(mu, precision):
 
 
 # HiGHS's default feasibility tolerances (1e-7, absolute) let it stop at a suboptimal
-# vertex when W spans many decades: on one wide-sigma K = 3 instance both methods return
-# 1.785232 while 1.784801 is feasible and optimal (found by both with 1e-10).
+# vertex when W spans many decades (both methods can agree on it), so each method also
+# runs with 1e-10.
 HIGHS_OPTIONS = ({}, {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
 
 
@@ -146,7 +145,7 @@ def build_sweep(buckets, seed):
 
 _solve_chunk = jax.jit(jax.vmap(lp.solve))
 # Every sweep is solved in chunks of one size, so each (padded K, dtype) compiles once
-# for all the tests here (a compile of the vmapped solve takes ~10 s).
+# for all the tests here (compiling the vmapped solve is most of their time).
 _CHUNK = 192
 
 
@@ -227,10 +226,7 @@ def test_sweep_float32_matches_highs_or_reports(sweep):
 def test_bigger_sweep_both_precisions():
     """9,760 LPs per precision (1,220 per family, K = 2..50), the bar of
     ``_check_records``; in float32 also with a GPU's approximate division emulated (see
-    the test below), where one round of refactorisation left a general K = 20 LP
-    uncertified.  Measured: every well-scaled one optimal in both precisions; wide-sigma
-    ones left uncertified: 15 in float64, 375 in float32 (377 with the emulated
-    division)."""
+    the last test)."""
     big = build_sweep(SLOW_BUCKETS, seed=7)
     for dtype in (np.float64, np.float32):
         _check_records(run_sweep(big, dtype), dtype)
@@ -381,7 +377,7 @@ def test_problem_builder_matches_numpy():
     rng = np.random.default_rng(0)
     mu, precision = _family("noise_free", rng, 20, 6)
     with jax.enable_x64(True):
-        problems = jax.vmap(lb.lower_bound_problem)(mu, precision)
+        problems = jax.vmap(bound_lp.lower_bound_problem)(mu, precision)
     for i in range(20):
         cost, matrix, rhs = numpy_problem(mu[i], precision[i])
         np.testing.assert_allclose(problems.cost[i], cost, rtol=1e-15)
@@ -396,7 +392,7 @@ def test_closed_forms():
     rng = np.random.default_rng(1)
     mu = rng.uniform(0, 1, 7)
     sigma = rng.uniform(0.3, 3, 7)
-    bound = lb.lower_bound(instances.bandit(mu, sigma))
+    bound = lower_bound(instances.bandit(mu, sigma))
     gaps = mu.max() - mu
     expected = np.sum(np.where(gaps > 0, 2 * sigma**2 / np.where(gaps > 0, gaps, 1), 0))
     assert bound.value == pytest.approx(expected, rel=1e-12)
@@ -404,10 +400,10 @@ def test_closed_forms():
     # The best arm observing everything: the bound is 0 and c* is carried by it alone.
     adjacency = np.zeros((7, 7), bool)
     adjacency[np.argmax(mu)] = True
-    hub = lb.lower_bound(instances.graph(mu, adjacency))
+    hub = lower_bound(instances.graph(mu, adjacency))
     assert hub.value == 0.0
     assert np.count_nonzero(hub.c) == 1 and hub.c[np.argmax(mu)] > 0
-    bound32 = lb.lower_bound(instances.bandit(mu, sigma), dtype=np.float32)
+    bound32 = lower_bound(instances.bandit(mu, sigma), dtype=np.float32)
     assert bound32.c.dtype == np.float32
     assert float(bound32.value) == pytest.approx(expected, rel=1e-5)
 
@@ -416,34 +412,34 @@ def test_noise_free_observation_is_the_limit():
     """sigma[0, 1] -> 0: the bound converges to the one with constraint 1 dropped."""
     mu = np.array([0.9, 1.0, 0.2])
     sigma = np.array([[1.0, 1e-4, np.inf], [np.inf, 1.0, np.inf], [np.inf, np.inf, 1.0]])
-    near = lb.lower_bound(instances.Instance(mu, sigma)).value
+    near = lower_bound(instances.Instance(mu, sigma)).value
     sigma[0, 1] = 0.0
-    exact = lb.lower_bound(instances.Instance(mu, sigma))
+    exact = lower_bound(instances.Instance(mu, sigma))
     assert np.isfinite(exact.value) and exact.status == 0
     assert exact.value == pytest.approx(near, rel=1e-6)
 
 
 def test_ties_and_unobservable_arms():
     with jax.enable_x64(True):
-        tied = lb.solve_lower_bound(np.array([1.0, 1.0, 0.5]), np.eye(3))
+        tied = bound_lp.solve_lower_bound(np.array([1.0, 1.0, 0.5]), np.eye(3))
         assert int(tied.status) == Status.TIED_BEST_ARM and np.isinf(tied.value)
         assert np.all(np.isfinite(tied.c))
         # Raw arrays (Instance rejects this): arm 2 is observed by no row.
         precision = np.eye(3)
         precision[2, 2] = 0.0
-        unobserved = lb.solve_lower_bound(np.array([1.0, 0.5, 0.2]), precision)
+        unobserved = bound_lp.solve_lower_bound(np.array([1.0, 0.5, 0.2]), precision)
         assert int(unobserved.status) == Status.INFEASIBLE
     with pytest.raises(ValueError, match="tie for the best mean"):
-        lb.lower_bound(instances.bandit([1.0, 1.0, 0.5]))
-    report = lb.lower_bound(instances.bandit([1.0, 1.0, 0.5]), throw=False)
+        lower_bound(instances.bandit([1.0, 1.0, 0.5]))
+    report = lower_bound(instances.bandit([1.0, 1.0, 0.5]), throw=False)
     assert report.status == Status.TIED_BEST_ARM
 
 
 def test_batch_instance_and_curve():
     batch = instances.random(3, 5, num_instances=4)
-    bound = lb.lower_bound(batch)
+    bound = lower_bound(batch)
     assert bound.c.shape == (4, 5) and bound.value.shape == (4,)
-    single = lb.lower_bound(batch[2])
+    single = lower_bound(batch[2])
     np.testing.assert_allclose(single.c, bound.c[2], rtol=1e-12)
     curve = bound.curve([1, 10, 100])
     assert curve.shape == (4, 3)
@@ -457,22 +453,22 @@ def test_batch_instance_and_curve():
 @jax.vmap
 def _anchored(mu, precision):
     """A warm start of the cold solve's basis, anchored where its check passes."""
-    warm = lb.warm_start(precision, lb.solve_lower_bound(mu, precision).basis)
-    ok, _, sensitivity = lb.check_warm_start(mu, precision, warm)
-    anchored = lb.anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_radius)
+    warm = bound_lp.warm_start(precision, bound_lp.solve_lower_bound(mu, precision).basis)
+    ok, _, sensitivity = bound_lp.check_warm_start(mu, precision, warm)
+    anchored = bound_lp.anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_radius)
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), anchored, warm)
 
 
-_reuse = jax.jit(jax.vmap(lb.reuse_warm_start))
-_cold = jax.jit(jax.vmap(lb.solve_lower_bound))
+_reuse = jax.jit(jax.vmap(bound_lp.reuse_warm_start))
+_cold = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
 
 
 def assert_same_vertex(first, second, lanes, mu, precision, rtol):
     """On ``lanes``, the two solutions' bases are equal or describe the same degenerate
     vertex: every variable basic in one and not the other is zero, to ``rtol``, at
     ``second.c`` (a structural ``c_j``, or a surplus ``(A c - b)_r``).  Which of a
-    degenerate vertex's bases a solve ends on is a rounding-level tie (seen in float32
-    with a GPU's approximate division); ``c*`` is what is canonical."""
+    degenerate vertex's bases a solve ends on is a rounding-level tie (a GPU's
+    approximate division can tip it); ``c*`` is what is canonical."""
     for i in np.flatnonzero(lanes & np.any(first.basis != second.basis, axis=1)):
         _, matrix, rhs = numpy_problem(mu[i], precision[i])
         c = np.asarray(second.c[i], np.float64)
@@ -483,7 +479,7 @@ def assert_same_vertex(first, second, lanes, mu, precision, rtol):
 
 
 def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families():
-    """Re-use without a check (lb.reuse_warm_start), 60 instances per family at K = 6,
+    """Re-use without a check (bound_lp.reuse_warm_start), 60 instances per family at K = 6,
     means moved in a random direction by up to 0.05, 0.25 and 0.45 times the anchor's
     radius, so that each gap moves by up to 0.1, 0.5 and 0.9 radii, and by up to 1
     radius (each gap by up to 2 radii).  Wherever it answers, the answer must be the
@@ -544,14 +540,14 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
 
     @jax.jit
     def step(warm, mu):
-        solution, new_warm, used_full = lb.solve_lower_bound_warm(mu, precision, warm)
+        solution, new_warm, used_full = bound_lp.solve_lower_bound_warm(mu, precision, warm)
         return new_warm, (solution, used_full)
 
     with jax.enable_x64(True):
-        _, (warm_solutions, used_full) = jax.lax.scan(step, lb.initial_warm_start(precision), means)
-        cold = jax.jit(jax.vmap(lb.solve_lower_bound, in_axes=(0, None)))(means, precision)
-        ok, checked, _ = jax.jit(jax.vmap(lb.check_warm_start, in_axes=(0, None, None)))(
-            means, precision, lb.warm_start(precision, cold.basis[0])
+        _, (warm_solutions, used_full) = jax.lax.scan(step, bound_lp.initial_warm_start(precision), means)
+        cold = jax.jit(jax.vmap(bound_lp.solve_lower_bound, in_axes=(0, None)))(means, precision)
+        ok, checked, _ = jax.jit(jax.vmap(bound_lp.check_warm_start, in_axes=(0, None, None)))(
+            means, precision, bound_lp.warm_start(precision, cold.basis[0])
         )
     assert np.all(np.asarray(cold.status) == 0)
     # Same basis; c and the value equal up to rounding (the check uses a kept inverse).
@@ -569,22 +565,21 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
 
 def test_solve_from_a_previous_basis_is_never_worse_than_cold():
     """``solve(initial_basis=...)`` at means moved by N(0, 0.05^2): 400 random general
-    K = 10 instances, float32, started from each one's previous optimal basis.  Before
-    the solve restarted cold when the start ended without a verdict, 3% of these lanes
-    ended in numerical_error where the cold solve was optimal (measured: 48 of 2000;
-    10 of these 400).
-    Required: no such lane; where both are optimal, the same basis and ``c`` bit for
-    bit; and fewer pivots on average (the start was used)."""
+    K = 10 instances, float32, started from each one's previous optimal basis, a start
+    from which some solves end without a verdict (the solve then restarts cold).
+    Required: no lane that is optimal cold and not warm; where both are optimal, the
+    same basis and ``c`` bit for bit; and fewer pivots on average (the start was
+    used)."""
     inst = instances.random(0, 10, num_instances=400)
     mu = np.asarray(inst.mu, np.float32)
     precision = np.asarray(inst.precision, np.float32)
     moved = mu + np.float32(0.05) * np.random.default_rng(1).standard_normal(mu.shape).astype(np.float32)
-    cold_solve = jax.jit(jax.vmap(lb.solve_lower_bound))
+    cold_solve = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
     before = cold_solve(mu, precision)
     cold = jax.tree.map(np.asarray, cold_solve(moved, precision))
     warm = jax.tree.map(
         np.asarray,
-        jax.jit(jax.vmap(lambda m, w, b: lb.solve_lower_bound(m, w, initial_basis=b)))(
+        jax.jit(jax.vmap(lambda m, w, b: bound_lp.solve_lower_bound(m, w, initial_basis=b)))(
             moved, precision, before.basis
         ),
     )
@@ -596,42 +591,10 @@ def test_solve_from_a_previous_basis_is_never_worse_than_cold():
     assert warm.num_iterations.mean() < 0.75 * cold.num_iterations.mean()
 
 
-# -- command line ----------------------------------------------------------------------
-
-
-def test_bound_main_inline_file_and_errors(tmp_path, capsys):
-    assert lb.bound_main(["--mu", "1,0.5,0.2", "--sigma", "1,inf,inf;inf,1,inf;inf,inf,1", "--json"]) == 0
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["status"] == 0 and printed["value"] == pytest.approx(6.5)
-    path = tmp_path / "instance.json"
-    path.write_text(json.dumps({"mu": [1, 0.5], "sigma": [[1, "inf"], ["inf", 2]]}))
-    assert lb.bound_main(["--file", str(path)]) == 0
-    assert "value: 16 " in capsys.readouterr().out  # 2 sigma_1^2 / Delta_1 = 2 * 4 / 0.5
-    toml = tmp_path / "instance.toml"
-    toml.write_text('mu = [1.0, 0.5]\nsigma = [[1.0, "inf"], ["inf", 2.0]]\n')
-    assert lb.bound_main(["--file", str(toml), "--dtype", "float32"]) == 0
-    npz = tmp_path / "instance.npz"
-    np.savez(npz, mu=np.array([1.0, 0.5]), sigma=np.array([[1.0, np.inf], [np.inf, 2.0]]))
-    assert lb.bound_main(["--file", str(npz)]) == 0
-    capsys.readouterr()
-    for argv in (
-        ["--mu", "1,x", "--sigma", "1"],
-        ["--mu", "1,1", "--sigma", "1"],  # tie
-        ["--mu", "1,0.5", "--sigma", "1,inf;inf,inf"],  # arm 1 unobserved
-        ["--mu", "1,0.5"],
-        ["--file", str(tmp_path / "missing.json")],
-        ["--bogus"],
-    ):
-        assert lb.bound_main(argv) == 2, argv
-        assert capsys.readouterr().err, argv
-
-
 def test_float32_sweep_with_a_gpus_approximate_division(sweep):
     """The float32 bar of the sweep with every float32 division off by up to 2.5 ulp
     (tests/approximate_division.py), as on a GPU, whose default ``div.full.f32`` is
-    within 2 ulp: well-scaled LPs all certified, none confidently wrong.  (The first
-    GPU run, at an earlier commit, left 1 of the 192 K = 50 well-scaled LPs here
-    uncertified; that code also scaled by approximate powers of two.)"""
+    within 2 ulp: well-scaled LPs all certified, none confidently wrong."""
     if jax.default_backend() != "cpu":
         pytest.skip("emulates a GPU's division on the CPU; on a GPU the sweep tests above use the real one")
     numerator, denominator = np.float32(np.arange(1, 1001)), np.float32(np.arange(1001, 1, -1) / 7)

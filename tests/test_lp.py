@@ -5,15 +5,14 @@ standard form on hand-made and random dense LPs (mixed signs, infeasible ones), 
 status codes, the canonical-solution rule, jit/vmap equivalence and the basis check.
 """
 
-import importlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from jaxbandit import lp
+from jaxbandit import bound_lp, lp
+from jaxbandit.lp import numerics, simplex
 from tests.approximate_division import approximate_division
 
 Status = lp.LPStatus
@@ -179,28 +178,28 @@ def test_check_basis_accepts_the_optimal_basis_only():
 
 def _single_loop_pivots(cost, matrix, rhs, basis):
     """The pivot loop as one loop of ``_next_step`` (dual and primal steps together) from
-    the tableau of ``basis``: the reference for ``lp._pivot_loop``'s dual-first split."""
-    scaled = lp._scale(cost, matrix, rhs)
+    the tableau of ``basis``: the reference for ``simplex._pivot_loop``'s dual-first split."""
+    scaled = simplex._scale(cost, matrix, rhs)
     tolerance = jnp.asarray(lp.default_tolerance(matrix.dtype), matrix.dtype)
     budget = 3 * sum(matrix.shape)
 
     def body(carry):
         tableau, count, _ = carry
-        step = lp._next_step(tableau, scaled, tolerance)
-        pivoted = lp._pivot(tableau, step.leave, step.enter)
+        step = simplex._next_step(tableau, scaled, tolerance)
+        pivoted = simplex._pivot(tableau, step.leave, step.enter)
         tableau = jax.tree.map(lambda a, b: jnp.where(step.can_pivot, a, b), pivoted, tableau)
         return tableau, count + step.can_pivot.astype(jnp.int32), step.can_pivot
 
-    carry = (lp._tableau(scaled, basis), jnp.int32(0), jnp.bool_(True))
+    carry = (simplex._tableau(scaled, basis), jnp.int32(0), jnp.bool_(True))
     tableau, count, _ = jax.lax.while_loop(lambda c: c[2] & (c[1] < budget), body, carry)
     return tableau.basis, count
 
 
 def _split_loop_pivots(cost, matrix, rhs, basis):
-    scaled = lp._scale(cost, matrix, rhs)
+    scaled = simplex._scale(cost, matrix, rhs)
     tolerance = jnp.asarray(lp.default_tolerance(matrix.dtype), matrix.dtype)
-    tableau = lp._tableau(scaled, basis)
-    return lp._pivot_loop(tableau, scaled, jnp.int32(0), 3 * sum(matrix.shape), tolerance, jnp.bool_(False))
+    tableau = simplex._tableau(scaled, basis)
+    return simplex._pivot_loop(tableau, scaled, jnp.int32(0), 3 * sum(matrix.shape), tolerance, jnp.bool_(False))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -210,7 +209,7 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
     pivots (same final basis, same count).  From the surplus basis (dual steps only, on
     mixed-sign and covering LPs), and from the optimal basis of other costs (primal
     feasible, not dual feasible: primal steps, which the second loop takes where
-    ``lp._may_take_primal_step`` lets it run)."""
+    ``simplex._may_take_primal_step`` lets it run)."""
     cost, matrix, rhs = _random_lps(21, 200, 6, 6)
     covering = (cost, np.abs(matrix), np.abs(rhs) + 0.1)
     other_cost = np.random.default_rng(22).uniform(0, 1, cost.shape)
@@ -230,20 +229,20 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
-    """The scaling must add no rounding (XLA's float32 ``exp2`` is approximate: it gave
-    8192.004 for ``2**13``), and ``_split``'s halves must add up to ``v`` exactly, each
+    """The scaling must add no rounding (XLA's float32 ``exp2`` is approximate, so the
+    powers of two are built from their bits), and ``_split``'s halves must add up to ``v`` exactly, each
     short enough (12 / 26 significant bits) that products of halves are exact; ties
     round away from zero.  200,000 values spanning 1e-26..1e26, both signs."""
     rng = np.random.default_rng(3)
     x = np.exp(rng.uniform(-60, 60, 200_000)).astype(dtype)
     x[:3] = [2.0**13, 1.5 * 2.0**-20, np.sqrt(2.0) * 2.0**7]  # exact, and at rounding edges
     with jax.enable_x64(dtype == np.float64):
-        scale = np.asarray(jax.jit(lp._power_of_two_reciprocal)(x))
-        ones = np.asarray(lp._power_of_two_reciprocal(np.array([0.0, -3.0], dtype)))
+        scale = np.asarray(jax.jit(numerics._power_of_two_reciprocal)(x))
+        ones = np.asarray(numerics._power_of_two_reciprocal(np.array([0.0, -3.0], dtype)))
         signed = x * rng.choice(np.array([-1, 1], dtype), x.shape)
-        high, low = (np.asarray(a) for a in jax.jit(lp._split)(signed))
+        high, low = (np.asarray(a) for a in jax.jit(numerics._split)(signed))
         ties = np.array([1 + 2.0**-12, -(1 + 2.0**-12)], dtype)  # halfway between 12-bit neighbours
-        tie = np.asarray(lp._split(ties)[0]) if dtype == np.float32 else None
+        tie = np.asarray(numerics._split(ties)[0]) if dtype == np.float32 else None
     fraction, exponent = np.frexp(scale)
     assert np.all(fraction == 0.5), scale[fraction != 0.5][:5]  # exact powers of two
     distance = np.abs(np.log2(x.astype(np.float64)) + (exponent - 1))  # |log2 x - round(log2 x)|
@@ -283,15 +282,14 @@ def primitive_names(jaxpr) -> set:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_solver_uses_no_function_a_gpu_approximates(dtype):
     """``lp.solve`` (cold and warm), the basis checks and the lower bound's warm-start
-    path, traced: no transcendental primitive anywhere (``jnp.ldexp`` once brought in
-    ``pow``)."""
-    lower_bound = importlib.import_module("jaxbandit.lower_bound")
+    path, traced: no transcendental primitive anywhere (``jnp.ldexp``, for one, lowers
+    to ``pow``)."""
     rng = np.random.default_rng(0)
     cost, matrix, rhs = rng.uniform(0, 1, 4).astype(dtype), rng.uniform(0, 1, (3, 4)).astype(dtype), np.ones(3, dtype)
     mu, precision = np.linspace(1, 0, 4).astype(dtype), np.eye(4, dtype=dtype)
     basis = lp.surplus_basis(3, 4)
     with jax.enable_x64(dtype == np.float64):
-        warm = lower_bound.initial_warm_start(precision)
+        warm = bound_lp.initial_warm_start(precision)
         traced = {
             "solve": jax.make_jaxpr(lp.solve)(cost, matrix, rhs),
             "solve_warm": jax.make_jaxpr(lambda *a: lp.solve(*a[:3], initial_basis=a[3]))(cost, matrix, rhs, basis),
@@ -299,8 +297,8 @@ def test_solver_uses_no_function_a_gpu_approximates(dtype):
             "quick_check": jax.make_jaxpr(lambda *a: lp.quick_check(*a[:3], lp.factor_basis(a[1], a[3])))(
                 cost, matrix, rhs, basis
             ),
-            "solve_lower_bound_warm": jax.make_jaxpr(lower_bound.solve_lower_bound_warm)(mu, precision, warm),
-            "reuse_warm_start": jax.make_jaxpr(lower_bound.reuse_warm_start)(mu, precision, warm),
+            "solve_lower_bound_warm": jax.make_jaxpr(bound_lp.solve_lower_bound_warm)(mu, precision, warm),
+            "reuse_warm_start": jax.make_jaxpr(bound_lp.reuse_warm_start)(mu, precision, warm),
         }
     for name, closed in traced.items():
         found = primitive_names(closed.jaxpr) & APPROXIMATED_PRIMITIVES
@@ -308,9 +306,8 @@ def test_solver_uses_no_function_a_gpu_approximates(dtype):
 
 
 def test_float32_division_is_refined_where_a_backend_approximates_it():
-    """A GPU divides float32 within 2 ulp (``div.full.f32``), which left 0.7% of
-    well-scaled K = 10 LPs uncertified on an H100; the solver's divisions take one Newton
-    step there.  Checked on the CPU: with the GPU's error emulated, the refined quotient
+    """A GPU divides float32 within 2 ulp (``div.full.f32``), enough to change the
+    solver's verdicts, so the solver's divisions take one Newton step there.  Checked on the CPU: with the GPU's error emulated, the refined quotient
     is correctly rounded to near-ties (10^5 quotients in 1e-18..1e18), special values pass
     through, and lowered for a GPU every division of ``solve`` is refined (twice the
     divisions of the CPU lowering, where the plain quotient is kept)."""
@@ -325,9 +322,9 @@ def test_float32_division_is_refined_where_a_backend_approximates_it():
 
     with approximate_division():
         plain = np.asarray(jax.jit(jnp.divide)(numerator, denominator))
-        refined = np.asarray(jax.jit(lp._refined_divide)(numerator, denominator))
+        refined = np.asarray(jax.jit(numerics._refined_divide)(numerator, denominator))
         special = np.asarray(
-            jax.jit(lp._refined_divide)(np.float32([1, 0, 1, np.inf, -2]), np.float32([0, 0, np.inf, 1, 0]))
+            jax.jit(numerics._refined_divide)(np.float32([1, 0, 1, np.inf, -2]), np.float32([0, 0, np.inf, 1, 0]))
         )
     assert max_ulps(plain) > 2.0  # the emulation is in effect
     assert max_ulps(refined) <= 0.5005

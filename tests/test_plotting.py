@@ -1,8 +1,5 @@
 """Figures of a sweep: every figure written, non-empty, in PNG and PDF; the pieces."""
 
-import sys
-import types
-
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -38,7 +35,7 @@ def _check_images(paths, stems):
 
 
 def test_plot_sweep_writes_every_figure(results, monkeypatch):
-    monkeypatch.setitem(sys.modules, "jaxbandit.lower_bound", None)  # bound not available: no line
+    monkeypatch.setattr(plotting, "lower_bound_value", lambda instance: None)  # no bound line
     paths = plotting.plot_sweep(results.directory)
     stems = [f"{kind}_{inst}" for inst in ("bandit", "graph_star") for kind in ("regret", "regret_log", "final", "case_mix")]
     assert sorted({p.stem for p in paths if p.suffix != ".csv"}) == sorted(stems)
@@ -55,17 +52,19 @@ def test_violin_logx_and_formats(results, tmp_path):
         plotting.plot_sweep(results, tmp_path, distribution="bar")
 
 
-def test_lower_bound_line_uses_the_lp_module_when_present(results, monkeypatch):
+def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch):
     class Bound:
         value, status = 7.5, 0
 
-    fake = types.ModuleType("jaxbandit.lower_bound")
-    fake.lower_bound = lambda instance: Bound()
-    monkeypatch.setitem(sys.modules, "jaxbandit.lower_bound", fake)
+    monkeypatch.setattr(plotting, "lower_bound", lambda instance: Bound())
     assert plotting.lower_bound_value(results.instances["bandit"]) == 7.5
     Bound.status = 1  # not optimal: no line rather than a wrong one
     assert plotting.lower_bound_value(results.instances["bandit"]) is None
-    monkeypatch.setitem(sys.modules, "jaxbandit.lower_bound", None)
+
+    def failing(instance):
+        raise ValueError("mu has a tie for the best mean")
+
+    monkeypatch.setattr(plotting, "lower_bound", failing)  # a bound that raises: no line
     assert plotting.lower_bound_value(results.instances["bandit"]) is None
 
     ax = Figure().subplots()

@@ -66,7 +66,7 @@ def oracle_etc() -> Policy:
     """
 
     def init_fn(ctx: Context) -> ETCState:
-        from jaxbandit.lower_bound import solve_lower_bound  # the paper's LP, eq. (3)
+        from jaxbandit.bound_lp import solve_lower_bound  # the paper's LP, eq. (3)
 
         num_arms = ctx.sigma.shape[-1]
         dtype = ctx.sigma.dtype

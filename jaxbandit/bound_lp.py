@@ -9,7 +9,7 @@ column = arm observed), with ``i*`` the smallest index among the maximisers of `
                      sum_j W[j, i] c_j >= 2 / Delta_min**2   (i  = i*)
                      c >= 0,
 
-and ``liminf R_T / log T >= sum_i c*_i Delta_i`` (:attr:`LowerBound.value`).
+and ``liminf R_T / log T >= sum_i c*_i Delta_i``.
 
 * ``c*`` is the canonical optimum of :func:`jaxbandit.lp.solve`: among the optimal
   ``c`` the one with the smallest ``sum(c)`` (then the lexicographically smallest).
@@ -22,50 +22,43 @@ and ``liminf R_T / log T >= sum_i c*_i Delta_i`` (:attr:`LowerBound.value`).
 * Ties for the best mean make ``i*`` and ``Delta_min`` ill-defined: status
   ``TIED_BEST_ARM``.  An arm that no row observes makes the LP infeasible.
 
-Inside ``jit``/``vmap`` these come back as status codes; :func:`lower_bound` (host side)
-raises a ``ValueError`` for them.  A float solve that cannot certify its answer also
-comes back as a status inside ``jit``; :func:`lower_bound` retries such lanes and, in
-the end, solves them exactly (:mod:`jaxbandit.exact_lp`).
+Everything here is pure and jit/vmap-able, and reports failures as status codes; the
+host API :func:`jaxbandit.bound.lower_bound` raises for them and rescues the lanes a
+float solve cannot certify.  The warm starts (:func:`warm_start`,
+:func:`check_warm_start`, :func:`reuse_warm_start`) let a policy re-solve the LP at
+slowly moving estimated means in ``O(K^2)`` per round.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import json
-import sys
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from jaxbandit import exact_lp, lp
+from jaxbandit import lp
 from jaxbandit._types import Array, ArrayLike
-from jaxbandit.instances import Instance
+from jaxbandit.lp.numerics import _dot
 from jaxbandit.reductions import all_true
 
 __all__ = [
-    "LowerBoundStatus",
+    "LPWarmStart",
     "LowerBoundProblem",
     "LowerBoundSolution",
-    "LPWarmStart",
+    "LowerBoundStatus",
     "WarmAnchor",
-    "LowerBound",
+    "anchor_warm_start",
+    "check_warm_start",
+    "initial_warm_start",
     "lower_bound_problem",
     "noise_free_arms",
+    "reuse_warm_start",
+    "reuse_warm_start_at",
     "right_hand_side",
     "solve_lower_bound",
     "solve_lower_bound_batch",
-    "warm_start",
-    "initial_warm_start",
-    "check_warm_start",
-    "anchor_warm_start",
-    "reuse_warm_start",
-    "reuse_warm_start_at",
     "solve_lower_bound_warm",
-    "lower_bound",
-    "bound_main",
+    "warm_start",
 ]
 
 
@@ -295,8 +288,7 @@ def solve_lower_bound_batch(
     """:func:`solve_lower_bound` over a batch, vmapped in chunks of ``chunk_size``.
 
     A vmapped simplex runs until the slowest lane is done; chunks (``lax.map`` with
-    ``batch_size``) bound how many lanes wait for one hard LP, which makes big batches
-    about twice as fast on CPU.
+    ``batch_size``) bound how many lanes wait for one hard LP.
 
     Args:
         mu: ``(num_instances, K)``.
@@ -457,7 +449,7 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     ok, c = reuse_warm_start_at(problem.cost, problem.b, problem.best_arm, warm)
     ok = ok & (problem.status == LowerBoundStatus.OPTIMAL)
     c = jnp.where(ok, c, 0)
-    value = jnp.where(ok, lp._dot(problem.cost, c), jnp.inf).astype(c.dtype)
+    value = jnp.where(ok, _dot(problem.cost, c), jnp.inf).astype(c.dtype)
     status = jnp.where(ok, LowerBoundStatus.OPTIMAL, LowerBoundStatus.NUMERICAL_ERROR).astype(jnp.int32)
     return ok, LowerBoundSolution(c, value, status, jnp.int32(0), warm.basis.astype(jnp.int32))
 
@@ -496,335 +488,3 @@ def solve_lower_bound_warm(
         return jax.lax.cond(ok, anchored, full_solve)
 
     return jax.lax.cond(reused_ok, lambda: (reused, warm, jnp.asarray(False)), check)
-
-
-# -- host side -----------------------------------------------------------------------
-
-
-class LowerBound(NamedTuple):
-    """Host-side result of :func:`lower_bound` (numpy arrays).
-
-    Attributes:
-        c: ``(K,)`` or ``(num_instances, K)`` the canonical ``c*``.
-        value: ``()`` or ``(num_instances,)`` ``sum_i c*_i Delta_i`` (the constant of the
-            bound ``R_T >~ value * log T``); ``inf`` where not solved.
-        status: ``()`` or ``(num_instances,)`` int32 :class:`LowerBoundStatus`.
-        best_arm: ``()`` or ``(num_instances,)`` ``i*``.
-        gaps: same shape as ``c``, ``Delta``.
-    """
-
-    c: np.ndarray
-    value: np.ndarray
-    status: np.ndarray
-    best_arm: np.ndarray
-    gaps: np.ndarray
-
-    def curve(self, times: ArrayLike) -> np.ndarray:
-        """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``."""
-        times = np.asarray(times, dtype=np.float64)
-        if np.any(times < 1):
-            raise ValueError(f"times must be >= 1, got min {times.min()}.")
-        return np.multiply.outer(np.asarray(self.value, np.float64), np.log(times))
-
-
-_batched_solve = jax.jit(jax.vmap(solve_lower_bound))
-
-
-def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolution:
-    if np.dtype(dtype) == np.float64:
-        with jax.enable_x64(True):
-            out = _batched_solve(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
-            return jax.tree.map(np.asarray, out)
-    out = _batched_solve(jnp.asarray(mu, jnp.float32), jnp.asarray(precision, jnp.float32))
-    return jax.tree.map(np.asarray, out)
-
-
-# Float64 lanes the default solve cannot certify (badly scaled sigma) are tried again
-# with these settings, in order; the first that ends OPTIMAL is kept.  The last two
-# certify optimality to a looser relative feasibility tolerance.
-_FLOAT64_RETRIES = (
-    (("max_refactorizations", 10),),
-    (("feasibility_tolerance", 1e-8),),
-    (("feasibility_tolerance", 1e-7),),
-)
-
-
-@functools.partial(jax.jit, static_argnames=("options",))
-def _solve_with(mu, precision, options) -> LowerBoundSolution:
-    def one(m, p):
-        problem = lower_bound_problem(m, p)
-        return _finish(problem, lp.solve(problem.cost, problem.A, problem.b, **dict(options)))
-
-    return jax.vmap(one)(mu, precision)
-
-
-@jax.jit
-def _verify_basis(mu, precision, basis) -> tuple[Array, LowerBoundSolution]:
-    return jax.vmap(lambda m, p, b: check_warm_start(m, p, warm_start(p, b))[:2])(mu, precision, basis)
-
-
-def _unsolved(status: np.ndarray) -> np.ndarray:
-    return np.isin(status, (lp.LPStatus.NUMERICAL_ERROR, lp.LPStatus.MAX_ITERATIONS))
-
-
-_batched_problem = jax.jit(jax.vmap(lower_bound_problem))
-
-
-def _solved_exactly(mu: np.ndarray, precision: np.ndarray, guess: np.ndarray) -> LowerBoundSolution:
-    """:func:`jaxbandit.exact_lp.solve_exact` on each lane (float64 data), started from
-    the basis ``guess`` the float solve ended on."""
-    with jax.enable_x64(True):
-        problem = jax.tree.map(
-            np.asarray, _batched_problem(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
-        )
-    answers = [
-        exact_lp.solve_exact(problem.cost[i], problem.A[i], problem.b[i], basis=guess[i]) for i in range(len(mu))
-    ]
-    return LowerBoundSolution(
-        c=np.stack([a.x for a in answers]),
-        value=np.array([a.objective for a in answers], np.float64),
-        status=np.array([a.status for a in answers], np.int32),
-        num_iterations=np.array([a.num_iterations for a in answers], np.int32),
-        basis=np.stack([a.basis for a in answers]),
-    )
-
-
-def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSolution) -> LowerBoundSolution:
-    """Retry the float64 lanes left unsolved: the float32 solve's basis verified in
-    float64 (a different pivot path often ends elsewhere), then :data:`_FLOAT64_RETRIES`,
-    then, for what is left, the exact rational solve (:mod:`jaxbandit.exact_lp`)."""
-    retry = _unsolved(out.status)
-    if not retry.any():
-        return out
-    best = jax.tree.map(lambda a: a[retry], out)
-    with jax.enable_x64(True):
-        mu64 = jnp.asarray(mu[retry], jnp.float64)
-        precision64 = jnp.asarray(precision[retry], jnp.float64)
-
-        def verified_guess():
-            guess = _batched_solve(mu64.astype(jnp.float32), precision64.astype(jnp.float32)).basis
-            ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
-            return verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))
-
-        def solved_with(options):
-            return jax.tree.map(np.asarray, _solve_with(mu64, precision64, options))
-
-        def solved_exactly():
-            unsolved = _unsolved(best.status)
-            exact = _solved_exactly(mu[retry][unsolved], precision[retry][unsolved], best.basis[unsolved])
-            return jax.tree.map(lambda a, b: _assign(a, unsolved, b), best, exact)
-
-        attempts = [verified_guess] + [functools.partial(solved_with, o) for o in _FLOAT64_RETRIES] + [solved_exactly]
-        for attempt in attempts:  # in order, only while some lane is still unsolved
-            if not _unsolved(best.status).any():
-                break
-            candidate = attempt()
-            take = _unsolved(best.status) & (candidate.status == LowerBoundStatus.OPTIMAL)
-            best = jax.tree.map(lambda a, b: _assign(a, take, b[take]), best, candidate)
-    return jax.tree.map(lambda a, b: _assign(a, retry, b), out, best)
-
-
-def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> LowerBound:
-    """The lower bound ``c*(mu)`` and ``value = sum_i c*_i Delta_i`` of an instance.
-
-    A batch :class:`~jaxbandit.instances.Instance` gives batched arrays (one compiled,
-    vmapped solve).  float32 instances the float32 solver cannot certify (a
-    ``NUMERICAL_ERROR``/``MAX_ITERATIONS`` status) are solved again in float64.  Float64
-    lanes still unsolved (badly scaled ``sigma``) are retried: the float32 solve's
-    basis verified in float64, more re-factorisations, then feasibility tolerances of
-    1e-8 and 1e-7 (relative), and what none of those certifies is solved in exact
-    rational arithmetic (:mod:`jaxbandit.exact_lp`; milliseconds to a second per LP on
-    the host).  So every feasible instance without a tie ends ``OPTIMAL``.
-
-    Args:
-        instance: a single or batch ``Instance``.
-        dtype: ``np.float64`` (default) or ``np.float32``, the working precision.
-        throw: raise ``ValueError`` when an instance has a tie for the best mean, an
-            unobservable arm or an unsolved LP; otherwise report it in ``status``.
-
-    Returns:
-        A :class:`LowerBound`.
-    """
-    if not isinstance(instance, Instance):
-        raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
-    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
-    mu = np.atleast_2d(instance.mu)
-    precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
-    out = _solve_batch(mu, precision, dtype)
-    retry = _unsolved(out.status)
-    if np.dtype(dtype) == np.float32 and retry.any():
-        again = _rescue_float64(mu[retry], precision[retry], _solve_batch(mu[retry], precision[retry], np.float64))
-        out = jax.tree.map(lambda a, b: _assign(a, retry, b), out, again)
-    elif np.dtype(dtype) == np.float64:
-        out = _rescue_float64(mu, precision, out)
-    if throw:
-        _raise_for_status(out.status, mu, precision)
-    squeeze = (lambda a: a[0]) if not instance.is_batch else (lambda a: a)
-    return LowerBound(
-        c=squeeze(out.c.astype(dtype)),
-        value=squeeze(out.value.astype(dtype)),
-        status=squeeze(out.status.astype(np.int32)),
-        best_arm=squeeze(np.argmax(mu, axis=-1)),
-        gaps=squeeze((np.max(mu, axis=-1, keepdims=True) - mu).astype(dtype)),
-    )
-
-
-def _assign(target: np.ndarray, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
-    result = np.array(target, dtype=np.result_type(target, values), copy=True)
-    result[mask] = values
-    return result.astype(target.dtype)
-
-
-def _raise_for_status(status: np.ndarray, mu: np.ndarray, precision: np.ndarray) -> None:
-    for index in np.flatnonzero(status != LowerBoundStatus.OPTIMAL):
-        prefix = f"instance {index}: " if len(status) > 1 else ""
-        code = int(status[index])
-        if code == LowerBoundStatus.TIED_BEST_ARM:
-            top = np.flatnonzero(mu[index] == mu[index].max()).tolist()
-            raise ValueError(
-                f"{prefix}mu has a tie for the best mean (arms {top}): mu={mu[index].tolist()}; "
-                "the lower bound needs a unique best arm."
-            )
-        unobserved = np.flatnonzero(np.all(precision[index] == 0, axis=0))
-        if code == LowerBoundStatus.INFEASIBLE and unobserved.size:
-            raise ValueError(
-                f"{prefix}arm {int(unobserved[0])} is observed by no row of sigma, so the "
-                "lower-bound LP is infeasible (its mean can never be estimated)."
-            )
-        raise ValueError(
-            f"{prefix}the lower-bound LP was not solved: status {code} "
-            f"({LowerBoundStatus.NAMES.get(code, 'unknown')}) for mu={mu[index].tolist()}."
-        )
-
-
-# -- command line (``jaxbandit bound``) ------------------------------------------------
-
-
-def _parse_vector(text: str, name: str) -> np.ndarray:
-    try:
-        return np.array([float(v) for v in text.replace(" ", "").split(",") if v], dtype=np.float64)
-    except ValueError as err:
-        raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.") from err
-
-
-def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
-    rows = [r for r in text.replace(" ", "").split(";") if r]
-    if len(rows) == 1 and "," not in rows[0]:  # one number: standard bandit
-        value = _parse_vector(rows[0], "sigma")[0]
-        matrix = np.full((num_arms, num_arms), np.inf)
-        np.fill_diagonal(matrix, value)
-        return matrix
-    matrix = [_parse_vector(r, "sigma") for r in rows]
-    if len({len(r) for r in matrix}) != 1:
-        raise ValueError(f"sigma rows must have equal lengths, got {[len(r) for r in matrix]}.")
-    return np.array(matrix)
-
-
-def _as_float_array(value, name: str) -> np.ndarray:
-    """JSON/TOML values with ``"inf"`` strings allowed."""
-    try:
-        return np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        pass
-    try:
-        return np.vectorize(lambda v: float(v), otypes=[np.float64])(np.array(value, dtype=object))
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.") from err
-
-
-def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
-    if path.endswith(".npz"):
-        with np.load(path) as data:
-            missing = {"mu", "sigma"} - set(data.files)
-            if missing:
-                raise ValueError(f"{path} must contain arrays 'mu' and 'sigma', missing {sorted(missing)}.")
-            return np.array(data["mu"], np.float64), np.array(data["sigma"], np.float64)
-    if path.endswith(".json"):
-        with open(path) as f:
-            data = json.load(f)
-    elif path.endswith(".toml"):
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover
-            import tomli as tomllib
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    else:
-        raise ValueError(f"--file must end in .json, .toml or .npz, got {path!r}.")
-    if not isinstance(data, dict) or "mu" not in data or "sigma" not in data:
-        raise ValueError(f"{path} must define 'mu' and 'sigma'.")
-    mu = _as_float_array(data["mu"], "mu")
-    sigma = _as_float_array(data["sigma"], "sigma")
-    if sigma.ndim == 0:
-        sigma = _parse_sigma(str(float(sigma)), mu.shape[-1])
-    return mu, sigma
-
-
-def _bound_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="jaxbandit bound",
-        description=(
-            "Asymptotic regret lower bound (paper §5): the LP optimum c* and "
-            "value = sum_i c*_i Delta_i, so that R_T >~ value * log T."
-        ),
-    )
-    parser.add_argument("--mu", help="means, e.g. 1,0.5,0.2")
-    parser.add_argument(
-        "--sigma",
-        help="noise matrix, rows separated by ';' (e.g. '1,inf;inf,1'), or one number for a standard bandit",
-    )
-    parser.add_argument("--file", help="JSON/TOML with keys mu and sigma ('inf' allowed), or .npz")
-    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    return parser
-
-
-def bound_main(argv: list[str] | None = None) -> int:
-    """``jaxbandit bound``: print the lower bound of one instance.
-
-    Returns:
-        0 on success, 1 if the LP is not solved, 2 on bad input (message on stderr).
-    """
-    parser = _bound_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # argparse already printed the message
-        return int(exit_.code or 0) and 2
-    try:
-        if args.file is not None:
-            if args.mu is not None or args.sigma is not None:
-                raise ValueError("give either --file or --mu/--sigma, not both.")
-            mu, sigma = _read_file(args.file)
-        else:
-            if args.mu is None or args.sigma is None:
-                raise ValueError("give --mu and --sigma (or --file).")
-            mu = _parse_vector(args.mu, "mu")
-            sigma = _parse_sigma(args.sigma, mu.shape[0])
-        instance = Instance(mu, sigma)
-        if instance.is_batch:
-            raise ValueError(f"bound takes one instance, got mu of shape {mu.shape}.")
-        result = lower_bound(instance, dtype=np.dtype(args.dtype), throw=False)
-        if int(result.status) == LowerBoundStatus.TIED_BEST_ARM:  # bad input, not a failure
-            _raise_for_status(np.atleast_1d(result.status), instance.mu[None], instance.precision[None])
-    except (ValueError, OSError) as err:
-        print(f"jaxbandit bound: error: {err}", file=sys.stderr)
-        return 2
-    status = int(result.status)
-    if args.json:
-        print(json.dumps({
-            "mu": instance.mu.tolist(),
-            "best_arm": int(result.best_arm),
-            "c": np.asarray(result.c, np.float64).tolist(),
-            "value": float(result.value),
-            "status": status,
-            "status_name": LowerBoundStatus.NAMES[status],
-            "dtype": args.dtype,
-        }))
-    else:
-        print(f"status: {status} ({LowerBoundStatus.NAMES[status]})")
-        print(f"best arm: {int(result.best_arm)}")
-        print(f"value: {float(result.value):.10g}   (regret >~ value * log T)")
-        for arm, (c, gap) in enumerate(zip(result.c, result.gaps)):
-            print(f"  arm {arm}: c* = {float(c):.10g}   Delta = {float(gap):.6g}")
-    return 0 if status == LowerBoundStatus.OPTIMAL else 1

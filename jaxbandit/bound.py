@@ -1,0 +1,232 @@
+"""The lower bound of an instance, on the host: :func:`lower_bound`.
+
+One compiled, vmapped solve of the lower-bound LP (:mod:`jaxbandit.bound_lp`) for a
+single or batch :class:`~jaxbandit.instances.Instance`, then rescues for the lanes a
+float solve cannot certify: float32 lanes are solved again in float64, float64 lanes
+are retried with other settings and, in the end, solved in exact rational arithmetic
+(:mod:`jaxbandit.exact_lp`), so every feasible instance without a tie ends
+``OPTIMAL``.  Ties, unobservable arms and unsolved LPs raise ``ValueError`` unless
+``throw=False``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbandit import exact_lp, lp
+from jaxbandit._types import Array, ArrayLike
+from jaxbandit.bound_lp import (
+    LowerBoundSolution,
+    LowerBoundStatus,
+    _finish,
+    check_warm_start,
+    lower_bound_problem,
+    solve_lower_bound,
+    warm_start,
+)
+from jaxbandit.instances import Instance
+
+__all__ = ["LowerBound", "lower_bound"]
+
+
+class LowerBound(NamedTuple):
+    """Host-side result of :func:`lower_bound` (numpy arrays).
+
+    Attributes:
+        c: ``(K,)`` or ``(num_instances, K)`` the canonical ``c*``.
+        value: ``()`` or ``(num_instances,)`` ``sum_i c*_i Delta_i`` (the constant of the
+            bound ``R_T >~ value * log T``); ``inf`` where not solved.
+        status: ``()`` or ``(num_instances,)`` int32
+            :class:`~jaxbandit.bound_lp.LowerBoundStatus`.
+        best_arm: ``()`` or ``(num_instances,)`` ``i*``.
+        gaps: same shape as ``c``, ``Delta``.
+    """
+
+    c: np.ndarray
+    value: np.ndarray
+    status: np.ndarray
+    best_arm: np.ndarray
+    gaps: np.ndarray
+
+    def curve(self, times: ArrayLike) -> np.ndarray:
+        """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``."""
+        times = np.asarray(times, dtype=np.float64)
+        if np.any(times < 1):
+            raise ValueError(f"times must be >= 1, got min {times.min()}.")
+        return np.multiply.outer(np.asarray(self.value, np.float64), np.log(times))
+
+
+_batched_solve = jax.jit(jax.vmap(solve_lower_bound))
+
+
+def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolution:
+    if np.dtype(dtype) == np.float64:
+        with jax.enable_x64(True):
+            out = _batched_solve(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
+            return jax.tree.map(np.asarray, out)
+    out = _batched_solve(jnp.asarray(mu, jnp.float32), jnp.asarray(precision, jnp.float32))
+    return jax.tree.map(np.asarray, out)
+
+
+# Float64 lanes the default solve cannot certify (badly scaled sigma) are tried again
+# with these settings, in order; the first that ends OPTIMAL is kept.  The last two
+# certify optimality to a looser relative feasibility tolerance.
+_FLOAT64_RETRIES = (
+    (("max_refactorizations", 10),),
+    (("feasibility_tolerance", 1e-8),),
+    (("feasibility_tolerance", 1e-7),),
+)
+
+
+@functools.partial(jax.jit, static_argnames=("options",))
+def _solve_with(mu, precision, options) -> LowerBoundSolution:
+    def one(m, p):
+        problem = lower_bound_problem(m, p)
+        return _finish(problem, lp.solve(problem.cost, problem.A, problem.b, **dict(options)))
+
+    return jax.vmap(one)(mu, precision)
+
+
+@jax.jit
+def _verify_basis(mu, precision, basis) -> tuple[Array, LowerBoundSolution]:
+    return jax.vmap(lambda m, p, b: check_warm_start(m, p, warm_start(p, b))[:2])(mu, precision, basis)
+
+
+def _unsolved(status: np.ndarray) -> np.ndarray:
+    return np.isin(status, (lp.LPStatus.NUMERICAL_ERROR, lp.LPStatus.MAX_ITERATIONS))
+
+
+_batched_problem = jax.jit(jax.vmap(lower_bound_problem))
+
+
+def _solved_exactly(mu: np.ndarray, precision: np.ndarray, guess: np.ndarray) -> LowerBoundSolution:
+    """:func:`jaxbandit.exact_lp.solve_exact` on each lane (float64 data), started from
+    the basis ``guess`` the float solve ended on."""
+    with jax.enable_x64(True):
+        problem = jax.tree.map(
+            np.asarray, _batched_problem(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
+        )
+    answers = [
+        exact_lp.solve_exact(problem.cost[i], problem.A[i], problem.b[i], basis=guess[i]) for i in range(len(mu))
+    ]
+    return LowerBoundSolution(
+        c=np.stack([a.x for a in answers]),
+        value=np.array([a.objective for a in answers], np.float64),
+        status=np.array([a.status for a in answers], np.int32),
+        num_iterations=np.array([a.num_iterations for a in answers], np.int32),
+        basis=np.stack([a.basis for a in answers]),
+    )
+
+
+def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSolution) -> LowerBoundSolution:
+    """Retry the float64 lanes left unsolved: the float32 solve's basis verified in
+    float64 (a different pivot path often ends elsewhere), then :data:`_FLOAT64_RETRIES`,
+    then, for what is left, the exact rational solve (:mod:`jaxbandit.exact_lp`)."""
+    retry = _unsolved(out.status)
+    if not retry.any():
+        return out
+    best = jax.tree.map(lambda a: a[retry], out)
+    with jax.enable_x64(True):
+        mu64 = jnp.asarray(mu[retry], jnp.float64)
+        precision64 = jnp.asarray(precision[retry], jnp.float64)
+
+        def verified_guess():
+            guess = _batched_solve(mu64.astype(jnp.float32), precision64.astype(jnp.float32)).basis
+            ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
+            return verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))
+
+        def solved_with(options):
+            return jax.tree.map(np.asarray, _solve_with(mu64, precision64, options))
+
+        def solved_exactly():
+            unsolved = _unsolved(best.status)
+            exact = _solved_exactly(mu[retry][unsolved], precision[retry][unsolved], best.basis[unsolved])
+            return jax.tree.map(lambda a, b: _assign(a, unsolved, b), best, exact)
+
+        attempts = [verified_guess] + [functools.partial(solved_with, o) for o in _FLOAT64_RETRIES] + [solved_exactly]
+        for attempt in attempts:  # in order, only while some lane is still unsolved
+            if not _unsolved(best.status).any():
+                break
+            candidate = attempt()
+            take = _unsolved(best.status) & (candidate.status == LowerBoundStatus.OPTIMAL)
+            best = jax.tree.map(lambda a, b: _assign(a, take, b[take]), best, candidate)
+    return jax.tree.map(lambda a, b: _assign(a, retry, b), out, best)
+
+
+def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> LowerBound:
+    """The lower bound ``c*(mu)`` and ``value = sum_i c*_i Delta_i`` of an instance.
+
+    A batch :class:`~jaxbandit.instances.Instance` gives batched arrays (one compiled,
+    vmapped solve).  float32 instances the float32 solver cannot certify (a
+    ``NUMERICAL_ERROR``/``MAX_ITERATIONS`` status) are solved again in float64.  Float64
+    lanes still unsolved (badly scaled ``sigma``) are retried: the float32 solve's
+    basis verified in float64, more re-factorisations, then feasibility tolerances of
+    1e-8 and 1e-7 (relative), and what none of those certifies is solved in exact
+    rational arithmetic (:mod:`jaxbandit.exact_lp`: plain Python, slow, so kept for
+    the few lanes left).  So every feasible instance without a tie ends ``OPTIMAL``.
+
+    Args:
+        instance: a single or batch ``Instance``.
+        dtype: ``np.float64`` (default) or ``np.float32``, the working precision.
+        throw: raise ``ValueError`` when an instance has a tie for the best mean, an
+            unobservable arm or an unsolved LP; otherwise report it in ``status``.
+
+    Returns:
+        A :class:`LowerBound`.
+    """
+    if not isinstance(instance, Instance):
+        raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
+    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+    mu = np.atleast_2d(instance.mu)
+    precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
+    out = _solve_batch(mu, precision, dtype)
+    retry = _unsolved(out.status)
+    if np.dtype(dtype) == np.float32 and retry.any():
+        again = _rescue_float64(mu[retry], precision[retry], _solve_batch(mu[retry], precision[retry], np.float64))
+        out = jax.tree.map(lambda a, b: _assign(a, retry, b), out, again)
+    elif np.dtype(dtype) == np.float64:
+        out = _rescue_float64(mu, precision, out)
+    if throw:
+        _raise_for_status(out.status, mu, precision)
+    squeeze = (lambda a: a[0]) if not instance.is_batch else (lambda a: a)
+    return LowerBound(
+        c=squeeze(out.c.astype(dtype)),
+        value=squeeze(out.value.astype(dtype)),
+        status=squeeze(out.status.astype(np.int32)),
+        best_arm=squeeze(np.argmax(mu, axis=-1)),
+        gaps=squeeze((np.max(mu, axis=-1, keepdims=True) - mu).astype(dtype)),
+    )
+
+
+def _assign(target: np.ndarray, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    result = np.array(target, dtype=np.result_type(target, values), copy=True)
+    result[mask] = values
+    return result.astype(target.dtype)
+
+
+def _raise_for_status(status: np.ndarray, mu: np.ndarray, precision: np.ndarray) -> None:
+    for index in np.flatnonzero(status != LowerBoundStatus.OPTIMAL):
+        prefix = f"instance {index}: " if len(status) > 1 else ""
+        code = int(status[index])
+        if code == LowerBoundStatus.TIED_BEST_ARM:
+            top = np.flatnonzero(mu[index] == mu[index].max()).tolist()
+            raise ValueError(
+                f"{prefix}mu has a tie for the best mean (arms {top}): mu={mu[index].tolist()}; "
+                "the lower bound needs a unique best arm."
+            )
+        unobserved = np.flatnonzero(np.all(precision[index] == 0, axis=0))
+        if code == LowerBoundStatus.INFEASIBLE and unobserved.size:
+            raise ValueError(
+                f"{prefix}arm {int(unobserved[0])} is observed by no row of sigma, so the "
+                "lower-bound LP is infeasible (its mean can never be estimated)."
+            )
+        raise ValueError(
+            f"{prefix}the lower-bound LP was not solved: status {code} "
+            f"({LowerBoundStatus.NAMES.get(code, 'unknown')}) for mu={mu[index].tolist()}."
+        )

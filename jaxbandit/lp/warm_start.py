@@ -1,0 +1,427 @@
+"""The factored warm start: re-check a basis in ``O(m^2)`` while ``A`` stays fixed.
+
+A simplex basis matrix ``B = [A, -I][:, basis]`` depends on ``A`` and the index set
+only.  When only ``cost`` and ``b`` change between solves (the lower-bound LP at new
+estimated means), :func:`factor_basis` inverts ``B`` once and :func:`quick_check`
+re-verifies the basis at new data with a few ``m x m`` products: the tests of
+:func:`~jaxbandit.lp.simplex.check_basis`, with a margin for its own rounding, so that
+a basis it accepts is the canonical optimum :func:`~jaxbandit.lp.simplex.solve`
+returns (same basis, values equal up to rounding).  Its
+:class:`BasisSensitivity` says how far the costs may move with that answer unchanged,
+and :func:`shifted_values` moves the basic values to a new ``b`` with an error bound,
+so that a caller may skip checks altogether near a verified point.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxbandit._types import Array, ArrayLike
+from jaxbandit.lp.numerics import (
+    _divide,
+    _dot,
+    _gauss_jordan,
+    _leading_axis,
+    _power_of_two_reciprocal,
+    _refined_values,
+    _residual,
+    _split,
+)
+from jaxbandit.lp.simplex import (
+    _CONDITION_LIMIT,
+    BasisCheck,
+    LPSolution,
+    LPStatus,
+    _check_inputs,
+    _check_refinements,
+    _validated,
+    default_tolerance,
+)
+
+__all__ = [
+    "BasisFactor",
+    "BasisSensitivity",
+    "factor_basis",
+    "quick_check",
+    "shifted_values",
+    "value_scales",
+]
+
+
+class BasisSensitivity(NamedTuple):
+    """What :func:`quick_check` learns about nearby LPs with the same ``A``.
+
+    Attributes:
+        values: ``(m,)`` the refined basic values ``x_B = B^-1 b`` (basis order).
+        cost_radius: ``()`` the basis stays the canonical optimum for every cost
+            ``c'`` with ``max_j |c'_j - c_j| < cost_radius`` and ``c'_j = 0`` wherever
+            ``c_j = 0``, at any ``b`` where it stays primal feasible: every nonbasic
+            reduced cost of the cost objective stays positive, except those that such
+            a change cannot move (zero, with a positive reduced cost of ``sum(x)``).
+            ``0`` when a nonbasic reduced cost that can move is within its rounding
+            error of zero, or the check failed.
+    """
+
+    values: Array
+    cost_radius: Array
+
+
+class BasisFactor(NamedTuple):
+    """A basis with its inverse, for cheap re-checks while ``A`` stays fixed.
+
+    Besides ``B^-1`` it keeps what every check would otherwise recompute from the basis
+    alone: ``B`` itself (rebuilt inside a check, XLA would fuse its gather and select
+    into every loop that reads it, and the extra-precise residuals read each entry once
+    per column), ``B`` split into the halves of those residuals, ``|B^-1|`` without its
+    rounding residues (each an ``m x m`` pass per check under ``vmap``), and the reduced
+    costs of the tie-breaking objective ``sum(x)``, whose costs, hence duals, do not
+    change between checks.  A factor is so four ``m x m`` arrays and a few vectors
+    (``lp_explore`` keeps one per run).
+
+    Attributes:
+        basis: ``(m,)`` int32 sorted basic-variable indices among ``(x, surplus)``.
+        matrix_high, matrix_low: ``(m, m)`` ``B = matrix_high + matrix_low`` (exactly;
+            non-finite entries of ``A`` read as 0), split as by ``_split``: the leading
+            halves of the significands, and the rest.
+        inverse: ``(m, m)`` ``B^-1`` (zeros if ``B`` is singular).
+        condition: ``()`` Skeel's ``max_i (|B^-1| |B| 1)_i`` (``inf`` if singular).
+        abs_inverse: ``(m, m)`` ``|B^-1|`` with the rounding residues zeroed: entries at
+            most ``m eps`` times the largest of their column, taken as the structural
+            zeros they are here (see ``_cost_radius``).
+        tie_reduced: ``((n,), (m,))`` the reduced costs of ``sum(x)`` on the
+            (structural, surplus) columns, refined as :func:`quick_check` computes the
+            cost objective's.
+        tie_size: ``((n,), (m,))`` their magnitudes, the scale of their rounding error.
+    """
+
+    basis: Array
+    matrix_high: Array
+    matrix_low: Array
+    inverse: Array
+    condition: Array
+    abs_inverse: Array
+    tie_reduced: tuple[Array, Array]
+    tie_size: tuple[Array, Array]
+
+    @property
+    def matrix(self) -> Array:
+        """``(m, m)`` ``B``."""
+        return self.matrix_high + self.matrix_low
+
+
+def _basis_matrix(matrix, basis):
+    """``[A, -I][:, basis]`` without building ``[A, -I]``."""
+    m, n = matrix.shape
+    structural = matrix[:, jnp.clip(basis, 0, n - 1)]
+    surplus = -(jnp.arange(m, dtype=jnp.int32)[:, None] == (basis - n)[None, :]).astype(matrix.dtype)
+    return jnp.where((basis < n)[None, :], structural, surplus)
+
+
+def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
+    """Invert the basis matrix of ``basis`` once (pure, jit/vmap-able).
+
+    The matrix is equilibrated by powers of two (exact) before a Gauss-Jordan
+    inversion, so badly scaled data (``sigma`` spanning decades) loses nothing to the
+    scaling itself; what is left is measured by the stored condition number.
+
+    Args:
+        A: ``(m, n)`` constraint matrix.
+        basis: ``(m,)`` int indices of basic variables among ``(x, surplus)``.
+
+    Returns:
+        A :class:`BasisFactor`.
+    """
+    matrix = jnp.asarray(A)
+    if matrix.ndim != 2 or not jnp.issubdtype(matrix.dtype, jnp.floating):
+        raise ValueError(f"A must be a floating-point (m, n) array, got {matrix.dtype} {matrix.shape}.")
+    m, n = matrix.shape
+    basis = jnp.sort(jnp.asarray(basis, jnp.int32))
+    if basis.shape != (m,):
+        raise ValueError(f"basis must have shape ({m},) to match A {matrix.shape}, got {basis.shape}.")
+    finite_matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
+    basis_matrix = _basis_matrix(finite_matrix, basis)
+    row_scale = _power_of_two_reciprocal(jnp.max(jnp.abs(basis_matrix), axis=1))
+    scaled = basis_matrix * row_scale[:, None]
+    column_scale = _power_of_two_reciprocal(jnp.max(jnp.abs(scaled), axis=0))
+    scaled = scaled * column_scale[None, :]
+    inverse = _gauss_jordan(scaled, jnp.eye(m, dtype=matrix.dtype))
+    inverse = column_scale[:, None] * inverse * row_scale[None, :]  # B^-1 = C S^-1 R
+    condition = jnp.max(_dot(jnp.abs(inverse), jnp.sum(jnp.abs(basis_matrix), axis=1)))
+    finite = jnp.all(jnp.isfinite(inverse)) & jnp.isfinite(condition)
+    inverse = jnp.where(finite, inverse, jnp.zeros_like(inverse))
+    condition = jnp.where(finite, condition, jnp.inf).astype(matrix.dtype)
+    abs_inverse = jnp.abs(inverse)
+    # Entries of B^-1 below the rounding error of their column (m eps of its largest)
+    # are the structural zeros they stand for, computed with a residue (a covered
+    # constraint's zero dual).  Were one real, a cost change would move a reduced cost
+    # through it by a rounding-level amount only.  A true reduction for the column
+    # maxima, not `_leading_axis`: XLA would fuse that chain into the elementwise pass
+    # and recompute every entry of B^-1 (scales and all) m times.
+    residue = abs_inverse <= m * jnp.finfo(matrix.dtype).eps * jnp.max(abs_inverse, axis=0)[None, :]
+    high, low = _split(basis_matrix)
+    tie_reduced, tie_size = _reduced_costs(
+        jnp.ones((n,), matrix.dtype),
+        (basis < n).astype(matrix.dtype),
+        inverse,
+        abs_inverse,
+        (high, low),
+        finite_matrix,
+        jnp.abs(finite_matrix),
+    )
+    return BasisFactor(
+        basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse), tie_reduced, tie_size
+    )
+
+
+def _reduced_costs(g, g_basic, inverse, abs_inverse, basis_matrix, matrix, abs_matrix):
+    """Reduced costs ``d = g - y M`` of the objective ``g`` at a basis, ``M = [A, -I]``,
+    with the duals ``y = g_B B^-1`` refined once (extra-precise residual), and their
+    magnitudes, the scale of their rounding error.
+
+    The magnitudes are those of :func:`~jaxbandit.lp.simplex.check_basis`, ``|g_j| +
+    |y| |M_j| + |g_B| |B^-1 M_j|``, with the last term bounded by ``|g_B| |B^-1| |M_j|``
+    (no ``m x m x n`` product): a larger noise level can only make a check refuse more,
+    never accept what ``check_basis`` refuses.  Per-column quantities stay (structural,
+    surplus) pairs, never stacked or concatenated: under ``vmap`` on CPU each slice of a
+    stack is a copy kernel of its own.
+
+    Shapes: ``g`` ``(n,)``, ``g_basic`` ``(m,)``, ``inverse`` and ``abs_inverse`` (the
+    plain ``|B^-1|``) ``(m, m)``, ``basis_matrix`` the :func:`_split` halves of ``B``,
+    ``matrix`` and ``abs_matrix`` ``(m, n)`` (finite).  Returns ``(d, size)``, each a
+    ``((n,), (m,))`` pair (the surplus columns' ``d`` is ``y``).
+    """
+    y = _dot(g_basic, inverse)
+    y = y + _dot(_residual(basis_matrix, y, g_basic, transposed=True), inverse)
+    spread = _dot(jnp.abs(g_basic), abs_inverse) + jnp.abs(y)
+    size = (jnp.abs(g) + _dot(spread, abs_matrix), spread)
+    return (g - _dot(y, matrix), y), size
+
+
+def _check_factor_shapes(factor: BasisFactor, m: int, n: int) -> None:
+    """Raise ``ValueError`` unless ``factor`` is a factor of an ``(m, n)`` ``A``."""
+    shapes = [a.shape for a in (factor.matrix_high, factor.matrix_low, factor.inverse, factor.abs_inverse)]
+    tie_shapes = [a.shape for a in factor.tie_reduced + factor.tie_size]
+    if (
+        factor.basis.shape != (m,)
+        or any(shape != (m, m) for shape in shapes)
+        or tie_shapes != [(n,), (m,)] * 2
+    ):
+        raise ValueError(
+            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {factor.basis.shape}, "
+            f"matrix halves, inverse and abs_inverse shapes {shapes} and tie-break shapes "
+            f"{tie_shapes}, expected ({m},), ({m}, {m}) and ({n},), ({m},)."
+        )
+
+
+def _nonbasic_columns(basis, m: int, n: int):
+    """``(placed, nonbasic)``: ``placed`` ``(m, n)`` bool, basic row ``i`` holds ``x_j``;
+    ``nonbasic`` a ``((n,), (m,))`` bool pair over the (structural, surplus) columns.
+    One-hot comparisons rather than scatters (a vmapped scatter is a slow loop on CPU)."""
+    placed = basis[:, None] == jnp.arange(n, dtype=jnp.int32)[None, :]  # (m, n)
+    nonbasic = (
+        ~_leading_axis(jnp.logical_or, placed),
+        ~_leading_axis(jnp.logical_or, basis[:, None] == n + jnp.arange(m, dtype=jnp.int32)[None, :]),
+    )
+    return placed, nonbasic
+
+
+def _strictly_dual_feasible(cost_reduced, noise, slack, factor: BasisFactor, nonbasic, tolerance, margin):
+    """Every nonbasic column strictly worse, by more than its noise plus the check's
+    slack: on the cost objective, or, where that is tied, on ``sum(x)`` (whose reduced
+    costs come with the factor).  All but ``tolerance`` and ``margin`` are
+    ``((n,), (m,))`` pairs over the (structural, surplus) columns."""
+    sum_reduced, sum_size = factor.tie_reduced, factor.tie_size
+    strictly = jnp.bool_(True)
+    for part in range(2):
+        tied = jnp.abs(cost_reduced[part]) <= noise[part] - slack[part]
+        decided = (cost_reduced[part] > noise[part] + slack[part]) | (
+            tied & (sum_reduced[part] > tolerance * sum_size[part] + margin * sum_size[part])
+        )
+        strictly = strictly & jnp.all(~nonbasic[part] | decided)
+    return strictly
+
+
+def _checked_point(values, placed, matrix, abs_matrix, rhs, tolerance, margin):
+    """``(x, satisfied)``: the basic point ``(n,)``, clipped at 0, and whether it meets
+    every row of ``A x >= b`` to ``4 * tolerance`` of the row's activity, less the
+    check's margin."""
+    x = jnp.maximum(_leading_axis(jnp.add, jnp.where(placed, values[:, None], 0)), 0)
+    shortfall = rhs - _dot(matrix, x)
+    activity = _dot(abs_matrix, x) + jnp.abs(rhs)
+    return x, jnp.all(shortfall <= (4 * tolerance - margin) * activity)
+
+
+@functools.partial(jax.jit, static_argnames=("feasibility_tolerance",))
+def quick_check(
+    cost: ArrayLike,
+    A: ArrayLike,
+    b: ArrayLike,
+    factor: BasisFactor,
+    *,
+    feasibility_tolerance: float | None = None,
+) -> BasisCheck:
+    """The warm-start check with a kept inverse: ``O(m^2)`` work, no elimination.
+
+    ``factor`` must come from :func:`factor_basis` with this same ``A`` (only ``cost``
+    and ``b`` may have changed).  The refined basic values and duals meet the tests of
+    :func:`~jaxbandit.lp.simplex.check_basis` *with a margin* for the rounding of this
+    computation (``8 sqrt(m) eps`` relative to each quantity's magnitude), and only if
+    ``eps * cond(B) <= 1e-2``.  So ``ok`` is conservative: the basis is one
+    ``check_basis`` accepts too, and its point the canonical optimum
+    :func:`~jaxbandit.lp.simplex.solve` returns (same basis, values equal up to a few
+    units in the last place).  When ``ok`` is False call ``solve``.
+
+    Args:
+        cost, A, b: the LP, as in :func:`~jaxbandit.lp.simplex.solve`.
+        factor: a :class:`BasisFactor` of ``A``.
+        feasibility_tolerance: relative tolerance (default
+            :func:`~jaxbandit.lp.simplex.default_tolerance`).
+
+    Returns:
+        A :class:`~jaxbandit.lp.simplex.BasisCheck` with its :class:`BasisSensitivity`.
+    """
+    cost, matrix, rhs = _check_inputs(cost, A, b)
+    m, n = matrix.shape
+    dtype = matrix.dtype
+    eps = jnp.finfo(dtype).eps
+    tolerance = (
+        default_tolerance(dtype) if feasibility_tolerance is None else feasibility_tolerance
+    )
+    margin = 8 * (m**0.5) * eps  # rounding error of the products below, relative
+    valid, cost, _, rhs = _validated(cost, matrix, rhs)
+    # Not _validated's matrix, which depends on cost and b: under vmap with one shared A
+    # it would be a (batch, m, n) array, built and read at every check.
+    matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
+    _check_factor_shapes(factor, m, n)
+    basis, inverse = factor.basis, factor.inverse
+    basis_matrix = (factor.matrix_high, factor.matrix_low)
+    abs_inverse = jnp.abs(inverse)
+
+    # Primal: x_B = B^-1 b, refined; feasible to the tolerance of check_basis.
+    values = _dot(inverse, rhs)
+    values = _refined_values(inverse, basis_matrix, values, rhs, _check_refinements(dtype))
+    value_size = _dot(abs_inverse, jnp.abs(rhs))
+    primal_feasible = jnp.all(values >= -(tolerance - margin) * value_size)
+
+    # Reduced costs of the cost objective, refined; those of the tie-break sum(x) come
+    # with the factor (they depend on the basis only).
+    abs_matrix = jnp.abs(matrix)
+    cost_basic = jnp.where(basis < n, cost[jnp.clip(basis, 0, n - 1)], 0)  # (m,)
+    cost_reduced, cost_size = _reduced_costs(
+        cost, cost_basic, inverse, abs_inverse, basis_matrix, matrix, abs_matrix
+    )
+    noise = tuple(tolerance * size for size in cost_size)
+    slack = tuple(margin * size for size in cost_size)
+    placed, nonbasic = _nonbasic_columns(basis, m, n)
+    strictly = _strictly_dual_feasible(cost_reduced, noise, slack, factor, nonbasic, tolerance, margin)
+    x, satisfied = _checked_point(values, placed, matrix, abs_matrix, rhs, tolerance, margin)
+
+    well_conditioned = eps * factor.condition <= _CONDITION_LIMIT
+    finite = jnp.all(jnp.isfinite(values))
+    for part in cost_reduced + factor.tie_reduced:
+        finite = finite & jnp.all(jnp.isfinite(part))
+    ok = valid & finite & well_conditioned & primal_feasible & strictly & satisfied
+    x = jnp.where(ok, x, jnp.zeros_like(x))
+    status = jnp.where(ok, LPStatus.OPTIMAL, LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
+    objective = jnp.where(ok, _dot(cost, x), jnp.inf).astype(dtype)
+    # Zero costs stay zero (the lower-bound LP: the best arm's gap), so only the basic
+    # variables with a nonzero cost move the duals.
+    moving = cost_basic != 0
+    radius = _cost_radius(cost_reduced, noise, slack, nonbasic, cost != 0, moving, factor.abs_inverse, abs_matrix)
+    sensitivity = BasisSensitivity(
+        values=jnp.where(ok, values, jnp.zeros_like(values)),
+        cost_radius=jnp.where(ok, radius, jnp.zeros_like(radius)),
+    )
+    solution = LPSolution(x, objective, status, jnp.int32(0), basis.astype(jnp.int32))
+    return BasisCheck(ok, solution, sensitivity)
+
+
+def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs_inverse, abs_matrix):
+    """How far (max norm) the nonzero structural costs may move with the check's verdict
+    on every nonbasic column of the cost objective unchanged (``0`` if none holds).
+
+    A cost change ``delta`` moves the duals by ``delta_B B^-1``, at most
+    ``|delta|_inf v`` with ``v = |B^-1|^T 1[basic with a moving cost]``, so reduced cost
+    ``j`` moves by at most ``|delta|_inf (1[j has a moving cost] + v |M_j|)`` (its
+    gain).  Its room: for a strictly positive one, what it exceeds ``noise + slack`` by;
+    for a tied one (within ``noise - slack`` of zero, decided by the ``sum(x)``
+    objective, which does not move), what it may grow before it is no longer tied.
+    Ties are common here: a constraint that the free best arm covers has a zero dual,
+    and its surplus column a zero reduced cost and a zero gain once the rounding
+    residues of ``B^-1`` are dropped.  Half the smallest ratio is returned: the bound
+    uses the computed ``B^-1``, which is itself off by up to ``eps cond(B)`` (at most
+    ``_CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
+
+    Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` pairs of ``(n,)`` (structural
+    columns) and ``(m,)`` (surplus columns); ``moving_cost`` ``(n,)``; ``moving_basic``
+    ``(m,)``; ``abs_inverse`` ``(m, m)`` (:attr:`BasisFactor.abs_inverse`, the residues
+    dropped); ``abs_matrix`` ``(m, n)``.  Returns ``()``, ``inf`` when no reduced cost
+    can move.
+    """
+    dtype = abs_matrix.dtype
+    dual_gain = _dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
+    gains = (moving_cost.astype(dtype) + _dot(dual_gain, abs_matrix), dual_gain)
+    smallest, roomy = jnp.asarray(jnp.inf, dtype), jnp.bool_(True)
+    for d, d_noise, d_slack, free, gain in zip(reduced, noise, slack, nonbasic, gains):
+        positive = d > d_noise + d_slack
+        room = jnp.where(positive, d - (d_noise + d_slack), (d_noise - d_slack) - jnp.abs(d))
+        constrained = free & (gain > 0)
+        ratio = jnp.where(constrained, _divide(room, jnp.where(constrained, gain, 1)), jnp.inf)
+        smallest = jnp.minimum(smallest, jnp.min(ratio))
+        roomy = roomy & jnp.all(~constrained | (room > 0))
+    radius = jnp.where(roomy, 0.5 * smallest, 0)
+    return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype)
+
+
+def value_scales(factor: BasisFactor, rhs: ArrayLike) -> tuple[Array, Array]:
+    """``(|B^-1| |b|, |B^-1| |B| |B^-1| |b|)``, both ``(m,)`` (three products).
+
+    The first is the scale of :func:`quick_check`'s feasibility tolerance.  The second
+    (the error size) bounds the error of ``B^-1 b`` computed with the stored inverse:
+    the inverse a Gauss-Jordan elimination computes is off by about
+    ``m eps |B^-1| |B| |B^-1|`` entrywise, so ``B^-1 b`` is off by about ``m eps`` times
+    it, per component."""
+    abs_inverse = jnp.abs(factor.inverse)
+    value_size = _dot(abs_inverse, jnp.abs(rhs))
+    error_size = _dot(abs_inverse, _dot(jnp.abs(factor.matrix), value_size))
+    return value_size, error_size
+
+
+def shifted_values(factor: BasisFactor, values: ArrayLike, errors: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
+    """The basic values of ``factor``'s basis at a new right-hand side, with an error bound.
+
+    ``x_B(b') = x_B(b) + B^-1 (b' - b)``: one ``m x m`` product, no refinement.  The
+    bound covers the anchor's own error (a few units in the last place after
+    :func:`quick_check`'s refinement), the error of the computed ``B^-1`` (see
+    :func:`value_scales`, with a factor 4 for element growth) and the product's
+    rounding, per component; it needs ``b > 0`` wherever ``b'`` differs from ``b``.
+
+    Args:
+        factor: the :class:`BasisFactor` the check used.
+        values: ``(m,)`` the basic values at ``rhs`` (:attr:`BasisSensitivity.values`).
+        errors: ``(m,)`` the error size of :func:`value_scales` at ``rhs``.
+        rhs: ``(m,)`` the right-hand side of that check.
+        new_rhs: ``(m,)`` the new right-hand side.
+
+    Returns:
+        ``(values, error, relative_step)``: ``(m,)`` values and errors with
+        ``|values - B^-1 new_rhs| <= error`` (``inf`` where the bound does not apply),
+        and ``()`` ``max_k |new_rhs_k - rhs_k| / rhs_k`` (``inf`` if some ``rhs_k = 0``
+        moved).
+    """
+    rhs, new_rhs = jnp.asarray(rhs), jnp.asarray(new_rhs)
+    m = rhs.shape[0]
+    eps = jnp.finfo(rhs.dtype).eps
+    step = new_rhs - rhs
+    # |B^-1| |B| |B^-1| |step| <= error_size * max_k |step_k| / b_k (no more products).
+    outside = jnp.where(step == 0, 0, jnp.inf)
+    relative_step = jnp.max(jnp.where(rhs > 0, _divide(jnp.abs(step), jnp.where(rhs > 0, rhs, 1)), outside))
+    anchor = jnp.asarray(values)
+    values = anchor + _dot(factor.inverse, step)
+    error = 4 * eps * jnp.abs(anchor) + eps * jnp.abs(values)
+    error = error + 4 * m * eps * jnp.asarray(errors) * relative_step
+    return values, jnp.where(jnp.isfinite(error), error, jnp.inf), relative_step
