@@ -1,8 +1,12 @@
-"""Plain NumPy re-implementations used as references by the tests (float64, one run)."""
+"""Plain NumPy re-implementations of the policies (float64), written independently of
+the JAX code.  The tests feed them the engine's noise and compare arm sequences; the
+benchmarks time ``ucb_n`` and ``lp_explore`` over many runs at once as their NumPy
+baselines."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.optimize import linprog
 
 from jaxbandit import rng
 
@@ -22,47 +26,79 @@ def initial_side_arm(sigma: np.ndarray, t: int) -> int:
 
 
 class WeightedEstimate:
-    """Direct weighted sums (no compensation, no centring) for reference loops."""
+    """Direct weighted sums (no compensation, no centring) for reference loops: of one
+    run (arrays ``(K,)``), or with ``runs``, of that many runs at once (``(runs, K)``)."""
 
-    def __init__(self, sigma):
+    def __init__(self, sigma, runs=None):
         self.sigma = np.asarray(sigma, np.float64)
         k = self.sigma.shape[0]
-        self.counts = np.zeros(k, np.int64)
-        self.weights = np.zeros(k)
-        self.sums = np.zeros(k)
+        shape = (k,) if runs is None else (runs, k)
+        self.counts = np.zeros(shape, np.int64)
+        self.weights = np.zeros(shape)
+        self.sums = np.zeros(shape)
+        # Row i is what playing arm i adds: an entry it does not reveal has an infinite
+        # variance, so it adds no weight, and a finite value divided by it adds zero.
+        self._variance = self.sigma**2
+        self.precision = precision_matrix(self.sigma)
 
     def add(self, arm, values):
-        self.counts[arm] += 1
-        row = self.sigma[arm]
-        seen = np.isfinite(row)
-        self.weights[seen] += 1 / row[seen] ** 2
-        self.sums[seen] += values[seen] / row[seen] ** 2
+        """Add the samples ``arm`` reveals: an arm and ``values`` of shape ``(K,)``, or
+        ``(runs,)`` arms and ``(runs, K)`` values.  Unrevealed entries must be finite
+        (``observe`` gives 0) and are ignored."""
+        arm = np.asarray(arm)
+        self.counts[(*np.indices(arm.shape), arm)] += 1
+        self.weights += self.precision[arm]
+        self.sums += values / self._variance[arm]
 
     @property
     def mean(self):
         return np.divide(self.sums, self.weights, out=np.zeros_like(self.sums), where=self.weights > 0)
 
 
+def precision_matrix(sigma):
+    """``1 / sigma**2``: 0 where sigma is inf (and inf where it is 0)."""
+    with np.errstate(divide="ignore"):
+        return 1 / np.asarray(sigma, np.float64) ** 2
+
+
 def observe(mu, sigma, arm, z_t):
+    """The samples ``arm`` reveals with standard normals ``z_t`` (0 where it reveals
+    nothing); vectorised like ``WeightedEstimate.add``."""
     row = sigma[arm]
     return np.where(np.isfinite(row), mu + np.where(np.isfinite(row), row, 0.0) * z_t, 0.0)
 
 
-def ucb_n_arms(mu, sigma, horizon, z, alpha=1.0) -> np.ndarray:
-    """Arm sequence of UCB-N (weighted estimator, paper's initial rounds) on noise ``z``."""
+def one_run(z):
+    """``noise`` for one run from its ``(horizon, K)`` normals (rows are rounds 1, 2, ...)."""
+    return lambda t: z[None, t - 1]
+
+
+def ucb_n(mu, sigma, horizon, runs, noise, alpha=1.0) -> np.ndarray:
+    """``(runs, horizon)`` arms of UCB-N (weighted estimator, paper's initial rounds),
+    the runs as arrays and a Python loop over rounds; ``noise(t)`` gives round t's
+    ``(runs, K)`` standard normals."""
     mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
-    k = mu.size
-    est = WeightedEstimate(sigma)
-    arms = np.zeros(horizon, np.int64)
+    est = WeightedEstimate(sigma, runs)
+    # Fewer passes over the runs than ``observe`` and ``est.mean`` (this loop is also
+    # benchmarks/throughput.py's NumPy baseline), with the same values: a play's samples
+    # where revealed (mu elsewhere, which ``add`` ignores), and the means once the
+    # initial rounds have observed every arm.
+    noise_sd = np.where(np.isfinite(sigma), sigma, 0.0)
+    arms = np.zeros((runs, horizon), np.int64)
     for t in range(1, horizon + 1):
-        if t <= k:
-            arm = initial_side_arm(sigma, t)
+        if t <= mu.size:
+            arm = np.full(runs, initial_side_arm(sigma, t))
         else:
-            index = est.mean + np.sqrt(2 * alpha * np.log(t) / est.weights)
-            arm = int(np.argmax(index))
-        arms[t - 1] = arm
-        est.add(arm, observe(mu, sigma, arm, z[t - 1]))
+            index = est.sums / est.weights + np.sqrt(2 * alpha * np.log(t) / est.weights)
+            arm = np.argmax(index, axis=-1)
+        arms[:, t - 1] = arm
+        est.add(arm, mu + noise_sd[arm] * noise(t))
     return arms
+
+
+def ucb_n_arms(mu, sigma, horizon, z, alpha=1.0) -> np.ndarray:
+    """Arm sequence of UCB-N on one run's noise ``z``."""
+    return ucb_n(mu, sigma, horizon, 1, one_run(z), alpha)[0]
 
 
 def greedy_arms(mu, sigma, horizon, z) -> np.ndarray:
@@ -83,89 +119,117 @@ def arms_from_regret(regret_per_round: np.ndarray, gaps: np.ndarray) -> np.ndarr
     return np.array([int(np.argmin(np.abs(gaps - inc))) for inc in increments])
 
 
-def lower_bound_highs(mean, sigma):
-    """Canonical c* of the paper's LP at ``mean`` with HiGHS (scipy.optimize.linprog).
+def lower_bound_problem(mean):
+    """The paper's LP at ``mean`` (arms on the last axis): ``(gaps, b, tie)``.
 
-    Stage 1 minimises ``Delta @ c``; stage 2 minimises ``sum c`` among the optima
-    (the canonical solution).  Returns ``(c, ok)``; ``ok`` is False on a tie for the best
-    mean or a solver failure.
+    The LP minimises ``gaps @ c`` subject to ``W^T c >= b`` and ``c >= 0``, with
+    ``b_i = 2 / gaps_i^2`` and, for the best arm, ``2 / min positive gap^2``; ``tie``:
+    the best mean is not unique (no such LP).
     """
-    from scipy.optimize import linprog
+    top = np.max(mean, axis=-1, keepdims=True)
+    tie = np.sum(mean == top, axis=-1) > 1
+    gaps = top - mean
+    positive = gaps > 0
+    min_gap = np.min(np.where(positive, gaps, np.inf), axis=-1, keepdims=True)
+    b = np.where(positive, 2 / np.where(positive, gaps, 1.0) ** 2, 2 / min_gap**2)
+    return gaps, b, tie
 
-    mean = np.asarray(mean, np.float64)
-    sigma = np.asarray(sigma, np.float64)
-    best = int(np.argmax(mean))
-    if np.sum(mean == mean[best]) > 1:
+
+def solve_highs(gaps, b, precision):
+    """One ``scipy.optimize.linprog`` (HiGHS) call: the LP of ``lower_bound_problem``."""
+    return linprog(gaps, A_ub=-precision.T, b_ub=-b, bounds=(0, None), method="highs")
+
+
+def lower_bound_highs(mean, precision, canonical=True):
+    """c* of the paper's LP at ``mean`` with HiGHS; ``precision = 1 / sigma**2``.
+
+    Stage 1 minimises ``Delta @ c``; with ``canonical``, stage 2 minimises ``sum c``
+    among the optima (the canonical solution, which the policy computes); without, the
+    answer is stage 1's optimum (one ``linprog`` call: the same c* wherever the optimum
+    is unique).  Returns ``(c, ok)``; ``ok`` is False on a tie for the best mean or a
+    solver failure.
+    """
+    gaps, b, tie = lower_bound_problem(np.asarray(mean, np.float64))
+    if tie:
         return None, False
-    gaps = mean[best] - mean
-    min_gap = np.min(gaps[gaps > 0])
-    with np.errstate(divide="ignore"):
-        precision = 1.0 / sigma**2
-    rhs = np.where(np.arange(mean.size) == best, 2 / min_gap**2, 2 / np.where(gaps > 0, gaps, 1.0) ** 2)
-    a_ub, b_ub = -precision.T, -rhs  # W^T c >= b
-    first = linprog(gaps, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    first = solve_highs(gaps, b, precision)
     if first.status != 0:
         return None, False
+    if not canonical:
+        return first.x, True
     optimum = first.fun
-    a2 = np.vstack([a_ub, gaps])
-    b2 = np.append(b_ub, optimum + 1e-9 * max(1.0, abs(optimum)))
+    a2 = np.vstack([-precision.T, gaps])
+    b2 = np.append(-b, optimum + 1e-9 * max(1.0, abs(optimum)))
     second = linprog(np.ones_like(gaps), A_ub=a2, b_ub=b2, bounds=(0, None), method="highs")
     if second.status != 0:
         return None, False
     return second.x, True
 
 
-def lp_explore_arms(mu, sigma, horizon, z, alpha=4.5, gamma=0.5, rule="largest_deficit"):
-    """Arm sequence of the paper's Algorithm 1 on noise ``z`` (NumPy + HiGHS, one run).
+def allocation_arm(counts, target, mean, rule="largest_deficit"):
+    """Case C's arm, given the LP's targets ``s c*``: the best arm if none is below its
+    target, else the most deficient (smallest ``N_i / target_i``, the first within a
+    relative 1e-5 of it) or, with ``rule="first_deficient"``, the first below."""
+    deficient = counts < target
+    if not deficient.any():
+        return int(np.argmax(mean))
+    if rule == "largest_deficit":
+        ratio = np.where(deficient, counts / np.where(deficient, target, 1.0), np.inf)
+        return int(np.flatnonzero(ratio <= ratio.min() * (1 + 1e-5))[0])
+    return int(np.flatnonzero(deficient)[0])
+
+
+CASES = ("initial", "A", "B", "C")  # lp_explore's cases, by code
+
+
+def lp_explore(mu, sigma, horizon, runs, noise, alpha=4.5, gamma=0.5, rule="largest_deficit", canonical=True):
+    """The paper's Algorithm 1 (NumPy + HiGHS) for ``runs`` runs at once.
 
     Written from the paper's pseudocode (with the Case B typo fixed) independently of
-    the JAX policy; corner cases follow the policy's documented fallbacks.
+    the JAX policy; corner cases follow the policy's documented fallbacks.  The runs are
+    arrays and the rounds a Python loop; each run in Case C solves its LP with
+    ``lower_bound_highs`` (``canonical``: two ``linprog`` calls, as the policy's
+    answer; without, one).  ``noise(t)`` gives round t's ``(runs, K)`` standard normals.
+
+    Returns ``(arms, cases)``, both ``(runs, horizon)``; a case is an index into ``CASES``.
     """
     mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
     k = mu.size
-    est = WeightedEstimate(sigma)
+    est = WeightedEstimate(sigma, runs)
     best_observer = np.argmin(sigma, axis=0)
     sbar_squared = np.max(np.min(sigma, axis=0)) ** 2
-    exploration_rounds = 0
-    arms = np.zeros(horizon, np.int64)
-    cases = []
+    exploration_rounds = np.zeros(runs)  # Case B and C rounds so far
+    arms = np.zeros((runs, horizon), np.int64)
+    cases = np.zeros((runs, horizon), np.int8)
     for t in range(1, horizon + 1):
         if t <= k:
-            arm, case = int(best_observer[t - 1]), "initial"
+            arm, case = np.full(runs, best_observer[t - 1]), CASES.index("initial")
         else:
             mean, zeta = est.mean, est.weights
             s = 4 * alpha * np.log(t)
-            top = np.max(mean)
-            tie = np.sum(mean == top) > 1
-            if not tie:
-                gaps = top - mean
-                min_gap = np.min(gaps[gaps > 0])
-                b = np.where(gaps > 0, 2 / np.where(gaps > 0, gaps, 1.0) ** 2, 2 / min_gap**2)
-            if not tie and np.all(zeta >= s * b):
-                arm, case = int(np.argmax(mean)), "A"
-            elif tie or np.min(zeta) < exploration_rounds**gamma / (2 * sbar_squared) / k:
-                arm, case = int(best_observer[np.argmin(zeta)]), "B"
-                exploration_rounds += 1
-            else:
-                c, ok = lower_bound_highs(mean, sigma)
-                exploration_rounds += 1
-                case = "C"
-                if not ok:
-                    arm = int(best_observer[np.argmin(zeta)])
-                else:
-                    target = s * c
-                    deficient = est.counts < target
-                    if not deficient.any():
-                        arm = int(np.argmax(mean))
-                    elif rule == "largest_deficit":
-                        ratio = np.where(deficient, est.counts / np.where(deficient, target, 1.0), np.inf)
-                        arm = int(np.flatnonzero(ratio <= ratio.min() * (1 + 1e-5))[0])
-                    else:
-                        arm = int(np.flatnonzero(deficient)[0])
-        arms[t - 1] = arm
-        cases.append(case)
-        est.add(arm, observe(mu, sigma, arm, z[t - 1]))
+            _, b, tie = lower_bound_problem(mean)
+            case_a = ~tie & np.all(zeta >= s * b, axis=-1)
+            threshold = np.power(exploration_rounds, gamma) / (2 * sbar_squared) / k
+            case_b = ~case_a & (tie | (np.min(zeta, axis=-1) < threshold))
+            case = np.where(case_a, CASES.index("A"), np.where(case_b, CASES.index("B"), CASES.index("C")))
+            # Case B, and Case C where the LP fails: the best observer of the least observed arm
+            arm = np.where(case_a, np.argmax(mean, axis=-1), best_observer[np.argmin(zeta, axis=-1)])
+            for r in np.flatnonzero(case == CASES.index("C")):
+                c, ok = lower_bound_highs(mean[r], est.precision, canonical)
+                if ok:
+                    arm[r] = allocation_arm(est.counts[r], s * c, mean[r], rule)
+            exploration_rounds += ~case_a
+        arms[:, t - 1] = arm
+        cases[:, t - 1] = case
+        est.add(arm, observe(mu, sigma, arm, noise(t)))
     return arms, cases
+
+
+def lp_explore_arms(mu, sigma, horizon, z, alpha=4.5, gamma=0.5, rule="largest_deficit"):
+    """Arm sequence of Algorithm 1 on one run's noise ``z``, and each round's case
+    (a name in ``CASES``)."""
+    arms, cases = lp_explore(mu, sigma, horizon, 1, one_run(z), alpha, gamma, rule)
+    return arms[0], [CASES[c] for c in cases[0]]
 
 
 def ossb_arms(mu, sigma, horizon, z, epsilon=0.0, gamma=0.0, positive_tolerance=1e-4, ratio_tolerance=1e-5):
@@ -191,12 +255,7 @@ def ossb_arms(mu, sigma, horizon, z, epsilon=0.0, gamma=0.0, positive_tolerance=
         else:
             mean, zeta = est.mean, est.weights
             scale = (1 + gamma) * np.log(t)
-            top = np.max(mean)
-            tie = np.sum(mean == top) > 1
-            if not tie:
-                gaps = top - mean
-                min_gap = np.min(gaps[gaps > 0])
-                b = np.where(gaps > 0, 2 / np.where(gaps > 0, gaps, 1.0) ** 2, 2 / min_gap**2)
+            _, b, tie = lower_bound_problem(mean)
             if not tie and np.all(zeta >= scale * b):
                 arm, branch = int(np.argmax(mean)), "exploitation"
             else:
@@ -208,7 +267,7 @@ def ossb_arms(mu, sigma, horizon, z, epsilon=0.0, gamma=0.0, positive_tolerance=
                     arm, branch = estimation_arm, "estimation"
                 else:
                     branch = "exploration"
-                    c, ok = lower_bound_highs(mean, sigma)
+                    c, ok = lower_bound_highs(mean, est.precision)
                     if not ok:
                         arm = estimation_arm
                     else:
