@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: machine description, timing, option lists."""
+"""Helpers shared by the benchmark scripts: machine description, instances, the NumPy
+baselines' noise, timing, option lists and output."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import json
 import os
 import platform
 import sys
+import time
 import timeit
 
 import jax
 import numpy as np
+
+import jaxbandit as jb
 
 
 def machine() -> dict:
@@ -25,6 +29,19 @@ def machine() -> dict:
     }
 
 
+def random_instance(seed: int, num_arms: int) -> jb.Instance:
+    """A general side-information instance (random, asymmetric, with inf entries)."""
+    return jb.instances.random(seed, num_arms, inf_prob=0.3)
+
+
+def numpy_noise(seed: int, runs: int, num_arms: int):
+    """``noise(t)`` for the NumPy baselines of ``tests/reference.py``: each call draws
+    the next round's ``(runs, num_arms)`` standard normals (inside the timed loop, as the
+    engine draws its own)."""
+    gen = np.random.default_rng(seed)
+    return lambda t: gen.standard_normal((runs, num_arms))
+
+
 def int_list(parser, option: str, text: str, smallest: int) -> list:
     """``"5,10"`` -> ``[5, 10]`` (empty items skipped); a parser error naming ``option``
     and the value for anything else or a value below ``smallest``."""
@@ -37,22 +54,26 @@ def int_list(parser, option: str, text: str, smallest: int) -> list:
     return values
 
 
-def best_time(fn, repeat: int = 5) -> float:
-    """Minimum wall time of ``fn()`` over ``repeat`` calls (``fn`` must block)."""
+def best_time(fn, repeat: int = 5, warm_up: bool = False) -> float:
+    """Minimum wall time of ``fn()`` over ``repeat`` calls (``fn`` must block), after one
+    untimed call (compilation, caches) if ``warm_up``."""
+    if warm_up:
+        fn()
     return min(timeit.repeat(fn, number=1, repeat=repeat))
+
+
+def best_wall_and_cpu(fn, repeat: int = 1) -> tuple[float, float]:
+    """Minimum wall time and minimum process CPU time of ``fn()`` over ``repeat`` calls.
+    CPU time is less disturbed than wall time by other jobs on a shared machine."""
+    wall, cpu = [], []
+    for _ in range(repeat):
+        wall_start, cpu_start = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - wall_start)
+        cpu.append(time.process_time() - cpu_start)
+    return min(wall), min(cpu)
 
 
 def emit(record: dict) -> None:
     """Print one JSON line (and flush, so partial output survives interruption)."""
     print(json.dumps(record), flush=True)
-
-
-def numpy_round(gen, mu, noise_sd, precision, arms, weights, sums, counts) -> None:
-    """One round of the NumPy baselines, in place: draw the samples revealed by ``arms``
-    (``(runs,)``) and add them to the weighted statistics (``(runs, K)`` arrays)."""
-    z = gen.standard_normal(weights.shape)
-    values = mu + noise_sd[arms] * z
-    w = precision[arms]
-    weights += w
-    sums += w * values
-    counts[np.arange(len(arms)), arms] += 1

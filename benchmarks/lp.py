@@ -17,41 +17,34 @@ Prints one JSON line per case:
 
   - *per call* (``full_over_check`` ...): one jitted call per batch from Python.  At
     small batches this is mostly the call's fixed cost (dispatch, launching the
-    executable: 0.1-0.3 ms on a 2-core CPU), the same for all three.
+    executable), the same for all three.
   - *in a loop* (``loop_full_over_check`` ...): ``--loop-lps`` LPs as successive
     batches (new perturbed means each iteration) inside one compiled ``fori_loop``,
     nothing hoisted out of it (see ``_loop``), as the simulation engine calls them
     inside its ``scan``.  This is the cost a simulation pays.
 
 Instances: ``jaxbandit.instances.random`` (general asymmetric sigma with inf entries).
-Timing: ``timeit.repeat(..., number=1, repeat=N)`` minimum, after a warm-up call.
+Timing: ``timeit.repeat(..., number=1, repeat=N)`` minimum, after a warm-up call.  The
+HiGHS reference is ``tests/reference.py``'s, one ``linprog`` call per LP.
 
 Usage: ``python benchmarks/lp.py [--arms 5 10 20 50] [--batches 1 100 10000]``;
 ``--approximate-division`` emulates a GPU's float32 division on the CPU.
 """
 
 import argparse
-import json
 import os
-import platform
 import sys
 import timeit
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from scipy.optimize import linprog
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jaxbandit import bound_lp, instances
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
-
-def machine():
-    return {
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "jax": jax.__version__,
-        "device": str(jax.devices()[0]),
-    }
+from benchmarks._common import best_time, emit, machine  # noqa: E402
+from jaxbandit import bound_lp, instances  # noqa: E402
+from tests import reference  # noqa: E402
 
 
 def make_batch(num_arms, batch, seed=0):
@@ -60,21 +53,13 @@ def make_batch(num_arms, batch, seed=0):
 
 
 def highs_values(mu, precision):
-    """HiGHS objective of each instance (numpy build of the same LP)."""
+    """HiGHS objective of each instance (NaN where it fails), one ``linprog`` each."""
     values = []
     for m, w in zip(mu, precision):
-        best = int(np.argmax(m))
-        gaps = m[best] - m
-        min_gap = gaps[gaps > 0].min()
-        rhs = 2 / np.square(np.where(gaps > 0, gaps, min_gap))
-        result = linprog(gaps, A_ub=-w.T, b_ub=-rhs, bounds=(0, None), method="highs")
+        gaps, b, _ = reference.lower_bound_problem(m)
+        result = reference.solve_highs(gaps, b, w)
         values.append(result.fun if result.status == 0 else np.nan)
     return np.array(values)
-
-
-def best_time(fn, repeat):
-    fn()  # warm-up (compiles)
-    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=None):
@@ -88,15 +73,15 @@ def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=No
     x64 = dtype == "float64"
     with jax.enable_x64(x64):
         args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
-        seconds = best_time(lambda: jax.block_until_ready(solve(*args)), repeat)
+        seconds = best_time(lambda: jax.block_until_ready(solve(*args)), repeat, warm_up=True)
         out = jax.tree.map(np.asarray, solve(*args))
     sample = min(batch, reference_size)
     start = timeit.default_timer()
-    reference = highs_values(mu[:sample], precision[:sample])
+    highs = highs_values(mu[:sample], precision[:sample])
     highs_seconds = timeit.default_timer() - start
     optimal = out.status == 0
-    solved = optimal[:sample] & np.isfinite(reference)
-    error = np.abs(out.value[:sample][solved] - reference[solved]) / np.maximum(reference[solved], 1e-300)
+    solved = optimal[:sample] & np.isfinite(highs)
+    error = np.abs(out.value[:sample][solved] - highs[solved]) / np.maximum(highs[solved], 1e-300)
     return {
         "case": "solve" if chunk_size is None else f"solve_chunked_{chunk_size}",
         "num_arms": num_arms,
@@ -118,13 +103,11 @@ def _loop(step):
 
     The warm start passes through an optimization barrier together with the loop
     index, so XLA can hoist nothing computed from it out of the loop (in a simulation
-    it changes between rounds), and nothing is copied per iteration.  ``precision``
-    stays loop-invariant, as an instance's is in a simulation.  (Earlier
-    versions carried the warm start as loop state, re-selected every iteration: that
-    charged the check and the re-use a copy of each of their warm start's arrays per
-    LP, which a simulation's check does not pay; at K = 5, one LP per step, float32,
-    the re-use took 1.9-2.2 us then and 0.08 us now, the check 1.8-1.9 and 1.6-1.75.)
-    The sum of the answers is returned so that none of the work is dead.
+    it changes between rounds), and nothing is copied per iteration: carried as loop
+    state instead, it would be copied every iteration, a cost the check and the re-use
+    do not pay in a simulation.  ``precision`` stays loop-invariant, as an instance's
+    is in a simulation.  The sum of the answers is returned so that none of the work
+    is dead.
     """
 
     def run(means, precision, *warm):
@@ -165,16 +148,16 @@ def run_warm_case(num_arms, batch, dtype, repeat, loop_lps):
         warm = jax.jit(jax.vmap(bound_lp.warm_start))(args[1], solve(*args).basis)
         _, _, sensitivity = check(*args, warm)
         anchored = anchor(warm, *args, sensitivity.values, sensitivity.cost_radius)
-        full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat)
-        checked = best_time(lambda: jax.block_until_ready(check(*moved_args, warm)), repeat)
-        reused = best_time(lambda: jax.block_until_ready(reuse(*moved_args, anchored)), repeat)
+        full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat, warm_up=True)
+        checked = best_time(lambda: jax.block_until_ready(check(*moved_args, warm)), repeat, warm_up=True)
+        reused = best_time(lambda: jax.block_until_ready(reuse(*moved_args, anchored)), repeat, warm_up=True)
         ok, _, _ = check(*moved_args, warm)
         reuse_ok, _ = reuse(*moved_args, anchored)
         nearby_ok, _ = reuse(*nearby_args, anchored)
         moved_path, nearby_path = (jnp.asarray(p, dtype) for p in (moved_path, nearby_path))
-        loop_full = best_time(lambda: jax.block_until_ready(_full_loop(moved_path, args[1])), repeat)
-        loop_check = best_time(lambda: jax.block_until_ready(_check_loop(moved_path, args[1], warm)), repeat)
-        loop_reuse = best_time(lambda: jax.block_until_ready(_reuse_loop(nearby_path, args[1], anchored)), repeat)
+        loop_full = best_time(lambda: jax.block_until_ready(_full_loop(moved_path, args[1])), repeat, warm_up=True)
+        loop_check = best_time(lambda: jax.block_until_ready(_check_loop(moved_path, args[1], warm)), repeat, warm_up=True)
+        loop_reuse = best_time(lambda: jax.block_until_ready(_reuse_loop(nearby_path, args[1], anchored)), repeat, warm_up=True)
     return {
         "case": "warm_check",
         "num_arms": num_arms,
@@ -228,7 +211,6 @@ def main():
     if args.approximate_division and jax.default_backend() != "cpu":
         parser.error("--approximate-division emulates a GPU's division on the CPU; on a GPU leave it out")
     if args.approximate_division:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from tests.approximate_division import approximate_division
 
         info["float32_division"] = "approximate (emulated, up to 2.5 ulp)"
@@ -244,18 +226,18 @@ def run_cases(args, info):
             for dtype in args.dtypes:
                 if not (args.chunked_only and batch >= 1000):
                     record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size)
-                    print(json.dumps(record | {"machine": info}), flush=True)
+                    emit(record | {"machine": info})
                 if batch >= 1000 and args.chunk:
                     record = run_solve_case(
                         num_arms, batch, dtype, args.repeat, args.reference_size, args.chunk
                     )
-                    print(json.dumps(record | {"machine": info}), flush=True)
+                    emit(record | {"machine": info})
     if not args.no_warm:
         for num_arms in args.arms:
             for batch in args.warm_batches or args.batches:
                 for dtype in args.dtypes:
                     record = run_warm_case(num_arms, batch, dtype, args.repeat, args.loop_lps)
-                    print(json.dumps(record | {"machine": info}), flush=True)
+                    emit(record | {"machine": info})
 
 
 if __name__ == "__main__":

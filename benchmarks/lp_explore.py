@@ -1,24 +1,32 @@
 """``lp_explore`` (the paper's Algorithm 1): run-rounds per second against ``ucb_n`` in the
-same process, and end to end against a NumPy + SciPy (HiGHS) implementation of the same
-algorithm (runs as arrays, a Python loop over rounds, one ``linprog`` per Case C
-run-round).
+same process, and end to end against the NumPy + SciPy (HiGHS) implementation of the
+same algorithm in ``tests/reference.py`` (runs as arrays, a Python loop over rounds, one
+``linprog`` per Case C run-round).
 
 Usage:  python benchmarks/lp_explore.py [--arms 5,10,20] [--runs 1000,10000]
         [--rounds 4096] [--numpy-runs 100] [--numpy-rounds 2000]
         [--long-horizon 1000000 --long-runs 1000 --long-arms 5,10,20] [--late 1000,32768,16384]
 
-Prints one JSON line per case: ``lp_explore_no_lp_rounds`` (full information with large
-gaps: almost every round after the initial ones is Case A, but the first ~140 rounds
-of every run are Case C), ``lp_explore_case_a_steady_state`` (the same instance, rounds
-``rounds + 1 .. 2 rounds``: no LP at all, the cost of a round without LP), ``ucb_n`` and
-``lp_explore`` on a random general instance (whatever case mix it has over ``--rounds``;
-``mean_case_counts`` says which), ``numpy_highs_vs_engine`` (both at ``--numpy-runs``,
-and the engine again at the largest ``--runs``: the NumPy loop's cost per run-round is
-one ``linprog`` per Case C run-round whatever the run count, the engine's falls with
-more runs), with
-``--late``, a segment of rounds after the start-up (``late_rounds``), and, with
-``--long-horizon``, one long run of each policy at each K of ``--long-arms``
-(``peak_rss_mib`` is the process's peak so far: run one K per process to read it per K).
+Prints one JSON line per case:
+
+* ``lp_explore_no_lp_rounds``: full information with large gaps, the first ``--rounds``
+  rounds: Case A once the estimates settle, after a start-up in which every run is in
+  Case C;
+* ``lp_explore_case_a_steady_state``: the same instance, rounds ``rounds + 1 .. 2
+  rounds``, where no run needs the LP: the cost of a round without one;
+* ``ucb_n`` and ``lp_explore`` on a random general instance over ``--rounds`` (whatever
+  case mix it has; ``mean_case_counts`` says which);
+* ``numpy_highs_vs_engine``: both implementations at ``--numpy-runs`` on that instance,
+  and the engine again at the largest ``--runs``: the NumPy loop pays one ``linprog``
+  per Case C run-round whatever the run count, while the engine's cost per run-round
+  falls with more runs;
+* with ``--late``, ``late_rounds``: a segment of rounds after the start-up;
+* with ``--long-horizon``, ``long_horizon``: one long run of each policy at each K of
+  ``--long-arms`` (``peak_rss_mib`` is the process's peak so far: run one K per
+  process to read it per K).
+
+Every ratio is against a baseline timed in the same process (``ucb_n``, the NumPy
+loop), so that the load of a shared machine weighs on both.
 """
 
 from __future__ import annotations
@@ -32,15 +40,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
-from scipy.optimize import linprog  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from benchmarks._common import best_time, emit, int_list, machine, numpy_round  # noqa: E402
+from benchmarks._common import best_time, best_wall_and_cpu, emit, int_list, machine, numpy_noise, random_instance  # noqa: E402
+from tests import reference  # noqa: E402
 
 
 def instance(num_arms: int) -> jb.Instance:
-    """A general side-information instance (random, asymmetric, with inf entries)."""
-    return jb.instances.random(3, num_arms, inf_prob=0.3)
+    """The random general instance of every case but the full-information ones."""
+    return random_instance(3, num_arms)
 
 
 def engine_time(name: str, inst: jb.Instance, runs: int, horizon: int, chunk: int = 1024, **params):
@@ -59,81 +67,44 @@ def engine_time(name: str, inst: jb.Instance, runs: int, horizon: int, chunk: in
     return seconds, diagnostics
 
 
+def timed_chunk(sim: jb.SimulationRun):
+    """Seconds for the next chunk of ``sim``, and the mean per-run counts of its rounds
+    (each of the policy's diagnostics, differenced)."""
+    before = sim.diagnostics()
+    start = time.perf_counter()
+    sim.advance(1)
+    seconds = time.perf_counter() - start
+    after = sim.diagnostics()
+    return seconds, {k: float((after[k] - before[k]).mean()) for k in after}
+
+
 def steady_state_time(name: str, inst: jb.Instance, runs: int, rounds: int):
     """Seconds for rounds ``rounds + 1 .. 2 rounds`` of a long run (best of two): the
-    per-round cost once the start-up phase is over.  Returns (seconds, case counts of
-    those rounds per run)."""
+    per-round cost once the start-up phase is over; and the counts of those rounds."""
     policy = jb.policies.make(name)
     best, counts = np.inf, {}
     for _ in range(2):
         sim = jb.SimulationRun(policy, inst, 10**7, runs, seed=0, chunk_size=rounds)
         sim.advance(1)  # compiles; the start-up rounds
-        before = sim.diagnostics()
-        start = time.perf_counter()
-        sim.advance(1)
-        best = min(best, time.perf_counter() - start)
-        after = sim.diagnostics()
-        counts = {k: float((after[k] - before[k]).mean()) for k in after if k.startswith("case")}
+        seconds, counts = timed_chunk(sim)
+        best = min(best, seconds)
     return best, counts
 
 
 def late_time(name: str, inst: jb.Instance, runs: int, start: int, rounds: int):
     """Seconds for rounds ``start + 1 .. start + rounds`` of one run (compiled and
-    advanced to ``start`` first, untimed), and the per-run counts of those rounds."""
+    advanced to ``start`` first, untimed), and the counts of those rounds."""
     sim = jb.SimulationRun(jb.policies.make(name), inst, start + rounds, runs, seed=0, chunk_size=rounds)
     while sim.rounds_done < start:
         sim.advance(1)
-    before = sim.diagnostics()
-    began = time.perf_counter()
-    sim.advance(1)
-    seconds = time.perf_counter() - began
-    after = sim.diagnostics()
-    return seconds, {k: float((after[k] - before[k]).mean()) for k in after}
+    return timed_chunk(sim)
 
 
-def numpy_lp_explore(mu, sigma, runs: int, horizon: int, alpha=4.5, gamma=0.5, seed=0):
-    """Algorithm 1 with runs as NumPy arrays and one HiGHS ``linprog`` per Case C run-round."""
-    gen = np.random.default_rng(seed)
-    k = mu.size
-    with np.errstate(divide="ignore"):
-        precision = 1.0 / sigma**2
-    noise_sd = np.where(np.isfinite(sigma), sigma, 0.0)
-    best_observer = np.argmin(sigma, axis=0)
-    sbar_squared = np.max(np.min(sigma, axis=0)) ** 2
-    weights = np.zeros((runs, k))
-    sums = np.zeros((runs, k))
-    counts = np.zeros((runs, k))
-    explored = np.zeros(runs)
-    rows = np.arange(runs)
-    solves = 0
-    for t in range(1, horizon + 1):
-        if t <= k:
-            arms = np.full(runs, best_observer[t - 1])
-        else:
-            mean = sums / weights
-            best = np.argmax(mean, axis=1)
-            gaps = mean[rows, best][:, None] - mean
-            positive = np.where(gaps > 0, gaps, np.inf)
-            min_gap = positive.min(axis=1)
-            b = np.where(gaps > 0, 2 / np.where(gaps > 0, gaps, 1.0) ** 2, 2 / min_gap[:, None] ** 2)
-            s = 4 * alpha * np.log(t)
-            case_a = np.all(weights >= s * b, axis=1)
-            case_b = ~case_a & (weights.min(axis=1) < explored**gamma / (2 * sbar_squared) / k)
-            case_c = ~case_a & ~case_b
-            arms = np.where(case_a, best, best_observer[np.argmin(weights, axis=1)])
-            for r in np.flatnonzero(case_c):
-                result = linprog(gaps[r], A_ub=-precision.T, b_ub=-b[r], bounds=(0, None), method="highs")
-                solves += 1
-                if result.status == 0:
-                    deficient = counts[r] < s * result.x
-                    if deficient.any():
-                        ratio = np.where(deficient, counts[r] / np.where(deficient, s * result.x, 1), np.inf)
-                        arms[r] = np.argmin(ratio)
-                    else:
-                        arms[r] = best[r]
-            explored += ~case_a
-        numpy_round(gen, mu, noise_sd, precision, arms, weights, sums, counts)
-    return counts, solves
+def numpy_case_counts(cases) -> dict:
+    """Mean rounds per run in each case of ``reference.lp_explore``'s ``cases``, under
+    the names of the engine's counters."""
+    names = {"initial": "initial_rounds", "A": "case_a", "B": "case_b", "C": "case_c"}
+    return {names[case]: float((cases == code).sum(axis=1).mean()) for code, case in enumerate(reference.CASES)}
 
 
 def main(argv=None) -> int:
@@ -184,6 +155,7 @@ def main(argv=None) -> int:
                         "case": case,
                         **config,
                         "run_rounds_per_s": runs * args.rounds / lp_seconds,
+                        "ucb_n_run_rounds_per_s": runs * args.rounds / ucb_seconds,
                         "cost_ratio_vs_ucb_n": lp_seconds / ucb_seconds,
                         "mean_case_counts": counts,
                         "machine": info,
@@ -204,10 +176,13 @@ def main(argv=None) -> int:
                     "machine": info,
                 }
             )
-        # End to end against NumPy + HiGHS on the same instance and horizon.
+        # End to end against NumPy + HiGHS on the same instance and horizon.  One linprog
+        # call per Case C run-round (canonical=False): the policy's tie-break among optimal
+        # c* would take a second call, and changes c* only where the optimum is not unique.
         runs, rounds = args.numpy_runs, args.numpy_rounds
         start = time.perf_counter()
-        _, solves = numpy_lp_explore(inst.mu, inst.sigma, runs, rounds)
+        noise = numpy_noise(0, runs, num_arms)
+        _, cases = reference.lp_explore(inst.mu, inst.sigma, rounds, runs, noise, canonical=False)
         numpy_seconds = time.perf_counter() - start
         jax_seconds, diag = engine_time("lp_explore", inst, runs, rounds)
         # The NumPy loop pays one linprog per Case C run-round, so its rate per run-round
@@ -223,7 +198,8 @@ def main(argv=None) -> int:
                 "runs": runs,
                 "rounds": rounds,
                 "numpy_run_rounds_per_s": numpy_rate,
-                "numpy_linprog_calls": solves,
+                "numpy_linprog_calls": int((cases == reference.CASES.index("C")).sum()),
+                "numpy_mean_case_counts": numpy_case_counts(cases),
                 "engine_run_rounds_per_s": runs * rounds / jax_seconds,
                 "speedup": numpy_seconds / jax_seconds,
                 "engine_mean_case_counts": diag,
@@ -262,10 +238,7 @@ def main(argv=None) -> int:
         for name in ("ucb_n", "lp_explore"):
             run = jb.SimulationRun(jb.policies.make(name), inst, args.long_horizon, args.long_runs, seed=0)
             compile_seconds[name] = run.compile()
-            start, cpu_start = time.perf_counter(), time.process_time()
-            run.advance()
-            seconds[name] = time.perf_counter() - start
-            cpu_seconds[name] = time.process_time() - cpu_start
+            seconds[name], cpu_seconds[name] = best_wall_and_cpu(run.advance)
         result = run.result()  # lp_explore's
         with_compile = {name: seconds[name] + compile_seconds[name] for name in seconds}
         emit(
@@ -277,7 +250,6 @@ def main(argv=None) -> int:
                 "seconds": seconds["lp_explore"],
                 "ucb_n_seconds": seconds["ucb_n"],
                 "cost_ratio_vs_ucb_n": seconds["lp_explore"] / seconds["ucb_n"],
-                # CPU time: less disturbed than wall time by other jobs on a shared machine
                 "cpu_seconds": cpu_seconds["lp_explore"],
                 "ucb_n_cpu_seconds": cpu_seconds["ucb_n"],
                 "cpu_cost_ratio_vs_ucb_n": cpu_seconds["lp_explore"] / cpu_seconds["ucb_n"],

@@ -1,14 +1,17 @@
 """Engine throughput: run-rounds per second for each policy, the bare observation
-sampling, and the same UCB-N work by a vectorized NumPy loop, in one process.
+sampling, and the same UCB-N work by a vectorized NumPy loop (``tests/reference.py``:
+runs as arrays, a Python loop over rounds), in one process.
 
 Usage:  python benchmarks/throughput.py [--quick] [--policies ucb_n,ts_n] [--arms 10,50]
         [--runs 1000,10000] [--rounds 2048]
 
-Prints one JSON line per case: {"case", "num_arms", "runs", "run_rounds_per_s",
-"ratio_vs_numpy", "ratio_vs_sampling", "config", "machine"}.  Each policy's line also
-has its cost per run-round relative to ``ucb_n`` (always timed, as the reference):
-"cost_vs_ucb_n" from wall time and "cpu_cost_vs_ucb_n" from the process's CPU time,
-which other jobs on a shared machine disturb less.
+Prints one JSON line per case (``numpy_ucb_n``, ``bare_sampling``, then each policy), with
+"num_arms", "runs", "rounds" (``--rounds``; the NumPy loop runs ``numpy_rounds``),
+"run_rounds_per_s" and "machine"; the sampling's and the policies' lines have
+"ratio_vs_numpy", the policies' "ratio_vs_sampling" and their cost per run-round
+relative to ``ucb_n`` (always timed, as the reference): "cost_vs_ucb_n" from wall time
+and "cpu_cost_vs_ucb_n" from the process's CPU time, which other jobs on a shared
+machine disturb less.
 """
 
 from __future__ import annotations
@@ -16,34 +19,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from benchmarks._common import best_time, emit, int_list, machine, numpy_round  # noqa: E402
+from benchmarks._common import best_time, best_wall_and_cpu, emit, int_list, machine, numpy_noise, random_instance  # noqa: E402
 from jaxbandit import environment, rng  # noqa: E402
+from tests import reference  # noqa: E402
 
 REFERENCE = "ucb_n"  # the policy every other policy's cost is compared with
-
-
-def instance(num_arms: int) -> jb.Instance:
-    return jb.instances.random(0, num_arms, inf_prob=0.3)
-
-
-def best_wall_and_cpu(fn, repeat: int) -> tuple[float, float]:
-    """Minimum wall time and minimum process CPU time of ``fn()`` over ``repeat`` calls."""
-    wall, cpu = [], []
-    for _ in range(repeat):
-        wall_start, cpu_start = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - wall_start)
-        cpu.append(time.process_time() - cpu_start)
-    return min(wall), min(cpu)
 
 
 def time_policy(name: str, inst: jb.Instance, runs: int, rounds: int) -> tuple[float, float]:
@@ -76,33 +63,18 @@ def time_sampling(inst: jb.Instance, runs: int, rounds: int) -> float:
         total, _ = jax.lax.scan(body, jnp.zeros((runs, num_arms)), jnp.arange(rounds, dtype=jnp.int32))
         return total
 
-    jax.block_until_ready(run(keys))
-    return best_time(lambda: jax.block_until_ready(run(keys)), repeat=3)
-
-
-def numpy_ucb_n(mu, sigma, runs: int, rounds: int, seed: int = 0) -> np.ndarray:
-    """UCB-N with the weighted estimator: runs as arrays, a Python loop over rounds."""
-    gen = np.random.default_rng(seed)
-    k = mu.size
-    with np.errstate(divide="ignore"):
-        precision = 1.0 / sigma**2
-    noise_sd = np.where(np.isfinite(sigma), sigma, 0.0)
-    weights = np.zeros((runs, k))
-    sums = np.zeros((runs, k))
-    counts = np.zeros((runs, k), np.int64)
-    for t in range(1, rounds + 1):
-        if t <= k:
-            arms = np.full(runs, np.argmin(sigma[:, t - 1]))
-        else:
-            index = sums / weights + np.sqrt(2 * np.log(t) / weights)
-            arms = np.argmax(index, axis=1)
-        numpy_round(gen, mu, noise_sd, precision, arms, weights, sums, counts)
-    return counts
+    return best_time(lambda: jax.block_until_ready(run(keys)), repeat=3, warm_up=True)
 
 
 def time_numpy(inst: jb.Instance, runs: int, rounds: int) -> float:
-    numpy_ucb_n(inst.mu, inst.sigma, runs, 50)  # warm caches
-    return best_time(lambda: numpy_ucb_n(inst.mu, inst.sigma, runs, rounds), repeat=2)
+    """Seconds for ``rounds`` rounds of UCB-N in NumPy (``reference.ucb_n``, the noise
+    drawn round by round), best of two after a short run that warms the caches."""
+
+    def run(horizon):
+        reference.ucb_n(inst.mu, inst.sigma, horizon, runs, numpy_noise(0, runs, inst.num_arms))
+
+    run(50)
+    return best_time(lambda: run(rounds), repeat=2)
 
 
 def main(argv=None) -> int:
@@ -123,7 +95,7 @@ def main(argv=None) -> int:
         policies.insert(0, REFERENCE)
     info = machine()
     for num_arms in arm_counts:
-        inst = instance(num_arms)
+        inst = random_instance(0, num_arms)
         for runs in run_counts:
             config = {"num_arms": num_arms, "runs": runs, "rounds": args.rounds}
             numpy_rate = runs * args.numpy_rounds / time_numpy(inst, runs, args.numpy_rounds)
@@ -134,7 +106,15 @@ def main(argv=None) -> int:
             # the faster figure, so a quiet spell cannot flatter the policies' ratios.
             sampling_rates.append(runs * args.rounds / time_sampling(inst, runs, args.rounds))
             sampling_rate = max(sampling_rates)
-            emit({"case": "numpy_ucb_n", **config, "run_rounds_per_s": numpy_rate, "machine": info})
+            emit(
+                {
+                    "case": "numpy_ucb_n",
+                    **config,
+                    "numpy_rounds": args.numpy_rounds,
+                    "run_rounds_per_s": numpy_rate,
+                    "machine": info,
+                }
+            )
             emit(
                 {
                     "case": "bare_sampling",
