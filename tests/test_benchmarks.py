@@ -1,8 +1,11 @@
-"""The benchmark scripts run, at toy sizes, and print the JSON lines their README reads.
+"""The benchmark scripts run at toy sizes and print the JSON lines their README reads.
 
-They are not timed here (unit tests never assert timings); this only keeps them from
-breaking unnoticed when the library's API moves.  Each runs in its own process, as a
-user runs it, so a script's own settings (x64, sys.path) cannot leak into other tests.
+No timing is asserted (unit tests never do).  What is checked can be wrong: every
+field a script documents is there with its type; each ratio is finite, positive and
+the one its own record's seconds or rates give; case counts add up to the rounds; and
+where a script sets the NumPy + HiGHS loop against the engine, both ran the same
+algorithm.  Each script runs in its own process, as a user runs it, so a script's own
+settings (x64, sys.path) cannot leak into other tests.
 """
 
 import json
@@ -13,10 +16,12 @@ import sys
 
 import pytest
 
-# About a minute, almost all of it compiling lp_explore's engine.
+# About two minutes on 2 CPU cores busy with other jobs, almost all of it compiling the
+# engine (lp_explore's most) and the LP solver.
 pytestmark = pytest.mark.slow
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = ("initial_rounds", "case_a", "case_b", "case_c")  # lp_explore's rounds, by case
 
 
 def _launch(script, *args) -> subprocess.CompletedProcess:
@@ -28,21 +33,41 @@ def _launch(script, *args) -> subprocess.CompletedProcess:
 
 
 def _run(script, *args):
-    """Run ``benchmarks/<script>`` with ``args``; return its records, one per JSON line."""
+    """Run ``benchmarks/<script>`` with ``args``; return its records by case (each case
+    printed once at these sizes)."""
     proc = _launch(script, *args)
     assert proc.returncode == 0, f"{script} failed:\n{proc.stderr[-3000:]}"
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    assert lines, f"{script} printed nothing"
-    return [json.loads(line) for line in lines]
+    records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    by_case = {record["case"]: record for record in records}
+    assert len(by_case) == len(records), [record["case"] for record in records]
+    for record in records:
+        _machine(record["machine"])
+    return by_case
 
 
-def _positive(record, key):
-    value = record[key]
-    assert isinstance(value, (int, float)) and math.isfinite(value) and value > 0, (key, record)
+def _machine(info):
+    assert isinstance(info["platform"], str) and isinstance(info["jax"], str), info
+    assert isinstance(info["cpu_count"], int) and info["cpu_count"] >= 1, info
+    assert info["backend"] in ("cpu", "gpu", "cuda", "rocm", "tpu"), info
+    assert info["devices"] and all(isinstance(d, str) for d in info["devices"]), info
 
 
-def _cases(records):
-    return {record["case"] for record in records}
+def _positive(record, *keys):
+    for key in keys:
+        value = record[key]
+        assert type(value) in (int, float) and math.isfinite(value) and value > 0, (key, record)
+
+
+def _fields(record, **types):
+    for key, kind in types.items():
+        assert isinstance(record[key], kind) and not isinstance(record[key], bool), (key, record)
+
+
+def _counts(counts, rounds, *, initial):
+    """Each of the rounds counted in exactly one case; ``initial`` of them initial."""
+    assert all(isinstance(counts[key], float) for key in CASES), counts
+    assert sum(counts[key] for key in CASES) == pytest.approx(rounds), counts
+    assert counts["initial_rounds"] == initial, counts
 
 
 def test_lp_benchmark_solve_and_warm_cases():
@@ -50,26 +75,41 @@ def test_lp_benchmark_solve_and_warm_cases():
         "lp.py", "--arms", "3", "--batches", "2", "--dtypes", "float64",
         "--repeat", "1", "--reference-size", "2", "--loop-lps", "8",
     )  # fmt: skip
-    assert _cases(records) == {"solve", "warm_check"}
-    solve = next(r for r in records if r["case"] == "solve")
-    for key in ("lps_per_second", "linprog_lps_per_second", "speedup_vs_linprog"):
-        _positive(solve, key)
-    # Toy LPs: every one solved, to HiGHS's objective.
+    assert set(records) == {"solve", "warm_check"}
+    solve = records["solve"]
+    assert (solve["num_arms"], solve["batch"], solve["dtype"], solve["accuracy_sample"]) == (3, 2, "float64", 2)
+    _positive(solve, "seconds", "lps_per_second", "linprog_lps_per_second", "speedup_vs_linprog")
+    assert solve["lps_per_second"] == pytest.approx(2 / solve["seconds"])
+    assert solve["speedup_vs_linprog"] == pytest.approx(solve["lps_per_second"] / solve["linprog_lps_per_second"])
+    # Toy LPs: every one solved, to HiGHS's objective, in a few pivots.
     assert solve["fraction_optimal"] == 1.0
-    assert solve["max_relative_error_vs_highs"] <= 1e-9
-    warm = next(r for r in records if r["case"] == "warm_check")
-    for key in ("loop_full_solve_seconds", "loop_check_seconds", "loop_reuse_seconds", "loop_full_over_check"):
-        _positive(warm, key)
-    assert 0 <= warm["fraction_check_ok"] <= 1
+    assert 0 <= solve["max_relative_error_vs_highs"] <= 1e-9
+    assert 0 <= solve["mean_pivots"] <= 10
+    warm = records["warm_check"]
+    assert (warm["num_arms"], warm["batch"], warm["dtype"]) == (3, 2, "float64")
+    assert warm["loop_iterations"] == 4  # at least 4 batches, even for 8 LPs of 2
+    for full, other, ratio in (
+        ("full_solve_seconds", "check_seconds", "full_over_check"),
+        ("full_solve_seconds", "reuse_seconds", "full_over_reuse"),
+        ("loop_full_solve_seconds", "loop_check_seconds", "loop_full_over_check"),
+        ("loop_full_solve_seconds", "loop_reuse_seconds", "loop_full_over_reuse"),
+    ):
+        _positive(warm, full, other, ratio)
+        assert warm[ratio] == pytest.approx(warm[full] / warm[other]), ratio
+    for key in ("fraction_check_ok", "fraction_reuse_ok_1e-3", "fraction_reuse_ok_1e-5"):
+        assert 0 <= warm[key] <= 1, (key, warm)
 
 
 def test_lp_explore_benchmark_against_ucb_n_and_numpy():
+    # One run count throughout: the engine compiles once per configuration, and that
+    # is most of the time this takes.
+    runs, rounds = 4, 64
     records = _run(
-        "lp_explore.py", "--arms", "3", "--runs", "8", "--rounds", "64",
-        "--numpy-runs", "4", "--numpy-rounds", "64",
-        "--long-horizon", "64", "--long-runs", "8", "--long-arms", "3",
+        "lp_explore.py", "--arms", "3", "--runs", str(runs), "--rounds", str(rounds),
+        "--numpy-runs", str(runs), "--numpy-rounds", str(rounds),
+        "--long-horizon", str(rounds), "--long-runs", str(runs), "--long-arms", "3",
     )  # fmt: skip
-    assert _cases(records) == {
+    assert set(records) == {
         "lp_explore_no_lp_rounds",
         "lp_explore_case_a_steady_state",
         "ucb_n",
@@ -77,17 +117,65 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
         "numpy_highs_vs_engine",
         "long_horizon",
     }
-    for record in records:
-        _positive(record, "run_rounds_per_s" if record["case"] != "numpy_highs_vs_engine" else "speedup")
-    explore = next(r for r in records if r["case"] == "lp_explore")
-    counts = explore["mean_case_counts"]
-    # Every round of every run is counted in exactly one phase or case.
-    assert counts["initial_rounds"] + counts["case_a"] + counts["case_b"] + counts["case_c"] == pytest.approx(64)
-    numpy_case = next(r for r in records if r["case"] == "numpy_highs_vs_engine")
-    assert numpy_case["numpy_linprog_calls"] > 0
-    long_run = next(r for r in records if r["case"] == "long_horizon")
-    assert (long_run["num_arms"], long_run["runs"], long_run["horizon"]) == (3, 8, 64)
-    _positive(long_run, "cost_ratio_vs_ucb_n")
+    for record in records.values():
+        assert (record["num_arms"], record["runs"]) == (3, runs), record
+    ucb = records["ucb_n"]
+    _positive(ucb, "run_rounds_per_s")
+
+    for case in ("lp_explore_no_lp_rounds", "lp_explore_case_a_steady_state"):
+        record = records[case]
+        assert record["rounds"] == rounds
+        _positive(record, "run_rounds_per_s", "ucb_n_run_rounds_per_s", "cost_ratio_vs_ucb_n")
+        ratio = record["ucb_n_run_rounds_per_s"] / record["run_rounds_per_s"]
+        assert record["cost_ratio_vs_ucb_n"] == pytest.approx(ratio), case
+    _counts(records["lp_explore_no_lp_rounds"]["mean_case_counts"], rounds, initial=3)
+    # Rounds 65-128 of full information with large gaps: every run in Case A, no LP.
+    steady = records["lp_explore_case_a_steady_state"]["mean_case_counts"]
+    _counts(steady, rounds, initial=0)
+    assert steady["case_a"] == rounds, steady
+
+    explore = records["lp_explore"]
+    _positive(explore, "run_rounds_per_s", "cost_ratio_vs_ucb_n")
+    assert explore["cost_ratio_vs_ucb_n"] == pytest.approx(ucb["run_rounds_per_s"] / explore["run_rounds_per_s"])
+    _counts(explore["mean_case_counts"], rounds, initial=3)
+
+    numpy_case = records["numpy_highs_vs_engine"]
+    assert (numpy_case["rounds"], numpy_case["study_runs"]) == (rounds, runs)
+    _positive(
+        numpy_case, "numpy_run_rounds_per_s", "engine_run_rounds_per_s", "speedup",
+        "engine_run_rounds_per_s_at_study_runs", "speedup_at_study_runs",
+    )  # fmt: skip
+    numpy_rate = numpy_case["numpy_run_rounds_per_s"]
+    assert numpy_case["speedup"] == pytest.approx(numpy_case["engine_run_rounds_per_s"] / numpy_rate)
+    at_study_runs = numpy_case["engine_run_rounds_per_s_at_study_runs"] / numpy_rate
+    assert numpy_case["speedup_at_study_runs"] == pytest.approx(at_study_runs)
+    numpy_counts, engine_counts = numpy_case["numpy_mean_case_counts"], numpy_case["engine_mean_case_counts"]
+    _counts(numpy_counts, rounds, initial=3)
+    _counts(engine_counts, rounds, initial=3)
+    # One linprog call per Case C run-round: what the NumPy loop's time is made of.
+    _fields(numpy_case, numpy_linprog_calls=int)
+    assert numpy_case["numpy_linprog_calls"] == runs * numpy_counts["case_c"] > 0
+    # Same algorithm, other noise: on this instance every run is in Case C from the
+    # end of the initial rounds to round 64 whatever the noise, in both.
+    assert {key: numpy_counts[key] for key in CASES} == {key: engine_counts[key] for key in CASES}
+
+    long_run = records["long_horizon"]
+    assert long_run["horizon"] == rounds
+    _positive(
+        long_run, "seconds", "ucb_n_seconds", "cost_ratio_vs_ucb_n", "cpu_seconds", "ucb_n_cpu_seconds",
+        "cpu_cost_ratio_vs_ucb_n", "compile_seconds", "ucb_n_compile_seconds", "seconds_including_compile",
+        "cost_ratio_including_compile", "run_rounds_per_s", "peak_rss_mib",
+    )  # fmt: skip
+    assert long_run["cost_ratio_vs_ucb_n"] == pytest.approx(long_run["seconds"] / long_run["ucb_n_seconds"])
+    cpu_ratio = long_run["cpu_seconds"] / long_run["ucb_n_cpu_seconds"]
+    assert long_run["cpu_cost_ratio_vs_ucb_n"] == pytest.approx(cpu_ratio)
+    with_compile = long_run["seconds"] + long_run["compile_seconds"]
+    assert long_run["seconds_including_compile"] == pytest.approx(with_compile)
+    ucb_with_compile = long_run["ucb_n_seconds"] + long_run["ucb_n_compile_seconds"]
+    assert long_run["cost_ratio_including_compile"] == pytest.approx(with_compile / ucb_with_compile)
+    assert long_run["run_rounds_per_s"] == pytest.approx(runs * rounds / long_run["seconds"])
+    assert math.isfinite(long_run["mean_final_regret"]) and long_run["mean_final_regret"] > 0
+    _counts(long_run["mean_case_counts"], rounds, initial=3)
 
 
 @pytest.mark.parametrize(
@@ -107,15 +195,40 @@ def test_benchmarks_reject_bad_lists(script, args, message):
 
 def test_throughput_benchmark():
     records = _run(
-        "throughput.py", "--policies", "ucb_n", "--arms", "3", "--runs", "8",
+        "throughput.py", "--policies", "greedy", "--arms", "3", "--runs", "8",
         "--rounds", "64", "--numpy-rounds", "16",
     )  # fmt: skip
-    assert _cases(records) == {"numpy_ucb_n", "bare_sampling", "ucb_n"}
-    for record in records:
+    # ucb_n is always timed: the reference of every policy's cost.
+    assert set(records) == {"numpy_ucb_n", "bare_sampling", "ucb_n", "greedy"}
+    for record in records.values():
+        assert (record["num_arms"], record["runs"], record["rounds"]) == (3, 8, 64), record
         _positive(record, "run_rounds_per_s")
+    numpy_rate = records["numpy_ucb_n"]["run_rounds_per_s"]
+    assert records["numpy_ucb_n"]["numpy_rounds"] == 16
+    sampling = records["bare_sampling"]
+    # Timed before and after the policies; the faster figure is the one used.
+    assert len(sampling["run_rounds_per_s_each"]) == 2
+    assert sampling["run_rounds_per_s"] == max(sampling["run_rounds_per_s_each"])
+    assert sampling["ratio_vs_numpy"] == pytest.approx(sampling["run_rounds_per_s"] / numpy_rate)
+    ucb_rate = records["ucb_n"]["run_rounds_per_s"]
+    for name in ("ucb_n", "greedy"):
+        record = records[name]
+        rate = record["run_rounds_per_s"]
+        _positive(record, "ratio_vs_numpy", "ratio_vs_sampling", "cost_vs_ucb_n", "cpu_cost_vs_ucb_n")
+        assert record["ratio_vs_numpy"] == pytest.approx(rate / numpy_rate), name
+        assert record["ratio_vs_sampling"] == pytest.approx(rate / sampling["run_rounds_per_s"]), name
+        assert record["cost_vs_ucb_n"] == pytest.approx(ucb_rate / rate), name
+    assert records["ucb_n"]["cost_vs_ucb_n"] == records["ucb_n"]["cpu_cost_vs_ucb_n"] == 1.0
 
 
 def test_memory_benchmark():
-    (record,) = _run("memory.py", "--horizons", "2000", "--runs", "8")
-    assert record["case"] == "sweep_peak_memory" and record["horizon"] == 2000
-    _positive(record, "peak_rss_mib")
+    horizon, runs = 2000, 8
+    records = _run("memory.py", "--horizons", str(horizon), "--runs", str(runs))
+    record = records["sweep_peak_memory"]
+    assert (record["horizon"], record["runs"], record["config"]["policy"]) == (horizon, runs, "ucb_n")
+    _positive(record, "peak_rss_mib", "wall_s", "run_rounds_per_s", "final_regret_mean")
+    # A process that has imported JAX and run a sweep: tens of MiB at least, not tens of GiB.
+    assert 50 < record["peak_rss_mib"] < 50_000
+    # wall_s is rounded to 10 ms in the record; the rate is from the unrounded time.
+    assert record["run_rounds_per_s"] == pytest.approx(horizon * runs / record["wall_s"], rel=0.02)
+    assert record["device_peak_mib"] is None or record["device_peak_mib"] > 0
