@@ -77,8 +77,6 @@ def _cmd_demo(args) -> int:
     from jaxbandit import config as config_module
 
     cfg = config_module.demo_config()
-    if cfg.skipped_policies:
-        print(f"note: not registered yet, left out of the demo: {', '.join(cfg.skipped_policies)}")
     print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
           f"{cfg.runs} runs, horizon {cfg.horizons[0]}")  # fmt: skip
     return _run_sweep(cfg, Path(args.out), args.quiet, True, args.distribution, args.logx)
@@ -106,8 +104,6 @@ def _cmd_check(args) -> int:
           f"{cells} cells in {len(groups)} compiled groups, {cfg.runs} runs each.")  # fmt: skip
     for g in groups:
         print(f"  {g.id}: {g.policy_name} {g.static or ''} K={g.num_arms} T={g.horizon}: {len(g.cells)} cells")
-    if cfg.skipped_policies:
-        print(f"  skipped (not registered): {', '.join(cfg.skipped_policies)}")
     return 0
 
 
