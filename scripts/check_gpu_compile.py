@@ -2,12 +2,11 @@
 a machine without one (XLA's deviceless ahead-of-time compilation), to catch GPU
 compiler failures that the CPU tests cannot see.
 
-XLA's GPU compiler has failed on code that compiles on the CPU: ``lp.solve`` at K = 3
-("Failed to translate module to LLVM IR", a fusion of ``lax.reduce_precision``), while
-K = 5 and 10 compiled.  This script compiles every entry point, and the engine of
-every registered policy, at several K and in both precisions, for the GPU described by
-a target configuration (default: the H100 in ``configs/h100_gpu_target.pbtxt``, as
-written by XLA's ``--xla_dump_to``).
+XLA's GPU compiler can fail on code that compiles on the CPU (for instance "Failed to
+translate module to LLVM IR" on a fusion of ``lax.reduce_precision``).  This script
+compiles every entry point, and the engine of every registered policy, at several K
+and in both precisions, for the GPU described by a target configuration (default: an
+H100, ``gpu_targets/h100.pbtxt``, as written by XLA's ``--xla_dump_to``).
 
 Needs JAX's CUDA plugin (a few GB of CUDA wheels; a separate virtual environment is
 best), but no GPU and no driver:
@@ -36,7 +35,7 @@ from jax.experimental import topologies  # noqa: E402
 import jaxbandit as jb  # noqa: E402
 from jaxbandit import bound, bound_lp, lp, runner  # noqa: E402
 
-DEFAULT_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "h100_gpu_target.pbtxt")
+DEFAULT_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_targets", "h100.pbtxt")
 
 
 def gpu_device(target_file: str):
