@@ -13,7 +13,7 @@ exploration and then errs with small probability: the benchmark an algorithm tha
 does not know ``mu`` tries to reach.  It is an *oracle*: it reads the horizon
 ``ctx.horizon`` (``T``) and the true means ``ctx.true_mean`` from its context, which no
 ordinary policy may do.  There are no initial rounds (a feasible ``c*`` observes every
-arm).  ``c*(mu)`` comes from :func:`jaxbandit.lower_bound.solve_lower_bound`, solved
+arm).  ``c*(mu)`` comes from :func:`jaxbandit.bound_lp.solve_lower_bound`, solved
 once per cell at ``init_fn`` with the project's LP solver; the LP status is reported in
 the diagnostics (``lp_status``, 0 = optimal).  If the solve is not optimal (e.g. a tie
 for the best mean, where the LP has no finite solution) the quotas are empty and the
