@@ -183,8 +183,6 @@ def plot_sweep(
     Returns:
         The paths written.
     """
-    from matplotlib.figure import Figure
-
     if distribution not in ("box", "violin"):
         raise ValueError(f"distribution must be 'box' or 'violin', got {distribution!r}.")
     if not isinstance(results, io.SweepResults):
@@ -209,40 +207,48 @@ def plot_sweep(
             if not cells:
                 continue
             suffix = _slug(instance) + (f"_T{horizon}" if multiple_horizons else "")
-            title = f"{instance}, T = {horizon}, {cells[0].runs} runs"
-
-            fig = Figure(figsize=(6.4, 4.4), layout="constrained")
-            ax = fig.subplots()
-            regret_curves(ax, cells, logx=logx, colors=colors)
-            ax.set_title(title, fontsize="medium")
-            ax.legend(fontsize="small")
-            written += _save(fig, out / f"regret_{suffix}", formats)
-
-            fig = Figure(figsize=(6.4, 4.4), layout="constrained")
-            ax = fig.subplots()
             value = lower_bound_value(results.instances[instance]) if bound else None
-            regret_over_log(ax, cells, bound=value, colors=colors)
-            ax.set_title(title, fontsize="medium")
-            ax.legend(fontsize="small")
-            written += _save(fig, out / f"regret_log_{suffix}", formats)
+            written += _instance_figures(cells, value, out, suffix, logx, distribution, formats, colors)
+    return written
 
-            fig = Figure(figsize=(max(4.0, 0.9 * len(cells) + 2), 4.4), layout="constrained")
-            ax = fig.subplots()
-            final_distribution(ax, cells, kind=distribution, colors=colors)
-            ax.set_title(title, fontsize="medium")
-            written += _save(fig, out / f"final_{suffix}", formats)
 
-            with_cases = [c for c in cells if case_counters(c) and len(c.diagnostic_times)]
-            if with_cases:
-                columns = min(3, len(with_cases))
-                rows = -(-len(with_cases) // columns)
-                fig = Figure(figsize=(4.2 * columns, 3.4 * rows), layout="constrained")
-                axes = np.atleast_1d(fig.subplots(rows, columns, squeeze=False)).ravel()
-                for ax, cell in zip(axes, with_cases):
-                    case_mix(ax, cell)
-                for ax in axes[len(with_cases):]:
-                    ax.set_visible(False)
-                axes[0].legend(fontsize="small", loc="lower left")
-                fig.suptitle(f"case mix: {title}", fontsize="medium")
-                written += _save(fig, out / f"case_mix_{suffix}", formats)
+def _instance_figures(cells, bound_value, out, suffix, logx, distribution, formats, colors) -> list:
+    """The figures of one instance and horizon (see :func:`plot_sweep`); the paths written."""
+    from matplotlib.figure import Figure
+
+    title = f"{cells[0].instance}, T = {cells[0].horizon}, {cells[0].runs} runs"
+    written = []
+    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    ax = fig.subplots()
+    regret_curves(ax, cells, logx=logx, colors=colors)
+    ax.set_title(title, fontsize="medium")
+    ax.legend(fontsize="small")
+    written += _save(fig, out / f"regret_{suffix}", formats)
+
+    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    ax = fig.subplots()
+    regret_over_log(ax, cells, bound=bound_value, colors=colors)
+    ax.set_title(title, fontsize="medium")
+    ax.legend(fontsize="small")
+    written += _save(fig, out / f"regret_log_{suffix}", formats)
+
+    fig = Figure(figsize=(max(4.0, 0.9 * len(cells) + 2), 4.4), layout="constrained")
+    ax = fig.subplots()
+    final_distribution(ax, cells, kind=distribution, colors=colors)
+    ax.set_title(title, fontsize="medium")
+    written += _save(fig, out / f"final_{suffix}", formats)
+
+    with_cases = [c for c in cells if case_counters(c) and len(c.diagnostic_times)]
+    if with_cases:
+        columns = min(3, len(with_cases))
+        rows = -(-len(with_cases) // columns)
+        fig = Figure(figsize=(4.2 * columns, 3.4 * rows), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(rows, columns, squeeze=False)).ravel()
+        for ax, cell in zip(axes, with_cases):
+            case_mix(ax, cell)
+        for ax in axes[len(with_cases):]:
+            ax.set_visible(False)
+        axes[0].legend(fontsize="small", loc="lower left")
+        fig.suptitle(f"case mix: {title}", fontsize="medium")
+        written += _save(fig, out / f"case_mix_{suffix}", formats)
     return written
