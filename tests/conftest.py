@@ -1,14 +1,47 @@
-"""Shared test configuration: strict numpy promotion rules, as in the model codebases;
-no persistent compile cache (the command line's default), so that tests neither write
-to the user's cache nor read what an earlier run left there."""
+"""Shared test configuration: strict numpy promotion rules, as in the model codebases,
+and a compile cache of this test session only.
+
+Both test workers and the command-line processes the tests start compile many of the
+same programs (the lower-bound LP at small K, a sweep run in a subprocess and again in
+process to compare): they share one persistent compile cache in a fresh temporary
+directory, made when the session starts and removed when it ends, so that tests
+neither write to the user's cache nor read what an earlier run left there.  A cache hit
+is the same executable, so no result depends on it.
+"""
 
 import os
+import shutil
+import tempfile
 
 import jax
 
-os.environ["JAXBANDIT_COMPILE_CACHE"] = "off"  # subprocesses inherit it
-os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # a developer's own JAX cache too
-jax.config.update("jax_compilation_cache_dir", None)
+SESSION_CACHE = "JAXBANDIT_TEST_SESSION_CACHE"  # set by the first process, inherited by the rest
 
+os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # a developer's own JAX cache is never used
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+
+def use_session_cache() -> None:
+    """Point JAX (this process) and the jaxbandit commands (subprocesses) at the
+    session's compile cache; tests that change the cache call this to restore it."""
+    from jaxbandit import compile_cache
+
+    directory = os.environ[SESSION_CACHE]
+    os.environ[compile_cache.ENV_VAR] = directory
+    compile_cache.enable(directory)
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput") and SESSION_CACHE not in os.environ:
+        # the controller (or a run without workers): the workers it starts inherit this
+        os.environ[SESSION_CACHE] = tempfile.mkdtemp(prefix="jaxbandit-test-xla-")
+        config._jaxbandit_session_cache = os.environ[SESSION_CACHE]
+    use_session_cache()
+
+
+def pytest_unconfigure(config):
+    directory = getattr(config, "_jaxbandit_session_cache", None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.environ.pop(SESSION_CACHE, None)

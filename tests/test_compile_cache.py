@@ -11,18 +11,20 @@ import jax
 import pytest
 
 from jaxbandit import cli, compile_cache
+from tests.conftest import SESSION_CACHE
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
 def no_cache_settings(monkeypatch, tmp_path):
-    """No environment variable, JAX's own setting restored afterwards, and a home cache
-    under ``tmp_path``."""
+    """No environment variable, and a home cache under ``tmp_path``; afterwards the
+    test session's cache (see conftest) is in use again."""
     monkeypatch.delenv(compile_cache.ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    jax.config.update("jax_compilation_cache_dir", None)
     yield tmp_path
-    compile_cache.enable("off")
+    compile_cache.enable(os.environ[SESSION_CACHE])
 
 
 def test_default_directory_precedence(no_cache_settings, monkeypatch):
