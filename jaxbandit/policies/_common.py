@@ -16,10 +16,12 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_unit_interval",
+    "consolidate_stats",
     "estimator_policy",
     "initial_side_arm",
     "log_round",
     "own_arm_precision",
+    "update_stats",
 ]
 
 
@@ -86,8 +88,15 @@ def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
     return value
 
 
-def _consolidate(state: EstimatorPolicyState) -> EstimatorPolicyState:
-    return EstimatorPolicyState(estimator.consolidate(state.stats), state.initial_rounds)
+def update_stats(state: NamedTuple, arm: Array, values: Array, ctx: Context) -> NamedTuple:
+    """``state`` with the round's observations added to its weighted estimator, kept in
+    its ``stats`` field (every other field as given)."""
+    return state._replace(stats=estimator.update(state.stats, arm, values, ctx.precision[arm]))
+
+
+def consolidate_stats(state: NamedTuple) -> NamedTuple:
+    """``consolidate_fn`` of a policy whose state keeps its weighted estimator in ``stats``."""
+    return state._replace(stats=estimator.consolidate(state.stats))
 
 
 def _diagnostics(state: EstimatorPolicyState) -> dict:
@@ -118,5 +127,5 @@ def estimator_policy(name: str, params: dict, select_fn: Callable, *, own_arm_on
         )
 
     return Policy(
-        init_fn, select_fn, update_fn, _diagnostics, consolidate_fn=_consolidate, name=name, params=params,
+        init_fn, select_fn, update_fn, _diagnostics, consolidate_fn=consolidate_stats, name=name, params=params,
     )  # fmt: skip

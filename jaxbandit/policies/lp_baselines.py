@@ -73,7 +73,7 @@ import jax.numpy as jnp
 from jaxbandit import estimator, lp, rng
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, play
-from jaxbandit.policies._common import check_positive, initial_side_arm
+from jaxbandit.policies._common import check_positive, consolidate_stats, initial_side_arm
 from jaxbandit.policies.ucb import ucb_n_index
 
 __all__ = [
@@ -170,12 +170,6 @@ def _update(state: LPExplorationState, arm, values, ctx) -> LPExplorationState:
     )
 
 
-def _consolidate(state: LPExplorationState) -> LPExplorationState:
-    return LPExplorationState(
-        estimator.consolidate(state.stats), state.initial_rounds, state.explore_weights, state.lp_status
-    )
-
-
 def _diagnostics(state: LPExplorationState) -> dict:
     return {
         "initial_rounds": state.initial_rounds,
@@ -216,7 +210,7 @@ def eps_greedy_lp(c: float = 1.0, d: float = 1.0) -> Policy:
         return _explore_or(key, state, t, ctx, scale, best)
 
     return Policy(
-        _init, select_fn, _update, _diagnostics, consolidate_fn=_consolidate, name="eps_greedy_lp", params={"c": c, "d": d}
+        _init, select_fn, _update, _diagnostics, consolidate_fn=consolidate_stats, name="eps_greedy_lp", params={"c": c, "d": d}
     )
 
 
@@ -239,5 +233,5 @@ def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
         return _explore_or(key, state, t, ctx, ctx.params["c"], best)
 
     return Policy(
-        _init, select_fn, _update, _diagnostics, consolidate_fn=_consolidate, name="ucb_lp", params={"c": c, "alpha": alpha}
+        _init, select_fn, _update, _diagnostics, consolidate_fn=consolidate_stats, name="ucb_lp", params={"c": c, "alpha": alpha}
     )

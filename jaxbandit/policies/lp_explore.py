@@ -56,7 +56,7 @@ from jaxbandit.bound_lp import (
     noise_free_arms,
 )
 from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
-from jaxbandit.policies._common import check_positive, check_unit_interval, log_round
+from jaxbandit.policies._common import check_positive, check_unit_interval, consolidate_stats, log_round, update_stats
 from jaxbandit.reductions import first_true
 
 __all__ = ["CASE_C_RULES", "Case", "LPExploreState", "TheoryWarning", "lp_explore"]
@@ -216,15 +216,6 @@ def _finish(state: LPExploreState, decision: Decision, answer: LPAnswer, t, ctx:
     return arm, new_state
 
 
-def _update(state: LPExploreState, arm, values, ctx: Context) -> LPExploreState:
-    stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
-    return LPExploreState(stats, state.exploration_rounds, state.warm, state.counters)
-
-
-def _consolidate(state: LPExploreState) -> LPExploreState:
-    return LPExploreState(estimator.consolidate(state.stats), state.exploration_rounds, state.warm, state.counters)
-
-
 def _diagnostics(state: LPExploreState) -> dict:
     out = state.counters._asdict()
     out["exploration_rounds"] = state.exploration_rounds
@@ -256,6 +247,6 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
     choose_arm = lambda solution, request, counts: _case_c_arm(solution, request, counts, case_c_rule)
     solver = Solver(stages=allocation_stages(choose_arm), finish_fn=_finish)
     return Policy(
-        _init, _select, _update, _diagnostics, consolidate_fn=_consolidate, solver=solver,
+        _init, _select, update_stats, _diagnostics, consolidate_fn=consolidate_stats, solver=solver,
         name="lp_explore", params={"alpha": alpha, "gamma": gamma}, options={"case_c_rule": case_c_rule},
     )  # fmt: skip

@@ -87,7 +87,7 @@ from jaxbandit.bound_lp import (
     noise_free_arms,
 )
 from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
-from jaxbandit.policies._common import check_nonnegative, log_round
+from jaxbandit.policies._common import check_nonnegative, consolidate_stats, log_round, update_stats
 from jaxbandit.policies.lp_explore import RATIO_TIE_TOLERANCE
 from jaxbandit.reductions import first_true
 
@@ -243,15 +243,6 @@ def _finish(state: OSSBState, decision: Decision, answer: LPAnswer, t, ctx: Cont
     return arm, new_state
 
 
-def _update(state: OSSBState, arm, values, ctx: Context) -> OSSBState:
-    stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
-    return OSSBState(stats, state.exploration_counter, state.warm, state.counters)
-
-
-def _consolidate(state: OSSBState) -> OSSBState:
-    return OSSBState(estimator.consolidate(state.stats), state.exploration_counter, state.warm, state.counters)
-
-
 def _diagnostics(state: OSSBState) -> dict:
     out = state.counters._asdict()
     out["exploration_counter"] = state.exploration_counter
@@ -279,6 +270,6 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
 
     solver = Solver(stages=allocation_stages(_exploration_arm), finish_fn=_finish)
     return Policy(
-        _init, _select, _update, _diagnostics, consolidate_fn=_consolidate, solver=solver,
+        _init, _select, update_stats, _diagnostics, consolidate_fn=consolidate_stats, solver=solver,
         name="ossb", params={"epsilon": epsilon, "gamma": gamma},
     )  # fmt: skip
