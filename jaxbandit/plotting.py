@@ -218,19 +218,17 @@ def _instance_figures(cells, bound_value, out, suffix, logx, distribution, forma
 
     title = f"{cells[0].instance}, T = {cells[0].horizon}, {cells[0].runs} runs"
     written = []
-    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
-    ax = fig.subplots()
-    regret_curves(ax, cells, logx=logx, colors=colors)
-    ax.set_title(title, fontsize="medium")
-    ax.legend(fontsize="small")
-    written += _save(fig, out / f"regret_{suffix}", formats)
-
-    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
-    ax = fig.subplots()
-    regret_over_log(ax, cells, bound=bound_value, colors=colors)
-    ax.set_title(title, fontsize="medium")
-    ax.legend(fontsize="small")
-    written += _save(fig, out / f"regret_log_{suffix}", formats)
+    curves = {
+        "regret": lambda ax: regret_curves(ax, cells, logx=logx, colors=colors),
+        "regret_log": lambda ax: regret_over_log(ax, cells, bound=bound_value, colors=colors),
+    }
+    for stem, draw in curves.items():
+        fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+        ax = fig.subplots()
+        draw(ax)
+        ax.set_title(title, fontsize="medium")
+        ax.legend(fontsize="small")
+        written += _save(fig, out / f"{stem}_{suffix}", formats)
 
     fig = Figure(figsize=(max(4.0, 0.9 * len(cells) + 2), 4.4), layout="constrained")
     ax = fig.subplots()
