@@ -36,6 +36,25 @@ GENERAL = jb.Instance(
     ],
 )
 HORIZON, RUNS, SEED = 300, 3, 11
+# Every float32 simulation in this file has K = 5, 200 runs and 300 recording times,
+# so that each policy's engine compiles once for the file (the horizon and the
+# policies' parameters are traced); the NumPy loops follow the first RUNS runs.
+ENGINE_RUNS, NUM_TIMES = 200, 300
+# The cover LP at K = 5 in float32, compiled once for every test that solves it.
+SOLVE_COVER = jax.jit(lp_baselines.solve_cover)
+
+
+def _times(first: int, last: int) -> np.ndarray:
+    """NUM_TIMES recording rounds from ``first`` to ``last``, evenly spread."""
+    return np.unique(np.linspace(first, last, NUM_TIMES).round().astype(np.int64))
+
+
+def _simulate(policy, inst, horizon, seed, times=None) -> jb.Result:
+    """``ENGINE_RUNS`` float32 runs of ``policy`` recorded at NUM_TIMES rounds (by
+    default spread over the whole horizon)."""
+    times = _times(1, horizon) if times is None else times
+    assert len(times) == NUM_TIMES and inst.num_arms == 5
+    return jb.simulate(policy, inst, horizon, ENGINE_RUNS, seed, times=times)
 
 
 def _context(inst: jb.Instance, params: dict, horizon: int = 100, dtype=jnp.float32) -> Context:
@@ -140,33 +159,37 @@ def _scipy_cover_value(precision: np.ndarray) -> float:
 
 
 def test_cover_lp_matches_scipy_and_reduces_to_the_dominating_set_relaxation():
+    # Every case has K = 5: the solver compiles once.
     rs = np.random.default_rng(0)
     cases = [instances.random(rs, 5, inf_prob=0.5) for _ in range(6)]
     cases += [instances.default_instances()[name] for name in instances.DEFAULT_INSTANCES]
     # a noise-free observer: column 2 is seen exactly by arm 0
-    cases.append(jb.Instance([0.1, 0.2, 0.3], [[1.0, INF, 0.0], [INF, 1.0, 0.5], [INF, INF, 1.0]]))
-    solve = jax.jit(lp_baselines.solve_cover)
+    noise_free = [[1.0, INF, 0.0, INF, INF], [INF, 1.0, 0.5, INF, INF], [INF, INF, 1.0, INF, INF]]
+    noise_free += [[INF, INF, INF, 1.0, 0.5], [INF, INF, INF, INF, 1.0]]
+    cases.append(jb.Instance([0.1, 0.2, 0.3, 0.4, 0.5], noise_free))
+    solve = SOLVE_COVER
+    constraints = jax.jit(lp_baselines.cover_constraints)
     for inst in cases:
         z, status = solve(jnp.asarray(inst.precision, jnp.float32))
         z = np.asarray(z, np.float64)
         assert int(status) == 0
-        _, matrix, _ = lp_baselines.cover_constraints(jnp.asarray(inst.precision, jnp.float32))
+        _, matrix, _ = constraints(jnp.asarray(inst.precision, jnp.float32))
         assert np.all(np.asarray(matrix) @ z >= 1 - 1e-5)  # feasible
         assert z.sum() == pytest.approx(_scipy_cover_value(inst.precision), rel=1e-5)
     # Graph feedback: exactly P2 of Buccapatnam et al. (adjacency with self-loops).
     rs = np.random.default_rng(1)
     for _ in range(5):
-        adjacency = rs.uniform(size=(6, 6)) < 0.3
-        inst = instances.graph(np.linspace(0, 1, 6), adjacency, sigma=2.0)
-        closed = adjacency | np.eye(6, dtype=bool)
-        expected = linprog(np.ones(6), A_ub=-closed.T.astype(float), b_ub=-np.ones(6), bounds=[(0, None)] * 6, method="highs").fun
+        adjacency = rs.uniform(size=(5, 5)) < 0.3
+        inst = instances.graph(np.linspace(0, 1, 5), adjacency, sigma=2.0)
+        closed = adjacency | np.eye(5, dtype=bool)
+        expected = linprog(np.ones(5), A_ub=-closed.T.astype(float), b_ub=-np.ones(5), bounds=[(0, None)] * 5, method="highs").fun
         z, _ = solve(jnp.asarray(inst.precision, jnp.float32))
         assert float(jnp.sum(z)) == pytest.approx(expected, rel=1e-5)
     # Star: the hub alone; bandit: every arm.
     star = instances.default_instances()["graph_star"]
     np.testing.assert_allclose(solve(jnp.asarray(star.precision, jnp.float32))[0], [1, 0, 0, 0, 0])
-    bandit = instances.bandit([0.1, 0.2, 0.3, 0.4], [0.5, 1.0, 2.0, 3.0])
-    np.testing.assert_allclose(solve(jnp.asarray(bandit.precision, jnp.float32))[0], np.ones(4))
+    bandit = instances.bandit([0.1, 0.2, 0.3, 0.4, 0.5], [0.5, 1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_allclose(solve(jnp.asarray(bandit.precision, jnp.float32))[0], np.ones(5))
 
 
 def test_lp_policies_explore_or_exploit_on_a_hand_built_state():
@@ -181,8 +204,9 @@ def test_lp_policies_explore_or_exploit_on_a_hand_built_state():
         (ucb_lp(c=2.0, alpha=1.0), lambda s, t: int(jnp.argmax(ucb_n_index(s, jnp.int32(t), jnp.float32(1.0))))),
     ]:
         ctx = _context(inst, policy.params)
-        state = jax.jit(policy.init_fn)(ctx)
-        state = lp_baselines.LPExplorationState(_stats(inst, plays), state.initial_rounds, state.explore_weights, state.lp_status)
+        # init_fn's state (its cover, from the solver compiled once) with these statistics
+        weights, status = SOLVE_COVER(ctx.precision)
+        state = lp_baselines.LPExplorationState(_stats(inst, plays), jnp.int32(0), weights, status)
         scale = 1.0 / 0.25 if policy.name == "eps_greedy_lp" else 2.0  # c / d**2, or c
         seen = set()
         select = jax.jit(policy.select_fn)
@@ -253,9 +277,10 @@ def test_engine_matches_numpy_loop_fed_the_same_noise(name):
     else:
         # float32 engine (the LP solver does not run under float64 + strict promotion
         # yet); a near-tie could flip an argmax against the float64 loop, but not in
-        # these 3 x 300 rounds.
-        result = jb.simulate(policy, GENERAL, HORIZON, RUNS, SEED, times=times)
-        cover = np.asarray(lp_baselines.solve_cover(jnp.asarray(GENERAL.precision, jnp.float32))[0], np.float64)
+        # these 3 x 300 rounds.  The engine runs ENGINE_RUNS runs (the shape of the
+        # other float32 simulations); a run does not depend on how many others there are.
+        result = _simulate(policy, GENERAL, HORIZON, SEED, times=times)
+        cover = np.asarray(SOLVE_COVER(jnp.asarray(GENERAL.precision, jnp.float32))[0], np.float64)
     explored = 0
     for run in range(RUNS):
         z = reference.engine_noise(SEED, 0, run, HORIZON, GENERAL.num_arms)
@@ -278,37 +303,39 @@ def test_engine_matches_numpy_loop_fed_the_same_noise(name):
 # ------------------------------------------------------------------ statistical sanity
 def test_ucb_maxn_equals_ucb_n_on_a_standard_bandit():
     # Arm for arm: on a bandit the only observer of the target is the target itself.
-    # 50 runs x 2000 rounds, exact equality of every recorded regret and final count.
+    # 200 runs x 2000 rounds, exact equality of the regret at 300 recorded rounds and of
+    # every final count.
     inst = instances.default_instances()["bandit"]
-    a = jb.simulate(ucb_maxn(), inst, 2000, 50, seed=2)
-    b = jb.simulate(jb.policies.make("ucb_n"), inst, 2000, 50, seed=2)
+    a = _simulate(ucb_maxn(), inst, 2000, seed=2)
+    b = _simulate(jb.policies.make("ucb_n"), inst, 2000, seed=2)
     np.testing.assert_array_equal(a.regret, b.regret)
     np.testing.assert_array_equal(a.counts, b.counts)
 
 
 def test_eps_greedy_lp_equals_eps_greedy_on_a_standard_bandit():
     # z* = 1, gamma* = K: the same schedule c K / t and the same uniform draw (d = 1).
+    # 200 runs x 2000 rounds, exact equality of every final count.
     inst = instances.default_instances()["bandit"]
-    a = jb.simulate(eps_greedy_lp(c=1.0, d=1.0), inst, 2000, 50, seed=2)
-    b = jb.simulate(jb.policies.make("eps_greedy", c=1.0), inst, 2000, 50, seed=2)
+    a = _simulate(eps_greedy_lp(c=1.0, d=1.0), inst, 2000, seed=2)
+    b = _simulate(jb.policies.make("eps_greedy", c=1.0), inst, 2000, seed=2)
     np.testing.assert_array_equal(a.counts, b.counts)
 
 
 @pytest.mark.slow
 def test_lp_based_policies_beat_ucb_on_a_star_graph():
-    # Star on 8 arms: the hub (arm 0, gap 0.3) observes every arm; the leaves only
-    # themselves.  The cover is the hub alone (gamma* = 1).  400 runs x 5000 rounds,
+    # Star on 5 arms: the hub (arm 0, gap 0.3) observes every arm; the leaves only
+    # themselves.  The cover is the hub alone (gamma* = 1).  200 runs x 5000 rounds,
     # common random numbers; the paired mean difference must be below zero by more than
     # 3 standard errors.  Parameters: eps_greedy_lp(c=1, d=Delta_min=0.3),
     # ucb_lp(c=10) (hub exploration at rate 10/t).
-    mu = [0.7, 1.0, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
-    star = np.zeros((8, 8), dtype=bool)
+    mu = [0.7, 1.0, 0.5, 0.3, 0.0]
+    star = np.zeros((5, 5), dtype=bool)
     star[0, :] = True
     inst = instances.graph(mu, star, sigma=1.0)
-    horizon, runs = 5000, 400
-    base = jb.simulate(jb.policies.make("ucb"), inst, horizon, runs, seed=3).final_regret
+    horizon, runs = 5000, ENGINE_RUNS
+    base = _simulate(jb.policies.make("ucb"), inst, horizon, seed=3).final_regret
     for policy in [eps_greedy_lp(c=1.0, d=0.3), ucb_lp(c=10.0)]:
-        diff = jb.simulate(policy, inst, horizon, runs, seed=3).final_regret - base
+        diff = _simulate(policy, inst, horizon, seed=3).final_regret - base
         stderr = diff.std(ddof=1) / np.sqrt(runs)
         assert diff.mean() < -3 * stderr, (policy.name, diff.mean(), stderr, base.mean())
 
@@ -316,31 +343,45 @@ def test_lp_based_policies_beat_ucb_on_a_star_graph():
 @pytest.mark.slow
 def test_full_information_regret_stops_growing():
     # Full information, K = 5 (default instance), 200 runs.  Regret from T = 1000 to
-    # T = 10000: ucb_maxn (greedy on full information) must grow by less than 1.0 on
+    # T = 10000 (recorded at 300 rounds in between): ucb_maxn (greedy on full information) must grow by less than 1.0 on
     # average (mean + 3 SE); eps_greedy_lp / ucb_lp keep their forced exploration
     # (cover = one arm, rate c gamma*/(d^2 t)), so their growth must match the expected
     # cost of that exploration within 3 SE + 10%, i.e. no growth beyond it.
     inst = instances.default_instances()["full_information"]
-    runs, times = 200, [1000, 10000]
-    cover = np.asarray(lp_baselines.solve_cover(jnp.asarray(inst.precision, jnp.float32))[0], np.float64)
+    runs, times = ENGINE_RUNS, _times(1000, 10000)
+    cover = np.asarray(SOLVE_COVER(jnp.asarray(inst.precision, jnp.float32))[0], np.float64)
     explore_gap = float(cover @ inst.gaps / cover.sum())
     for policy, scale in [(ucb_maxn(), 0.0), (eps_greedy_lp(c=1.0, d=0.5), 4.0), (ucb_lp(c=1.0), 1.0)]:
-        result = jb.simulate(policy, inst, times[-1], runs, seed=4, times=times)
-        growth = result.regret[:, 1] - result.regret[:, 0]
+        result = _simulate(policy, inst, times[-1], seed=4, times=times)
+        growth = result.regret[:, -1] - result.regret[:, 0]
         stderr = growth.std(ddof=1) / np.sqrt(runs)
-        expected = explore_gap * sum(min(1.0, scale * cover.sum() / t) for t in range(times[0] + 1, times[1] + 1))
+        expected = explore_gap * sum(min(1.0, scale * cover.sum() / t) for t in range(times[0] + 1, times[-1] + 1))
         assert growth.mean() <= 1.10 * expected + 3 * stderr + 1.0, (policy.name, growth.mean(), expected, stderr)
         assert growth.mean() >= 0.90 * expected - 3 * stderr - 1.0, (policy.name, growth.mean(), expected, stderr)
 
 
 # ------------------------------------------------------------------------- oracle ETC
+# Both oracle_etc tests share one engine: 200 runs, 3000 recording times.
+ORACLE_TIMES = 3000
+
+
+def _lower_bound_c(inst: jb.Instance) -> np.ndarray:
+    """c* of the instance from the NumPy + HiGHS reference (canonical, as the policy's),
+    independent of the policy's own solver."""
+    c, ok = reference.lower_bound_highs(inst.mu, inst.precision)
+    assert ok
+    return c
+
+
 def test_oracle_etc_follows_its_schedule_then_commits():
+    # Every round of the first RUNS of ENGINE_RUNS runs (a run does not depend on how
+    # many others there are).
     inst = GENERAL
-    horizon = 3000
-    c = np.asarray(jb.lower_bound(inst).c, np.float64)
+    horizon = ORACLE_TIMES
+    c = _lower_bound_c(inst)
     quota = np.ceil(c * np.log(horizon))
     with jax.enable_x64(False):
-        result = jb.simulate(jb.policies.make("oracle_etc"), inst, horizon, RUNS, SEED, times=np.arange(1, horizon + 1))
+        result = jb.simulate(jb.policies.make("oracle_etc"), inst, horizon, ENGINE_RUNS, SEED, times=np.arange(1, horizon + 1))
     explore = int(quota.sum())
     assert 0 < explore < horizon
     for run in range(RUNS):
@@ -360,18 +401,20 @@ def test_oracle_etc_follows_its_schedule_then_commits():
 
 @pytest.mark.slow
 def test_oracle_etc_regret_is_bounded_on_full_information_and_near_the_bound_elsewhere():
-    # 200 runs.  Full information: c* sits on the best arm, so exploration is free and
+    # 200 runs (recorded at 3000 rounds, the other oracle_etc test's shape).  Full
+    # information: c* sits on the best arm, so exploration is free and
     # the regret at T = 20000 is at most the misidentification risk: mean < 5.
     # Bandit: regret = sum_i quota_i Delta_i (+ rare commit errors): mean within 10% +
     # 3 SE of sum_i ceil(c*_i log T) Delta_i.
     for name, limit in [("full_information", None), ("bandit", "schedule")]:
         inst = instances.default_instances()[name]
-        horizon, runs = 20000, 200
-        final = jb.simulate(jb.policies.make("oracle_etc"), inst, horizon, runs, seed=6).final_regret
+        horizon, runs = 20000, ENGINE_RUNS
+        times = np.linspace(1, horizon, ORACLE_TIMES).round().astype(np.int64)
+        final = jb.simulate(jb.policies.make("oracle_etc"), inst, horizon, runs, seed=6, times=times).final_regret
         stderr = final.std(ddof=1) / np.sqrt(runs)
         if limit is None:
             assert final.mean() < 5.0, final.mean()
         else:
-            c = np.asarray(jb.lower_bound(inst).c, np.float64)
+            c = _lower_bound_c(inst)
             schedule = float(np.ceil(c * np.log(horizon)) @ inst.gaps)
             assert abs(final.mean() - schedule) <= 0.10 * schedule + 3 * stderr, (final.mean(), schedule)
