@@ -3,6 +3,10 @@
 The bandit-LP sweep over instance families lives in test_lower_bound.py; here: the
 standard form on hand-made and random dense LPs (mixed signs, infeasible ones), the
 status codes, the canonical-solution rule, jit/vmap equivalence and the basis check.
+
+Nearly all of this module's time is XLA compiling the solver, so the batched solves
+share programs: every one has ``LANES`` lanes, and the LPs are 4 x 6 wherever the
+shape is not what is tested.
 """
 
 import jax
@@ -39,10 +43,18 @@ def lexicographic_reference(cost, matrix, rhs):
     return x
 
 
-@pytest.fixture(scope="module")
-def solve64():
-    with jax.enable_x64(True):
-        yield jax.jit(jax.vmap(lp.solve))
+_vmapped_solve = jax.jit(jax.vmap(lp.solve))
+LANES = 200
+
+
+def solve_lps(cost, matrix, rhs):
+    """``vmap(lp.solve)`` as numpy, on at most ``LANES`` LPs padded to ``LANES`` with
+    copies of the first (each lane's answer does not depend on the others), so that
+    each (m, n, dtype) compiles once for the whole module."""
+    count = len(cost)
+    take = np.concatenate([np.arange(count), np.zeros(LANES - count, int)])
+    out = _vmapped_solve(*(np.asarray(a)[take] for a in (cost, matrix, rhs)))
+    return jax.tree.map(lambda a: np.asarray(a)[:count], out)
 
 
 def test_hand_made_lp_and_shapes():
@@ -103,10 +115,10 @@ def _random_lps(seed, count, m, n):
 
 
 @pytest.mark.parametrize("m,n", [(4, 6), (8, 5)])
-def test_random_dense_lps_against_highs(solve64, m, n):
+def test_random_dense_lps_against_highs(m, n):
     cost, matrix, rhs = _random_lps(m * 100 + n, 150, m, n)
     with jax.enable_x64(True):
-        out = jax.tree.map(np.asarray, solve64(cost, matrix, rhs))
+        out = solve_lps(cost, matrix, rhs)
     seen = set()
     for k in range(len(cost)):
         reference = highs(cost[k], matrix[k], rhs[k])
@@ -124,19 +136,21 @@ def test_random_dense_lps_against_highs(solve64, m, n):
     assert seen == {"infeasible", "optimal"}
 
 
-def test_canonical_solution_is_lexicographic_minimum(solve64):
-    """Duplicated and zero-cost columns make the optimum non-unique."""
+def test_canonical_solution_is_lexicographic_minimum():
+    """Duplicated and zero-cost columns make the optimum non-unique (4 x 5 LPs, with a
+    sixth column of zeros, also free: the 4 x 6 shape of the module's other solves)."""
     rng = np.random.default_rng(3)
     cases = []
     for _ in range(12):
         base = rng.uniform(0.1, 1, (4, 3))
-        matrix = np.concatenate([base, base[:, :1], rng.uniform(0.1, 1, (4, 1))], axis=1)  # col 3 == col 0
-        cost = np.array([1.0, 1.3, 0.0, 1.0, 0.0])
-        cost[4] = 0.0  # two free columns
+        free = rng.uniform(0.1, 1, (4, 1))
+        matrix = np.concatenate([base, base[:, :1], free, np.zeros((4, 1))], axis=1)  # col 3 == col 0
+        cost = np.array([1.0, 1.3, 0.0, 1.0, 0.0, 0.0])
+        cost[4] = 0.0  # two free columns, and the zero one
         cases.append((cost, matrix, rng.uniform(0.5, 2, 4)))
     cost, matrix, rhs = map(np.stack, zip(*cases))
     with jax.enable_x64(True):
-        out = jax.tree.map(np.asarray, solve64(cost, matrix, rhs))
+        out = solve_lps(cost, matrix, rhs)
     for k in range(len(cases)):
         expected = lexicographic_reference(cost[k], matrix[k], rhs[k])
         assert out.status[k] == Status.OPTIMAL
@@ -144,9 +158,9 @@ def test_canonical_solution_is_lexicographic_minimum(solve64):
 
 
 def test_jit_equals_eager_and_vmap_equals_loop():
-    cost, matrix, rhs = _random_lps(7, 4, 3, 4)
+    cost, matrix, rhs = _random_lps(7, 4, 4, 6)
     cost, matrix, rhs = (a.astype(np.float32) for a in (cost, matrix, rhs))
-    batched = jax.jit(jax.vmap(lp.solve))(cost, matrix, rhs)
+    batched = solve_lps(cost, matrix, rhs)
     for k in range(4):
         eager = lp.solve(cost[k], matrix[k], rhs[k])
         for name in ("status", "num_iterations", "basis"):
@@ -155,15 +169,14 @@ def test_jit_equals_eager_and_vmap_equals_loop():
 
 
 def test_check_basis_accepts_the_optimal_basis_only():
-    cost, matrix, rhs = _random_lps(11, 30, 5, 5)
+    cost, matrix, rhs = _random_lps(11, 30, 4, 6)
     matrix = np.abs(matrix)
     rhs = np.abs(rhs) + 0.1
     with jax.enable_x64(True):
-        solve = jax.jit(jax.vmap(lp.solve))
         check = jax.jit(jax.vmap(lp.check_basis))
-        cold = solve(cost, matrix, rhs)
+        cold = solve_lps(cost, matrix, rhs)
         again = check(cost, matrix, rhs, cold.basis)
-        surplus = jnp.broadcast_to(lp.surplus_basis(5, 5), (30, 5))
+        surplus = jnp.broadcast_to(lp.surplus_basis(4, 6), (30, 4))
         not_ok = check(cost, matrix, rhs, surplus)
         warm = jax.jit(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))(
             cost, matrix, rhs, cold.basis
@@ -210,12 +223,12 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
     mixed-sign and covering LPs), and from the optimal basis of other costs (primal
     feasible, not dual feasible: primal steps, which the second loop takes where
     ``simplex._may_take_primal_step`` lets it run)."""
-    cost, matrix, rhs = _random_lps(21, 200, 6, 6)
+    cost, matrix, rhs = _random_lps(21, 200, 4, 6)
     covering = (cost, np.abs(matrix), np.abs(rhs) + 0.1)
     other_cost = np.random.default_rng(22).uniform(0, 1, cost.shape)
     with jax.enable_x64(dtype == np.float64):
-        surplus = jnp.broadcast_to(lp.surplus_basis(6, 6), (200, 6))
-        other_optimum = jax.jit(jax.vmap(lp.solve))(*(jnp.asarray(a, dtype) for a in (other_cost,) + covering[1:])).basis
+        surplus = jnp.broadcast_to(lp.surplus_basis(4, 6), (200, 4))
+        other_optimum = solve_lps(*(np.asarray(a, dtype) for a in (other_cost,) + covering[1:])).basis
         cases = (((cost, matrix, rhs), surplus), (covering, surplus), (covering, other_optimum))
         data = [jnp.asarray(np.concatenate([c[0][i] for c in cases]), dtype) for i in range(3)]
         basis = jnp.concatenate([c[1] for c in cases])
@@ -289,7 +302,7 @@ def test_solver_uses_no_function_a_gpu_approximates(dtype):
     mu, precision = np.linspace(1, 0, 4).astype(dtype), np.eye(4, dtype=dtype)
     basis = lp.surplus_basis(3, 4)
     with jax.enable_x64(dtype == np.float64):
-        warm = bound_lp.initial_warm_start(precision)
+        warm = jax.eval_shape(bound_lp.initial_warm_start, precision)  # traced only, like the rest
         traced = {
             "solve": jax.make_jaxpr(lp.solve)(cost, matrix, rhs),
             "solve_warm": jax.make_jaxpr(lambda *a: lp.solve(*a[:3], initial_basis=a[3]))(cost, matrix, rhs, basis),
