@@ -85,7 +85,8 @@ def test_exact_reports_bad_data_and_shapes():
 def test_lower_bound_certifies_every_badly_scaled_float64_lane():
     """1,000 wide-sigma instances (sigma spanning 1e-3..1e3), K = 10, float64: the plain
     solve leaves a few uncertified (at least one is required, else this tests nothing).
-    ``lower_bound`` retries them (the float32 basis verified in float64, more
+    ``lower_bound`` of the whole batch (whose plain solve is that same compiled
+    program) retries them (the float32 basis verified in float64, more
     re-factorisations, looser tolerances, then the exact solve): every one must end
     optimal, within 1e-6 of HiGHS."""
     from jaxbandit import instances
@@ -98,9 +99,8 @@ def test_lower_bound_certifies_every_badly_scaled_float64_lane():
     plain = bound._solve_batch(mu, batch.precision, np.float64)
     failed = np.flatnonzero(plain.status != bound_lp.LowerBoundStatus.OPTIMAL)
     assert failed.size > 0  # else this tests nothing
-    retried = instances.Instance(batch.mu[failed], batch.sigma[failed])
-    result = bound.lower_bound(retried)  # throws unless every lane is optimal
-    for j, lane in enumerate(failed):
+    result = bound.lower_bound(batch)  # throws unless every lane is optimal
+    for lane in failed:
         cost, matrix, rhs = numpy_problem(mu[lane], precision[lane])
         ref = reference(cost, matrix, rhs)
-        assert abs(result.value[j] - ref.fun) <= 1e-6 * max(ref.fun, natural_scale(cost, matrix, rhs)), j
+        assert abs(result.value[lane] - ref.fun) <= 1e-6 * max(ref.fun, natural_scale(cost, matrix, rhs)), lane
