@@ -2,8 +2,8 @@
 (jaxbandit.bound) against scipy's HiGHS.
 
 The sweep solves thousands of instances from several families with one compiled,
-vmapped solve per (size bucket, dtype): smaller K are zero-padded to the bucket's size
-(extra zero-cost variables and ``0 >= 0`` rows leave the canonical optimum unchanged).
+vmapped solve per dtype: every K is zero-padded to the largest, 50 (extra zero-cost
+variables and ``0 >= 0`` rows leave the canonical optimum unchanged).
 Instances are float32-representable, so both precisions solve the same LP and share
 one HiGHS reference: the smallest objective among ``highs-ds`` and ``highs-ipm``
 solutions, each run with default and with tight (1e-10) tolerances, that are feasible
@@ -12,6 +12,12 @@ to 1e-7 (they disagree on a few badly scaled ones).
 Relative error: ``|ours - ref| / max(ref, scale)`` with ``scale`` = 1e-9 times the
 cheapest way to cover the largest requirement (``max b * min positive cost / max W``),
 a natural size for a value that is (close to) 0.
+
+Nearly all of this module's time is XLA compiling the solver, so its tests share
+compiled programs: one padded size and chunk size for every sweep (and the solved
+sweeps themselves, through module fixtures), one batch size for the vmapped
+lower-bound solves, K = 3 for the host API's single instances, and the emulated GPU
+division (which clears JAX's caches) entered once, for the last tests of the module.
 """
 
 import itertools
@@ -22,8 +28,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from jaxbandit import bound_lp, instances, lp
-from jaxbandit.bound import lower_bound
+from jaxbandit import bound_lp, exact_lp, instances, lp
+from jaxbandit.bound import _solve_batch, lower_bound
 from tests.approximate_division import approximate_division
 
 Status = bound_lp.LowerBoundStatus
@@ -119,9 +125,11 @@ def natural_scale(cost, matrix, rhs):
     return max(scale, 1e-300)
 
 
-# Buckets: (padded size, arm counts, instances per (K, family)).
-DEFAULT_BUCKETS = ((10, (2, 5, 10), 50), (50, (20, 50), 12))
-SLOW_BUCKETS = ((10, (2, 3, 4, 6, 8, 10), 150), (20, (15, 20), 100), (50, (30, 40, 50), 40))
+# Buckets: (padded size, arm counts, instances per (K, family)).  One padded size for
+# all: the solve of a small K padded to 50 costs far less than compiling another size.
+PADDED = 50
+DEFAULT_BUCKETS = ((PADDED, (2, 5, 10), 50), (PADDED, (20, 50), 12))
+SLOW_BUCKETS = ((PADDED, (2, 3, 4, 6, 8, 10), 30), (PADDED, (15, 20), 20), (PADDED, (30, 40, 50), 12))
 
 
 def build_sweep(buckets, seed):
@@ -143,9 +151,10 @@ def build_sweep(buckets, seed):
     return sweep
 
 
+
 _solve_chunk = jax.jit(jax.vmap(lp.solve))
-# Every sweep is solved in chunks of one size, so each (padded K, dtype) compiles once
-# for all the tests here (compiling the vmapped solve is most of their time).
+# Every sweep is solved in chunks of one size, so each dtype compiles once for all the
+# tests here (compiling the vmapped solve is most of their time).
 _CHUNK = 192
 
 
@@ -162,16 +171,33 @@ def _solve(cost, matrix, rhs):
     return jax.tree.map(lambda *parts: np.concatenate([np.asarray(p) for p in parts])[:count], *chunks)
 
 
-def run_sweep(sweep, dtype):
-    """Solve every bucket; return per-instance (family, status, relative error, feasibility)."""
-    records = []
+def solve_sweep(sweep, dtype):
+    """Every bucket solved in ``dtype``: one numpy ``LPSolution`` per bucket."""
+    solutions = []
     for bucket in sweep:
         args = [np.asarray(bucket[name], dtype) for name in ("cost", "matrix", "rhs")]
         if dtype == np.float64:
             with jax.enable_x64(True):
-                out = _solve(*args)
+                solutions.append(_solve(*args))
         else:
-            out = _solve(*args)
+            solutions.append(_solve(*args))
+    return solutions
+
+
+def solved(sweep, dtype):
+    """:func:`solve_sweep`, kept in the buckets: the tests of a sweep solve it once per
+    dtype (each lane's answer does not depend on the others in its chunk)."""
+    name = np.dtype(dtype).name
+    if name not in sweep[0].setdefault("solutions", {}):
+        for bucket, solution in zip(sweep, solve_sweep(sweep, dtype)):
+            bucket.setdefault("solutions", {})[name] = solution
+    return [bucket["solutions"][name] for bucket in sweep]
+
+
+def sweep_records(sweep, solutions):
+    """Per instance: (family, K, status, relative error, feasibility, x, reference)."""
+    records = []
+    for bucket, out in zip(sweep, solutions):
         for i, ref in enumerate(bucket["refs"]):
             if ref is None or ref == "infeasible":
                 continue
@@ -187,6 +213,13 @@ def run_sweep(sweep, dtype):
 @pytest.fixture(scope="module")
 def sweep():
     return build_sweep(DEFAULT_BUCKETS, seed=2024)
+
+
+@pytest.fixture(scope="module")
+def big_sweep():
+    """2,048 LPs (256 per family): K = 2, 3, 4, 6, 8, 10 (30 each), 15, 20 (20 each) and
+    30, 40, 50 (12 each)."""
+    return build_sweep(SLOW_BUCKETS, seed=7)
 
 
 def _check_records(records, dtype):
@@ -214,26 +247,11 @@ def _check_records(records, dtype):
 
 
 def test_sweep_float64_matches_highs(sweep):
-    _check_records(run_sweep(sweep, np.float64), np.float64)
+    _check_records(sweep_records(sweep, solved(sweep, np.float64)), np.float64)
 
 
 def test_sweep_float32_matches_highs_or_reports(sweep):
-    records = run_sweep(sweep, np.float32)
-    _check_records(records, np.float32)
-
-
-@pytest.mark.slow
-def test_bigger_sweep_both_precisions():
-    """9,760 LPs per precision (1,220 per family, K = 2..50), the bar of
-    ``_check_records``; in float32 also with a GPU's approximate division emulated (see
-    the last test)."""
-    big = build_sweep(SLOW_BUCKETS, seed=7)
-    for dtype in (np.float64, np.float32):
-        _check_records(run_sweep(big, dtype), dtype)
-    if jax.default_backend() == "cpu":
-        with approximate_division():
-            records = run_sweep(big, np.float32)
-        _check_records(records, np.float32)
+    _check_records(sweep_records(sweep, solved(sweep, np.float32)), np.float32)
 
 
 _factor = jax.jit(jax.vmap(lp.factor_basis))
@@ -246,16 +264,14 @@ def test_quick_check_of_the_previous_basis_across_families(sweep):
     its answer must be the float64 cold solve's: the same basis and x to 1e-12 (float64),
     the objective to 1e-4 (float32).  It must accept most well-scaled instances."""
     bucket = sweep[0]
+    before, before32 = solved(sweep, np.float64)[0], solved(sweep, np.float32)[0]  # at (cost0, rhs0)
     rng = np.random.default_rng(11)
     cost0, matrix, rhs0 = bucket["cost"], bucket["matrix"], bucket["rhs"]
     cost = cost0 * (1 + 1e-3 * rng.uniform(-1, 1, cost0.shape))
     rhs = rhs0 * (1 + 1e-3 * rng.uniform(-1, 1, rhs0.shape))
     with jax.enable_x64(True):
-        before = _solve(cost0, matrix, rhs0)
         cold = _solve(cost, matrix, rhs)
         quick64 = jax.tree.map(np.asarray, _quick_check(cost, matrix, rhs, _factor(matrix, before.basis)))
-    args32 = [np.asarray(a, np.float32) for a in (cost0, matrix, rhs0)]
-    before32 = _solve(*args32)
     moved32 = [np.asarray(a, np.float32) for a in (cost, matrix, rhs)]
     quick32 = jax.tree.map(np.asarray, _quick_check(*moved32, _factor(moved32[1], before32.basis)))
     well = np.isin(bucket["family"], WELL_SCALED)
@@ -279,14 +295,19 @@ def test_quick_check_of_the_previous_basis_across_families(sweep):
     np.testing.assert_allclose(quick64.solution.x[ok] / size[ok], cold.x[ok] / size[ok], rtol=0, atol=1e-12)
 
 
+_factor_one = jax.jit(lp.factor_basis)  # one program per shape, not one per operation
+
+
 def test_quick_check_refuses_singular_bases_and_bad_data():
     matrix = np.array([[1.0, 1.0, 0.5], [2.0, 2.0, 1.0], [0.0, 0.0, 1.0]], np.float32)
     cost = np.array([1.0, 2.0, 3.0], np.float32)  # a unique optimum
     rhs = np.array([1.0, 1.0, 1.0], np.float32)
-    singular = lp.factor_basis(matrix, np.array([0, 1, 2]))  # columns 0 and 1 are equal
+    singular = _factor_one(matrix, np.array([0, 1, 2]))  # columns 0 and 1 are equal
     assert not np.isfinite(float(singular.condition))
     assert not bool(lp.quick_check(cost, matrix, rhs, singular).ok)
-    good = lp.factor_basis(matrix, lp.solve(cost, matrix, rhs).basis)
+    # The optimal basis, from the exact rational solve (the canonical basis lp.solve
+    # ends on too), which needs no compile.
+    good = _factor_one(matrix, exact_lp.solve_exact(cost, matrix, rhs).basis)
     assert bool(lp.quick_check(cost, matrix, rhs, good).ok)
     with pytest.raises(ValueError, match="factor must be a BasisFactor"):
         lp.quick_check(cost[:2], matrix[:, :2], rhs, good._replace(inverse=good.inverse[:2]))
@@ -311,7 +332,7 @@ def test_factor_keeps_exact_halves_of_the_basis_matrix(dtype):
     matrix = (rng.lognormal(0, 3, (m, n)) * (rng.uniform(size=(m, n)) < 0.7)).astype(dtype)
     basis = np.array([0, 1, 2, 3, 4, 5 + n])  # five columns of A and one surplus
     with jax.enable_x64(dtype == np.float64):
-        factor = jax.tree.map(np.asarray, lp.factor_basis(matrix, basis))
+        factor = jax.tree.map(np.asarray, _factor_one(matrix, basis))
     expected = np.concatenate([matrix, -np.eye(m, dtype=dtype)], axis=1)[:, np.sort(basis)]
     assert factor.matrix_high.dtype == dtype
     np.testing.assert_array_equal(factor.matrix_high + factor.matrix_low, expected)
@@ -336,8 +357,7 @@ def test_factor_keeps_exact_halves_of_the_basis_matrix(dtype):
 def test_canonical_is_min_sum_among_optima(sweep):
     """Second linprog stage: min sum(c) over the optimal face, on a sample of instances."""
     bucket = sweep[0]
-    with jax.enable_x64(True):
-        out = _solve(bucket["cost"], bucket["matrix"], bucket["rhs"])
+    out = solved(sweep, np.float64)[0]
     checked = 0
     for i in range(0, len(bucket["refs"]), 9):
         ref = bucket["refs"][i]
@@ -360,10 +380,7 @@ def test_canonical_is_min_sum_among_optima(sweep):
 def test_same_canonical_solution_in_both_precisions(sweep):
     bucket = sweep[0]
     well = np.array([f in WELL_SCALED for f in bucket["family"]])
-    args = [bucket[name][well] for name in ("cost", "matrix", "rhs")]
-    with jax.enable_x64(True):
-        out64 = _solve(*args)
-    out32 = _solve(*[a.astype(np.float32) for a in args])
+    out64, out32 = (jax.tree.map(lambda a: a[well], solved(sweep, dtype)[0]) for dtype in (np.float64, np.float32))
     both = (out64.status == 0) & (out32.status == 0)
     assert both.mean() > 0.99
     scale = np.maximum(np.abs(out64.x[both]).max(axis=1, keepdims=True), 1e-30)
@@ -371,13 +388,22 @@ def test_same_canonical_solution_in_both_precisions(sweep):
 
 
 # -- the problem builder, closed forms, statuses -------------------------------------
+# Single instances have K = 3 throughout, so that the host API compiles its solve once
+# per dtype for all of them.
+
+
+def _solve_one(mu, precision):
+    """``bound_lp.solve_lower_bound`` of one float64 instance, as numpy, through the host
+    API's vmapped solve (the program ``lower_bound`` compiles for a single instance)."""
+    out = _solve_batch(np.asarray(mu)[None], np.asarray(precision)[None], np.float64)
+    return jax.tree.map(lambda a: a[0], out)
 
 
 def test_problem_builder_matches_numpy():
     rng = np.random.default_rng(0)
     mu, precision = _family("noise_free", rng, 20, 6)
     with jax.enable_x64(True):
-        problems = jax.vmap(bound_lp.lower_bound_problem)(mu, precision)
+        problems = jax.jit(jax.vmap(bound_lp.lower_bound_problem))(mu, precision)
     for i in range(20):
         cost, matrix, rhs = numpy_problem(mu[i], precision[i])
         np.testing.assert_allclose(problems.cost[i], cost, rtol=1e-15)
@@ -390,15 +416,15 @@ def test_problem_builder_matches_numpy():
 
 def test_closed_forms():
     rng = np.random.default_rng(1)
-    mu = rng.uniform(0, 1, 7)
-    sigma = rng.uniform(0.3, 3, 7)
+    mu = rng.uniform(0, 1, 3)
+    sigma = rng.uniform(0.3, 3, 3)
     bound = lower_bound(instances.bandit(mu, sigma))
     gaps = mu.max() - mu
     expected = np.sum(np.where(gaps > 0, 2 * sigma**2 / np.where(gaps > 0, gaps, 1), 0))
     assert bound.value == pytest.approx(expected, rel=1e-12)
     np.testing.assert_allclose(bound.c[gaps > 0], 2 * sigma[gaps > 0] ** 2 / gaps[gaps > 0] ** 2, rtol=1e-12)
     # The best arm observing everything: the bound is 0 and c* is carried by it alone.
-    adjacency = np.zeros((7, 7), bool)
+    adjacency = np.zeros((3, 3), bool)
     adjacency[np.argmax(mu)] = True
     hub = lower_bound(instances.graph(mu, adjacency))
     assert hub.value == 0.0
@@ -420,15 +446,14 @@ def test_noise_free_observation_is_the_limit():
 
 
 def test_ties_and_unobservable_arms():
-    with jax.enable_x64(True):
-        tied = bound_lp.solve_lower_bound(np.array([1.0, 1.0, 0.5]), np.eye(3))
-        assert int(tied.status) == Status.TIED_BEST_ARM and np.isinf(tied.value)
-        assert np.all(np.isfinite(tied.c))
-        # Raw arrays (Instance rejects this): arm 2 is observed by no row.
-        precision = np.eye(3)
-        precision[2, 2] = 0.0
-        unobserved = bound_lp.solve_lower_bound(np.array([1.0, 0.5, 0.2]), precision)
-        assert int(unobserved.status) == Status.INFEASIBLE
+    tied = _solve_one(np.array([1.0, 1.0, 0.5]), np.eye(3))
+    assert int(tied.status) == Status.TIED_BEST_ARM and np.isinf(tied.value)
+    assert np.all(np.isfinite(tied.c))
+    # Raw arrays (Instance rejects this): arm 2 is observed by no row.
+    precision = np.eye(3)
+    precision[2, 2] = 0.0
+    unobserved = _solve_one(np.array([1.0, 0.5, 0.2]), precision)
+    assert int(unobserved.status) == Status.INFEASIBLE
     with pytest.raises(ValueError, match="tie for the best mean"):
         lower_bound(instances.bandit([1.0, 1.0, 0.5]))
     report = lower_bound(instances.bandit([1.0, 1.0, 0.5]), throw=False)
@@ -436,9 +461,9 @@ def test_ties_and_unobservable_arms():
 
 
 def test_batch_instance_and_curve():
-    batch = instances.random(3, 5, num_instances=4)
+    batch = instances.random(3, 3, num_instances=4)
     bound = lower_bound(batch)
-    assert bound.c.shape == (4, 5) and bound.value.shape == (4,)
+    assert bound.c.shape == (4, 3) and bound.value.shape == (4,)
     single = lower_bound(batch[2])
     np.testing.assert_allclose(single.c, bound.c[2], rtol=1e-12)
     curve = bound.curve([1, 10, 100])
@@ -447,20 +472,32 @@ def test_batch_instance_and_curve():
 
 
 # -- warm start ------------------------------------------------------------------------
+# Every vmapped lower-bound solve here has _LANES lanes (K = 10): one compile per dtype.
+
+_LANES = 400
+_solve_lower_bounds = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
+
+
+def _cold(mu, precision):
+    """``vmap(solve_lower_bound)`` as numpy, on at most ``_LANES`` instances (padded to
+    ``_LANES`` with copies of the first)."""
+    count = len(mu)
+    take = np.concatenate([np.arange(count), np.zeros(_LANES - count, int)])
+    out = _solve_lower_bounds(np.asarray(mu)[take], np.asarray(precision)[take])
+    return jax.tree.map(lambda a: np.asarray(a)[:count], out)
 
 
 @jax.jit
 @jax.vmap
-def _anchored(mu, precision):
-    """A warm start of the cold solve's basis, anchored where its check passes."""
-    warm = bound_lp.warm_start(precision, bound_lp.solve_lower_bound(mu, precision).basis)
+def _anchored(mu, precision, basis):
+    """A warm start of ``basis`` (the cold solve's), anchored where its check passes."""
+    warm = bound_lp.warm_start(precision, basis)
     ok, _, sensitivity = bound_lp.check_warm_start(mu, precision, warm)
     anchored = bound_lp.anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_radius)
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), anchored, warm)
 
 
 _reuse = jax.jit(jax.vmap(bound_lp.reuse_warm_start))
-_cold = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
 
 
 def assert_same_vertex(first, second, lanes, mu, precision, rtol):
@@ -479,7 +516,7 @@ def assert_same_vertex(first, second, lanes, mu, precision, rtol):
 
 
 def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families():
-    """Re-use without a check (bound_lp.reuse_warm_start), 60 instances per family at K = 6,
+    """Re-use without a check (bound_lp.reuse_warm_start), 50 instances per family at K = 10,
     means moved in a random direction by up to 0.05, 0.25 and 0.45 times the anchor's
     radius, so that each gap moves by up to 0.1, 0.5 and 0.9 radii, and by up to 1
     radius (each gap by up to 2 radii).  Wherever it answers, the answer must be the
@@ -490,7 +527,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     most well-scaled lanes at 0.1 radius (full information, whose bases are degenerate,
     included), and none beyond the radius."""
     rng = np.random.default_rng(21)
-    count, k = 60, 6
+    count, k = 50, 10
     pairs = [_family(family, rng, count, k) for family in FAMILIES]
     mu0 = np.concatenate([p[0] for p in pairs])
     precision = np.concatenate([p[1] for p in pairs])
@@ -499,13 +536,12 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     for dtype, rtol in ((np.float64, lp.default_tolerance(np.float64)), (np.float32, None)):
         with jax.enable_x64(dtype == np.float64):
             args = (jnp.asarray(mu0, dtype), jnp.asarray(precision, dtype))
-            warm = _anchored(*args)
+            warm = _anchored(*args, _cold(*args).basis)
             radius = np.asarray(warm.anchor.radius, np.float64)
             assert np.mean(radius[np.isin(family, WELL_SCALED)] > 0) > 0.8
             for scale in (0.1, 0.5, 0.9, 2.0):
                 mu1 = jnp.asarray(mu0 + scale / 2 * radius[:, None] * direction, dtype)
                 ok, reused = jax.tree.map(np.asarray, _reuse(mu1, args[1], warm))
-                cold = jax.tree.map(np.asarray, _cold(mu1, args[1]))
                 if scale > 1:
                     # the radius bounds the gaps' moves (i* kept), not the means'
                     gaps0 = mu0.max(axis=1, keepdims=True) - mu0
@@ -515,6 +551,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
                     assert np.mean(moved >= radius) > 0.5, scale
                     assert not np.any(ok & (moved >= radius)), scale
                     continue
+                cold = _cold(mu1, args[1])
                 if scale == 0.1:
                     assert ok[np.isin(family, WELL_SCALED)].mean() > 0.6, (dtype, ok.mean())
                     # degenerate bases (a basic surplus exactly 0) are re-used too
@@ -534,9 +571,9 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
 
 def test_warm_start_matches_cold_solve_along_a_mean_path():
     rng = np.random.default_rng(5)
-    inst = instances.random(rng, 6)
+    inst = instances.random(rng, 10)
     precision = inst.precision
-    means = inst.mu + np.cumsum(rng.normal(0, 2e-3, (40, 6)), axis=0)
+    means = inst.mu + np.cumsum(rng.normal(0, 2e-3, (40, 10)), axis=0)
 
     @jax.jit
     def step(warm, mu):
@@ -544,10 +581,12 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
         return new_warm, (solution, used_full)
 
     with jax.enable_x64(True):
-        _, (warm_solutions, used_full) = jax.lax.scan(step, bound_lp.initial_warm_start(precision), means)
-        cold = jax.jit(jax.vmap(bound_lp.solve_lower_bound, in_axes=(0, None)))(means, precision)
+        # (the warm starts jitted: one compile each instead of one per operation)
+        initial = jax.jit(bound_lp.initial_warm_start)(precision)
+        _, (warm_solutions, used_full) = jax.lax.scan(step, initial, means)
+        cold = _cold(means, np.broadcast_to(precision, (len(means),) + precision.shape))
         ok, checked, _ = jax.jit(jax.vmap(bound_lp.check_warm_start, in_axes=(0, None, None)))(
-            means, precision, bound_lp.warm_start(precision, cold.basis[0])
+            means, precision, jax.jit(bound_lp.warm_start)(precision, cold.basis[0])
         )
     assert np.all(np.asarray(cold.status) == 0)
     # Same basis; c and the value equal up to rounding (the check uses a kept inverse).
@@ -570,13 +609,12 @@ def test_solve_from_a_previous_basis_is_never_worse_than_cold():
     Required: no lane that is optimal cold and not warm; where both are optimal, the
     same basis and ``c`` bit for bit; and fewer pivots on average (the start was
     used)."""
-    inst = instances.random(0, 10, num_instances=400)
+    inst = instances.random(0, 10, num_instances=_LANES)
     mu = np.asarray(inst.mu, np.float32)
     precision = np.asarray(inst.precision, np.float32)
     moved = mu + np.float32(0.05) * np.random.default_rng(1).standard_normal(mu.shape).astype(np.float32)
-    cold_solve = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
-    before = cold_solve(mu, precision)
-    cold = jax.tree.map(np.asarray, cold_solve(moved, precision))
+    before = _cold(mu, precision)
+    cold = _cold(moved, precision)
     warm = jax.tree.map(
         np.asarray,
         jax.jit(jax.vmap(lambda m, w, b: bound_lp.solve_lower_bound(m, w, initial_basis=b)))(
@@ -591,16 +629,41 @@ def test_solve_from_a_previous_basis_is_never_worse_than_cold():
     assert warm.num_iterations.mean() < 0.75 * cold.num_iterations.mean()
 
 
-def test_float32_sweep_with_a_gpus_approximate_division(sweep):
+@pytest.mark.slow
+def test_bigger_sweep_both_precisions(big_sweep):
+    """The bar of ``_check_records`` on the bigger sweep (2,048 LPs per precision, see
+    ``big_sweep``); the emulated GPU division on it is the last test of the module."""
+    for dtype in (np.float64, np.float32):
+        _check_records(sweep_records(big_sweep, solve_sweep(big_sweep, dtype)), dtype)
+
+
+# -- a GPU's approximate float32 division, emulated: the last tests of the module ----
+
+
+@pytest.fixture(scope="module")
+def gpu_division():
+    """The emulated division (tests/approximate_division.py), entered once and left at
+    the end of the module: entering and leaving clear JAX's caches, and inside it the
+    float32 sweep solve compiles once for both sweeps."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("emulates a GPU's division on the CPU; on a GPU the sweep tests above use the real one")
+    with approximate_division():
+        yield
+
+
+def test_float32_sweep_with_a_gpus_approximate_division(sweep, gpu_division):
     """The float32 bar of the sweep with every float32 division off by up to 2.5 ulp
     (tests/approximate_division.py), as on a GPU, whose default ``div.full.f32`` is
     within 2 ulp: well-scaled LPs all certified, none confidently wrong."""
-    if jax.default_backend() != "cpu":
-        pytest.skip("emulates a GPU's division on the CPU; on a GPU the sweep tests above use the real one")
     numerator, denominator = np.float32(np.arange(1, 1001)), np.float32(np.arange(1001, 1, -1) / 7)
-    with approximate_division():
-        approximate = np.asarray(jax.jit(jnp.divide)(numerator, denominator))
-        records = run_sweep(sweep, np.float32)
+    approximate = np.asarray(jax.jit(jnp.divide)(numerator, denominator))
+    records = sweep_records(sweep, solve_sweep(sweep, np.float32))
     ulps = np.abs(approximate - numerator.astype(np.float64) / denominator) / np.spacing(approximate)
     assert 1.0 < ulps.max() <= 2.5  # the emulation is in effect
     _check_records(records, np.float32)
+
+
+@pytest.mark.slow
+def test_bigger_float32_sweep_with_a_gpus_approximate_division(big_sweep, gpu_division):
+    """The float32 bar of the bigger sweep with the emulated division (see above)."""
+    _check_records(sweep_records(big_sweep, solve_sweep(big_sweep, np.float32)), np.float32)
