@@ -16,8 +16,9 @@ import sys
 
 import pytest
 
-# About two minutes on 2 CPU cores busy with other jobs, almost all of it compiling the
-# engine (lp_explore's most) and the LP solver.
+from jaxbandit import compile_cache
+
+# Almost all of the time is compiling the engine (lp_explore's most) and the LP solver.
 pytestmark = pytest.mark.slow
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,10 +26,18 @@ CASES = ("initial_rounds", "case_a", "case_b", "case_c")  # lp_explore's rounds,
 
 
 def _launch(script, *args) -> subprocess.CompletedProcess:
-    """Run ``benchmarks/<script>`` with ``args`` (output captured)."""
+    """Run ``benchmarks/<script>`` with ``args`` (output captured), with JAX's persistent
+    compile cache in the test session's directory (see conftest): the scripts do not
+    turn it on themselves, and a script that compiles a program twice (``lp.py``'s
+    batched solve, in its solve case and again in its warm-start case) then compiles
+    it once.  No record depends on it."""
+    env = dict(os.environ)
+    session_cache = env.get(compile_cache.ENV_VAR, compile_cache.OFF)
+    if session_cache.lower() != compile_cache.OFF:
+        env["JAX_COMPILATION_CACHE_DIR"] = session_cache
     return subprocess.run(
         [sys.executable, os.path.join(REPO, "benchmarks", script), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False, env=env,
     )  # fmt: skip
 
 

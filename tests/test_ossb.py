@@ -25,6 +25,9 @@ INF = np.inf
 POLICY = jb.policies.make("ossb")
 SELECT = jax.jit(POLICY.select_fn)
 FINISH = jax.jit(POLICY.solver.finish_fn)
+SOLVE = [jax.jit(stage.solve_fn) for stage in POLICY.solver.stages]  # re-use, check, full solve
+FOLD = [None if stage.fold_fn is None else jax.jit(stage.fold_fn) for stage in POLICY.solver.stages]
+INITIAL_WARM_START = jax.jit(initial_warm_start)  # one compile per K, not per operation
 
 
 def _context(inst, epsilon=0.0, gamma=0.0):
@@ -40,7 +43,7 @@ def _state(inst, counts, mean, counter=0):
     return ossb_module.OSSBState(
         stats=estimator.from_estimates(counts, zeta, mean, jnp.float32),
         exploration_counter=jnp.asarray(counter, jnp.int32),
-        warm=initial_warm_start(jnp.asarray(inst.precision, jnp.float32)),
+        warm=INITIAL_WARM_START(jnp.asarray(inst.precision, jnp.float32)),
         counters=ossb_module.Counters(*([zero] * len(ossb_module.Counters._fields))),
     )
 
@@ -53,10 +56,10 @@ def _serve(decision, state, ctx):
     """The solver's stages for one run, each only if the previous left it unresolved, as
     the engine serves them; returns the final answer and the folded state."""
     answer = None
-    for stage in POLICY.solver.stages:
-        answer, resolved = jax.jit(stage.solve_fn)(decision.request, state, ctx)
-        if stage.fold_fn is not None:
-            state = jax.jit(stage.fold_fn)(state, answer, ctx)
+    for solve, fold in zip(SOLVE, FOLD):
+        answer, resolved = solve(decision.request, state, ctx)
+        if fold is not None:
+            state = fold(state, answer, ctx)
         if bool(resolved):
             break
     return answer, state
@@ -128,7 +131,7 @@ def test_exploration_solves_and_plays_the_arm_furthest_behind_its_allocation():
     assert int(decision.request.branch) == Branch.EXPLORATION and bool(decision.needs_solve)
     # the basis a full solve leaves here, {c_0, c_1, c_2}, factorised without an anchor:
     # no re-use, the check passes and anchors it
-    state = state._replace(warm=warm_start(ctx.precision, jnp.arange(3, dtype=jnp.int32)))
+    state = state._replace(warm=jax.jit(warm_start)(ctx.precision, jnp.arange(3, dtype=jnp.int32)))
     answer, state = _serve(decision, state, ctx)
     assert not bool(answer.full_solve) and not bool(answer.reused) and float(state.warm.anchor.radius) > 0
     assert int(answer.status) == lp.LPStatus.OPTIMAL
@@ -187,8 +190,7 @@ def test_tie_and_lp_failure_fall_back_and_are_counted():
     arm, after = FINISH(state, decision, failed, jnp.int32(50), ctx)
     assert int(arm) == 1 and int(after.counters.lp_failures) == 1 and int(after.counters.exploration) == 1
     # a failed full solve's basis is not kept
-    new_basis_fold = POLICY.solver.stages[2].fold_fn
-    kept = new_basis_fold(state, failed._replace(basis=jnp.asarray([0, 1, 2], jnp.int32)), ctx)
+    kept = FOLD[2](state, failed._replace(basis=jnp.asarray([0, 1, 2], jnp.int32)), ctx)
     np.testing.assert_array_equal(kept.warm.basis, state.warm.basis)
 
 
