@@ -151,7 +151,6 @@ def build_sweep(buckets, seed):
     return sweep
 
 
-
 _solve_chunk = jax.jit(jax.vmap(lp.solve))
 # Every sweep is solved in chunks of one size, so each dtype compiles once for all the
 # tests here (compiling the vmapped solve is most of their time).
