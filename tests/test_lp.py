@@ -4,9 +4,9 @@ The bandit-LP sweep over instance families lives in test_lower_bound.py; here: t
 standard form on hand-made and random dense LPs (mixed signs, infeasible ones), the
 status codes, the canonical-solution rule, jit/vmap equivalence and the basis check.
 
-Nearly all of this module's time is XLA compiling the solver, so the batched solves
-share programs: every one has ``LANES`` lanes, and the LPs are 4 x 6 wherever the
-shape is not what is tested.
+Nearly all of this module's time is XLA compiling the solver, so the batched cold
+solves share programs: every one has ``LANES`` lanes (:func:`solve_lps`), and the LPs
+are 4 x 6 wherever the shape is not what is tested.
 """
 
 import jax
