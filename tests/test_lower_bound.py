@@ -16,8 +16,10 @@ a natural size for a value that is (close to) 0.
 Nearly all of this module's time is XLA compiling the solver, so its tests share
 compiled programs: one padded size and chunk size for every sweep (and the solved
 sweeps themselves, through module fixtures), one batch size for the vmapped
-lower-bound solves, K = 3 for the host API's single instances, and the emulated GPU
-division (which clears JAX's caches) entered once, for the last tests of the module.
+lower-bound solves, and K = 3 for the host API's single instances.  The emulated GPU
+division clears JAX's in-memory caches, so its two tests come last; they lower the
+float32 sweep solve traced once (and the test session's compile cache keeps the
+program the first compiles for the second).
 """
 
 import itertools
@@ -157,29 +159,29 @@ _solve_chunk = jax.jit(jax.vmap(lp.solve))
 _CHUNK = 192
 
 
-def _solve(cost, matrix, rhs):
+def _solve(cost, matrix, rhs, solve_chunk=_solve_chunk):
     """``vmap(lp.solve)`` over a batch, as numpy arrays; the batch is cut into chunks of
     ``_CHUNK`` LPs (the last one padded with copies of the first LP)."""
     count = len(cost)
     padded = -(-count // _CHUNK) * _CHUNK
     take = np.concatenate([np.arange(count), np.zeros(padded - count, int)])
     chunks = [
-        _solve_chunk(*(np.asarray(a)[take[start : start + _CHUNK]] for a in (cost, matrix, rhs)))
+        solve_chunk(*(np.asarray(a)[take[start : start + _CHUNK]] for a in (cost, matrix, rhs)))
         for start in range(0, padded, _CHUNK)
     ]
     return jax.tree.map(lambda *parts: np.concatenate([np.asarray(p) for p in parts])[:count], *chunks)
 
 
-def solve_sweep(sweep, dtype):
+def solve_sweep(sweep, dtype, solve_chunk=_solve_chunk):
     """Every bucket solved in ``dtype``: one numpy ``LPSolution`` per bucket."""
     solutions = []
     for bucket in sweep:
         args = [np.asarray(bucket[name], dtype) for name in ("cost", "matrix", "rhs")]
         if dtype == np.float64:
             with jax.enable_x64(True):
-                solutions.append(_solve(*args))
+                solutions.append(_solve(*args, solve_chunk))
         else:
-            solutions.append(_solve(*args))
+            solutions.append(_solve(*args, solve_chunk))
     return solutions
 
 
@@ -631,38 +633,49 @@ def test_solve_from_a_previous_basis_is_never_worse_than_cold():
 @pytest.mark.slow
 def test_bigger_sweep_both_precisions(big_sweep):
     """The bar of ``_check_records`` on the bigger sweep (2,048 LPs per precision, see
-    ``big_sweep``); the emulated GPU division on it is the last test of the module."""
+    ``big_sweep``); with the emulated GPU division in float32 in the last test."""
     for dtype in (np.float64, np.float32):
         _check_records(sweep_records(big_sweep, solve_sweep(big_sweep, dtype)), dtype)
 
 
 # -- a GPU's approximate float32 division, emulated: the last tests of the module ----
 
-
-@pytest.fixture(scope="module")
-def gpu_division():
-    """The emulated division (tests/approximate_division.py), entered once and left at
-    the end of the module: entering and leaving clear JAX's caches, and inside it the
-    float32 sweep solve compiles once for both sweeps."""
-    if jax.default_backend() != "cpu":
-        pytest.skip("emulates a GPU's division on the CPU; on a GPU the sweep tests above use the real one")
-    with approximate_division():
-        yield
+ON_A_GPU = "emulates a GPU's division on the CPU; on a GPU the sweep tests above use the real one"
+_TRACED = {}
 
 
-def test_float32_sweep_with_a_gpus_approximate_division(sweep, gpu_division):
+def _float32_chunk_traced():
+    """The float32 chunk solve, traced once for the module (the emulation clears JAX's
+    caches, and tracing the vmapped solve is a large part of its cost): each test
+    lowers and compiles it inside the emulation, where division lowers to its rule."""
+    if not _TRACED:
+        shapes = [(_CHUNK, PADDED), (_CHUNK, PADDED, PADDED), (_CHUNK, PADDED)]
+        _TRACED["float32"] = _solve_chunk.trace(*(jax.ShapeDtypeStruct(s, np.float32) for s in shapes))
+    return _TRACED["float32"]
+
+
+def test_float32_sweep_with_a_gpus_approximate_division(sweep):
     """The float32 bar of the sweep with every float32 division off by up to 2.5 ulp
     (tests/approximate_division.py), as on a GPU, whose default ``div.full.f32`` is
     within 2 ulp: well-scaled LPs all certified, none confidently wrong."""
+    if jax.default_backend() != "cpu":
+        pytest.skip(ON_A_GPU)
     numerator, denominator = np.float32(np.arange(1, 1001)), np.float32(np.arange(1001, 1, -1) / 7)
-    approximate = np.asarray(jax.jit(jnp.divide)(numerator, denominator))
-    records = sweep_records(sweep, solve_sweep(sweep, np.float32))
+    traced = _float32_chunk_traced()
+    with approximate_division():
+        approximate = np.asarray(jax.jit(jnp.divide)(numerator, denominator))
+        solutions = solve_sweep(sweep, np.float32, traced.lower().compile())
     ulps = np.abs(approximate - numerator.astype(np.float64) / denominator) / np.spacing(approximate)
     assert 1.0 < ulps.max() <= 2.5  # the emulation is in effect
-    _check_records(records, np.float32)
+    _check_records(sweep_records(sweep, solutions), np.float32)
 
 
 @pytest.mark.slow
-def test_bigger_float32_sweep_with_a_gpus_approximate_division(big_sweep, gpu_division):
+def test_bigger_float32_sweep_with_a_gpus_approximate_division(big_sweep):
     """The float32 bar of the bigger sweep with the emulated division (see above)."""
-    _check_records(sweep_records(big_sweep, solve_sweep(big_sweep, np.float32)), np.float32)
+    if jax.default_backend() != "cpu":
+        pytest.skip(ON_A_GPU)
+    traced = _float32_chunk_traced()
+    with approximate_division():
+        solutions = solve_sweep(big_sweep, np.float32, traced.lower().compile())
+    _check_records(sweep_records(big_sweep, solutions), np.float32)
