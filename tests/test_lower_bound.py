@@ -31,7 +31,7 @@ import pytest
 from scipy.optimize import linprog
 
 from jaxbandit import bound_lp, exact_lp, instances, lp
-from jaxbandit.bound import _solve_batch, lower_bound
+from jaxbandit.bound import _batched_solve, _solve_batch, lower_bound
 from tests.approximate_division import approximate_division
 
 Status = bound_lp.LowerBoundStatus
@@ -389,8 +389,11 @@ def test_same_canonical_solution_in_both_precisions(sweep):
 
 
 # -- the problem builder, closed forms, statuses -------------------------------------
-# Single instances have K = 3 throughout, so that the host API compiles its solve once
-# per dtype for all of them.
+# Every vmapped lower-bound solve here is the host API's program (``bound._batched_solve``,
+# what ``lower_bound`` runs): single instances have K = 3 and the large batches
+# ``_LANES`` instances with K = 10, so that few shapes compile.
+
+_LANES = 400
 
 
 def _solve_one(mu, precision):
@@ -430,9 +433,14 @@ def test_closed_forms():
     hub = lower_bound(instances.graph(mu, adjacency))
     assert hub.value == 0.0
     assert np.count_nonzero(hub.c) == 1 and hub.c[np.argmax(mu)] > 0
-    bound32 = lower_bound(instances.bandit(mu, sigma), dtype=np.float32)
+    # float32, on a batch of _LANES bandits with K = 10 and float32-representable data
+    mu32, sigma32 = (rng.uniform(*r, (_LANES, 10)).astype(np.float32).astype(np.float64) for r in ((0, 1), (0.3, 3)))
+    bandits = instances.stack([instances.bandit(m, s) for m, s in zip(mu32, sigma32)])
+    bound32 = lower_bound(bandits, dtype=np.float32)
+    gaps32 = mu32.max(axis=1, keepdims=True) - mu32
+    expected32 = np.sum(np.where(gaps32 > 0, 2 * sigma32**2 / np.where(gaps32 > 0, gaps32, 1), 0), axis=1)
     assert bound32.c.dtype == np.float32
-    assert float(bound32.value) == pytest.approx(expected, rel=1e-5)
+    np.testing.assert_allclose(bound32.value, expected32, rtol=1e-5)
 
 
 def test_noise_free_observation_is_the_limit():
@@ -473,18 +481,14 @@ def test_batch_instance_and_curve():
 
 
 # -- warm start ------------------------------------------------------------------------
-# Every vmapped lower-bound solve here has _LANES lanes (K = 10): one compile per dtype.
-
-_LANES = 400
-_solve_lower_bounds = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
 
 
 def _cold(mu, precision):
-    """``vmap(solve_lower_bound)`` as numpy, on at most ``_LANES`` instances (padded to
-    ``_LANES`` with copies of the first)."""
+    """``vmap(solve_lower_bound)`` (the host API's program) as numpy, on at most
+    ``_LANES`` instances, padded to ``_LANES`` with copies of the first."""
     count = len(mu)
     take = np.concatenate([np.arange(count), np.zeros(_LANES - count, int)])
-    out = _solve_lower_bounds(np.asarray(mu)[take], np.asarray(precision)[take])
+    out = _batched_solve(np.asarray(mu)[take], np.asarray(precision)[take])
     return jax.tree.map(lambda a: np.asarray(a)[:count], out)
 
 
