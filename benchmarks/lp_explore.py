@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
 from benchmarks._common import best_time, best_wall_and_cpu, emit, int_list, machine, numpy_noise, random_instance  # noqa: E402
+from jaxbandit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402
 from tests import reference  # noqa: E402
 
 
@@ -51,14 +52,22 @@ def instance(num_arms: int) -> jb.Instance:
     return random_instance(3, num_arms)
 
 
+def _run(policy: jb.Policy, inst: jb.Instance, horizon: int, runs: int, seed: int, chunk: int) -> jb.SimulationRun:
+    """A run recording the final round only, in chunks of at most ``chunk`` rounds: the
+    compiled program depends on the number of recording times and the chunk length, so
+    every timing of one policy at one run count below shares one program."""
+    return jb.SimulationRun(policy, inst, horizon, runs, seed, times=[horizon], chunk_size=min(chunk, horizon))
+
+
 def engine_time(name: str, inst: jb.Instance, runs: int, horizon: int, chunk: int = 1024, **params):
     """Seconds for ``horizon`` rounds of ``runs`` runs (compile excluded), and diagnostics."""
     policy = jb.policies.make(name, **params)
-    jb.SimulationRun(policy, inst, chunk, runs, seed=0, chunk_size=chunk).advance()  # compile
+    chunk = min(chunk, horizon)
+    _run(policy, inst, chunk, runs, 0, chunk).advance()  # compile
     holder = {}
 
     def go():
-        sim = jb.SimulationRun(policy, inst, horizon, runs, seed=1, chunk_size=chunk)
+        sim = _run(policy, inst, horizon, runs, 1, chunk)
         sim.advance()
         holder["sim"] = sim
 
@@ -84,7 +93,7 @@ def steady_state_time(name: str, inst: jb.Instance, runs: int, rounds: int):
     policy = jb.policies.make(name)
     best, counts = np.inf, {}
     for _ in range(2):
-        sim = jb.SimulationRun(policy, inst, 10**7, runs, seed=0, chunk_size=rounds)
+        sim = _run(policy, inst, 10**7, runs, 0, rounds)
         sim.advance(1)  # compiles; the start-up rounds
         seconds, counts = timed_chunk(sim)
         best = min(best, seconds)
@@ -94,7 +103,7 @@ def steady_state_time(name: str, inst: jb.Instance, runs: int, rounds: int):
 def late_time(name: str, inst: jb.Instance, runs: int, start: int, rounds: int):
     """Seconds for rounds ``start + 1 .. start + rounds`` of one run (compiled and
     advanced to ``start`` first, untimed), and the counts of those rounds."""
-    sim = jb.SimulationRun(jb.policies.make(name), inst, start + rounds, runs, seed=0, chunk_size=rounds)
+    sim = _run(jb.policies.make(name), inst, start + rounds, runs, 0, rounds)
     while sim.rounds_done < start:
         sim.advance(1)
     return timed_chunk(sim)
@@ -236,7 +245,7 @@ def main(argv=None) -> int:
         inst = instance(num_arms)
         seconds, cpu_seconds, compile_seconds = {}, {}, {}
         for name in ("ucb_n", "lp_explore"):
-            run = jb.SimulationRun(jb.policies.make(name), inst, args.long_horizon, args.long_runs, seed=0)
+            run = _run(jb.policies.make(name), inst, args.long_horizon, args.long_runs, 0, DEFAULT_CHUNK_SIZE)
             compile_seconds[name] = run.compile()
             seconds[name], cpu_seconds[name] = best_wall_and_cpu(run.advance)
         result = run.result()  # lp_explore's
