@@ -17,7 +17,10 @@ Then it writes the figures (``--figures``) and a report with the tables (``--rep
 regret / log t against the LP bound, the ratio to Theorem 6.1's leading term
 ``4 alpha x LP x log T`` at T = 10^5, 10^6, 10^7, how often some arm's estimate leaves
 Lemma 4.2's interval against the lemma's bound, and ``lp_explore``'s case mix over time.
-``--report-only`` redraws them from finished sweeps.
+``--report-only`` redraws them from finished sweeps.  ``--longer DIR ...`` adds finished
+sweeps of a part of the study run to a longer horizon (``jaxbandit run
+scripts/configs/paper_study_1e7_*.toml``): their regret / log T in a table of their own,
+and their ``lp_explore`` ratios at the times the study's own sweeps do not reach.
 """
 
 from __future__ import annotations
@@ -129,25 +132,28 @@ def mean_and_error(values: np.ndarray) -> tuple:
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(values.shape[0])
 
 
-def theorem51_rows(all_results: dict) -> list:
-    """Regret / log T at the horizon against the LP bound, per instance and policy."""
+def theorem51_rows(all_results: dict, every_alpha: bool = False) -> list:
+    """Regret / log T at the horizon against the LP bound, per instance and policy
+    (``lp_explore`` at Theorem 5.1's alphas only, unless ``every_alpha``)."""
     rows = []
     for results in all_results.values():
         lp = bounds(results)
         for (instance, name), cell in sorted(cells_by(results).items()):
-            if name.startswith("lp_explore") and cell.params["alpha"] not in THEOREM_51_ALPHAS:
+            if name.startswith("lp_explore") and cell.params["alpha"] not in THEOREM_51_ALPHAS and not every_alpha:
                 continue
             mean, error = mean_and_error(cell.regret[:, -1] / math.log(cell.horizon))
-            rows.append({"instance": instance, "policy": name, "horizon": cell.horizon, "runs": cell.runs,
+            rows.append({"sweep": results.config.get("name"), "instance": instance, "policy": name,
+                         "horizon": cell.horizon, "runs": cell.runs,
                          "regret_over_log_T": mean, "standard_error": error, "lp_bound": lp[instance],
                          "relative_to_bound": mean / lp[instance] - 1 if lp[instance] > 0 else math.nan})  # fmt: skip
     return rows
 
 
-def theorem61_rows(all_results: dict) -> list:
-    """``regret(T) / (4 alpha LP log T)`` of lp_explore, mean and standard error over runs."""
-    rows = []
-    for results in all_results.values():
+def theorem61_rows(all_results: dict, longer: tuple = ()) -> list:
+    """``regret(T) / (4 alpha LP log T)`` of lp_explore, mean and standard error over runs;
+    the ``longer`` sweeps add the (instance, alpha, T) the study's own sweeps lack."""
+    rows, seen = [], set()
+    for results in [*all_results.values(), *longer]:
         lp = bounds(results)
         for (instance, name), cell in sorted(cells_by(results).items()):
             if cell.policy_name != "lp_explore" or cell.params["alpha"] not in THEOREM_61_ALPHAS or lp[instance] <= 0:
@@ -155,10 +161,12 @@ def theorem61_rows(all_results: dict) -> list:
             alpha = cell.params["alpha"]
             for t in RATIO_TIMES:
                 where = np.flatnonzero(cell.times == t)
-                if where.size:
+                if where.size and (instance, alpha, t) not in seen:
+                    seen.add((instance, alpha, t))
                     ratio = cell.regret[:, where[0]] / (4 * alpha * lp[instance] * math.log(t))
                     mean, error = mean_and_error(ratio)
-                    rows.append({"instance": instance, "alpha": alpha, "t": t, "ratio": mean, "standard_error": error})
+                    rows.append({"instance": instance, "alpha": alpha, "t": t, "runs": cell.runs,
+                                 "sweep": results.config.get("name"), "ratio": mean, "standard_error": error})  # fmt: skip
     return rows
 
 
@@ -307,10 +315,22 @@ def _format(value: float, error: float) -> str:
     return f"{value:.{digits}g} ± {error:.2g}"
 
 
-def report(all_results: dict, figures: str, path: str, command: str) -> None:
-    """Figures, CSV-like tables and a Markdown report."""
+def _theorem51_line(r: dict, with_sweep: bool = False) -> str:
+    versus = "" if math.isnan(r["relative_to_bound"]) else f"{100 * r['relative_to_bound']:+.0f}%"
+    below = " (below)" if r["lp_bound"] > 0 and r["regret_over_log_T"] + 2 * r["standard_error"] < r["lp_bound"] else ""
+    first = f"| {r['sweep']} | 10^{math.log10(r['horizon']):g} | {r['runs']} " if with_sweep else ""
+    return (first + f"| {r['instance']} | {r['lp_bound']:.4g} | {r['policy']} | "
+            f"{_format(r['regret_over_log_T'], r['standard_error'])} | {versus}{below} |")  # fmt: skip
+
+
+def report(all_results: dict, figures: str, path: str, command: str, longer: dict | None = None) -> None:
+    """Figures, CSV-like tables and a Markdown report; ``longer``: ``{directory:
+    SweepResults}`` of sweeps run to a longer horizon than the study's."""
     os.makedirs(figures, exist_ok=True)
-    rows51, rows61, rows42 = theorem51_rows(all_results), theorem61_rows(all_results), lemma42_rows(all_results)
+    longer = longer or {}
+    rows51, rows42 = theorem51_rows(all_results), lemma42_rows(all_results)
+    rows61 = theorem61_rows(all_results, tuple(longer.values()))
+    rows51_longer = theorem51_rows(longer, every_alpha=True)
     names = {k: os.path.join(figures, f"paper_study_{k}.png") for k in ("theorem51", "theorem61", "lemma42", "case_mix")}
     figure_theorem51(all_results, names["theorem51"])
     figure_theorem61(rows61, names["theorem61"])
@@ -333,16 +353,26 @@ def report(all_results: dict, figures: str, path: str, command: str) -> None:
         "| instance | LP bound | policy | regret / log T | vs bound |",
         "|---|--:|---|--:|--:|",
     ]
-    for r in rows51:
-        versus = "" if math.isnan(r["relative_to_bound"]) else f"{100 * r['relative_to_bound']:+.0f}%"
-        below = " (below)" if r["lp_bound"] > 0 and r["regret_over_log_T"] + 2 * r["standard_error"] < r["lp_bound"] else ""
-        lines.append(f"| {r['instance']} | {r['lp_bound']:.4g} | {r['policy']} | "
-                     f"{_format(r['regret_over_log_T'], r['standard_error'])} | {versus}{below} |")  # fmt: skip
+    lines += [_theorem51_line(r) for r in rows51]
     lines += [
         "",
         "The bound is a liminf over consistent policies: a policy may sit below it at a "
         "finite T (marked \"below\" where the mean plus two standard errors is under it).",
         "",
+    ]
+    if rows51_longer:
+        lines += [
+            "### Longer runs",
+            "",
+            "Parts of the study run to a longer horizon: each sweep below was run with "
+            "`jaxbandit run scripts/configs/paper_study_1e7_<part>.toml --out DIR` and given here with `--longer DIR`.",
+            "",
+            "| sweep | T | runs | instance | LP bound | policy | regret / log T | vs bound |",
+            "|---|--:|--:|---|--:|---|--:|--:|",
+        ]
+        lines += [_theorem51_line(r, with_sweep=True) for r in rows51_longer]
+        lines.append("")
+    lines += [
         "## Theorem 6.1: lp_explore against its leading term 4 alpha x LP x log T",
         "",
         f"![Theorem 6.1]({rel(names['theorem61'])})",
@@ -356,6 +386,8 @@ def report(all_results: dict, figures: str, path: str, command: str) -> None:
             if cells:
                 values = [_format(cells[t]["ratio"], cells[t]["standard_error"]) if t in cells else "" for t in RATIO_TIMES]
                 lines.append(f"| {instance} | {alpha:g} | " + " | ".join(values) + " |")
+    if longer:
+        lines += ["", "A ratio at a T beyond the study's horizon comes from a longer sweep (its own runs)."]
     lines += [
         "",
         "## Lemma 4.2: how often the weighted estimate leaves its interval",
@@ -380,7 +412,7 @@ def report(all_results: dict, figures: str, path: str, command: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines))
     with open(os.path.join(os.path.dirname(os.path.abspath(path)), "paper_study.json"), "w", encoding="utf-8") as handle:
-        json.dump({"theorem51": rows51, "theorem61": rows61}, handle, indent=1, default=float)
+        json.dump({"theorem51": rows51, "theorem51_longer": rows51_longer, "theorem61": rows61}, handle, indent=1, default=float)
     print(f"wrote {path} and the figures in {figures}")
 
 
@@ -393,9 +425,16 @@ def main(argv=None) -> int:
     parser.add_argument("--figures", default=os.path.join("docs", "figures"))
     parser.add_argument("--report", default=os.path.join("docs", "paper_study.md"))
     parser.add_argument("--report-only", action="store_true", help="redraw from finished sweeps")
+    parser.add_argument("--longer", nargs="+", action="extend", default=[], metavar="DIR", help="finished sweeps to a longer horizon")
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    longer = {}
+    for directory in args.longer:
+        try:
+            longer[os.path.normpath(directory)] = jb.load(directory)
+        except (OSError, ValueError) as error:
+            parser.error(f"--longer: cannot load a finished sweep from {directory!r}: {error}")
     jb.compile_cache.enable()
     configs = sweep_configs(args.horizon, args.runs, args.seed)
     if args.report_only:
@@ -405,7 +444,9 @@ def main(argv=None) -> int:
     command = "python scripts/paper_study.py" + "".join(
         f" --{k} {v}" for k, v in (("horizon", args.horizon), ("runs", args.runs)) if v != parser.get_default(k)
     )
-    report(results, args.figures, args.report, command)
+    if longer:
+        command += " --longer " + " ".join(longer)
+    report(results, args.figures, args.report, command, longer)
     return 0
 
 
