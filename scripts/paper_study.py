@@ -323,6 +323,30 @@ def _theorem51_line(r: dict, with_sweep: bool = False) -> str:
             f"{_format(r['regret_over_log_T'], r['standard_error'])} | {versus}{below} |")  # fmt: skip
 
 
+def _case_mix_lines(longer: dict) -> list:
+    """Markdown table: share of each case in the last recorded interval of rounds of
+    every lp_explore cell of the longer sweeps (mean over runs)."""
+    lines = []
+    for results in longer.values():
+        for cell in results.cells:
+            if cell.policy_name != "lp_explore" or len(cell.diagnostic_times) < 2:
+                continue
+            (start, end), history = cell.diagnostic_times[-2:], cell.diagnostic_history
+            share = {k: (history[k][-1] - history[k][-2]) / (end - start) for k in ("case_a", "case_b", "case_c")}
+            lines.append(f"| {results.config.get('name')} | {cell.instance} | {cell.params['alpha']:g} | {start} | {end} | "
+                         f"{share['case_a']:.4%} | {share['case_b']:.4%} | {share['case_c']:.4%} | {history['case_c'][-1]:.0f} |")  # fmt: skip
+    if not lines:
+        return []
+    header = [
+        "In the longer sweeps, the share of rounds in each case between the last two recorded rounds "
+        "(mean over runs), and the Case C rounds per run up to T:",
+        "",
+        "| sweep | instance | alpha | from round | to round | Case A | Case B | Case C | Case C rounds to T |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    return header + lines + [""]
+
+
 def report(all_results: dict, figures: str, path: str, command: str, longer: dict | None = None) -> None:
     """Figures, CSV-like tables and a Markdown report; ``longer``: ``{directory:
     SweepResults}`` of sweeps run to a longer horizon than the study's."""
@@ -409,6 +433,7 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
                 lines.append(f"| {r['sweep']} | {r['policy']} | {r['alpha']:g} | {r['times'][i]} | "
                              f"{r['fraction_of_rounds'][i]:.2e} | {r['runs_ever_outside'][i]:.3f} | {r['bound'][i]:.2e} |")  # fmt: skip
     lines += ["", "## lp_explore's case mix over time", "", f"![case mix]({rel(names['case_mix'])})", ""]
+    lines += _case_mix_lines(longer)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines))
     with open(os.path.join(os.path.dirname(os.path.abspath(path)), "paper_study.json"), "w", encoding="utf-8") as handle:
