@@ -316,7 +316,8 @@ def _format(value: float, error: float) -> str:
 
 
 def _theorem51_line(r: dict, with_sweep: bool = False) -> str:
-    versus = "" if math.isnan(r["relative_to_bound"]) else f"{100 * r['relative_to_bound']:+.0f}%"
+    percent = round(100 * r["relative_to_bound"]) if not math.isnan(r["relative_to_bound"]) else None
+    versus = "" if percent is None else f"{percent:+d}%" if percent else "0%"
     below = " (below)" if r["lp_bound"] > 0 and r["regret_over_log_T"] + 2 * r["standard_error"] < r["lp_bound"] else ""
     first = f"| {r['sweep']} | 10^{math.log10(r['horizon']):g} | {r['runs']} " if with_sweep else ""
     return (first + f"| {r['instance']} | {r['lp_bound']:.4g} | {r['policy']} | "
