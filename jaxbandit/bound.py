@@ -74,20 +74,28 @@ def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolu
 
 
 # Float64 lanes the default solve cannot certify (badly scaled sigma) are tried again
-# with these settings, in order; the first that ends OPTIMAL is kept.  The last two
-# certify optimality to a looser relative feasibility tolerance.
+# with these (re-factorisation rounds, feasibility tolerance), in order; the first that
+# ends OPTIMAL is kept.  The last two certify optimality to a looser relative
+# feasibility tolerance.  They are traced values: one compiled program serves all three.
 _FLOAT64_RETRIES = (
-    (("max_refactorizations", 10),),
-    (("feasibility_tolerance", 1e-8),),
-    (("feasibility_tolerance", 1e-7),),
+    (10, lp.default_tolerance(np.float64)),
+    (lp.default_refactorizations(np.float64), 1e-8),
+    (lp.default_refactorizations(np.float64), 1e-7),
 )
 
 
-@functools.partial(jax.jit, static_argnames=("options",))
-def _solve_with(mu, precision, options) -> LowerBoundSolution:
+@jax.jit
+def _solve_with(mu, precision, max_refactorizations, feasibility_tolerance) -> LowerBoundSolution:
     def one(m, p):
         problem = lower_bound_problem(m, p)
-        return _finish(problem, lp.solve(problem.cost, problem.A, problem.b, **dict(options)))
+        solution = lp.solve(
+            problem.cost,
+            problem.A,
+            problem.b,
+            max_refactorizations=max_refactorizations,
+            feasibility_tolerance=feasibility_tolerance,
+        )
+        return _finish(problem, solution)
 
     return jax.vmap(one)(mu, precision)
 
@@ -140,8 +148,10 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
             ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
             return verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))
 
-        def solved_with(options):
-            return jax.tree.map(np.asarray, _solve_with(mu64, precision64, options))
+        def solved_with(settings):
+            refactorizations, tolerance = settings
+            solution = _solve_with(mu64, precision64, jnp.int32(refactorizations), jnp.float64(tolerance))
+            return jax.tree.map(np.asarray, solution)
 
         def solved_exactly():
             unsolved = _unsolved(best.status)

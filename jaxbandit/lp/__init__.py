@@ -26,6 +26,7 @@ from jaxbandit.lp.simplex import (
     LPSolution,
     LPStatus,
     check_basis,
+    default_refactorizations,
     default_tolerance,
     solve,
     surplus_basis,

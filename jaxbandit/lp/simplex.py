@@ -59,6 +59,7 @@ __all__ = [
     "LPSolution",
     "LPStatus",
     "check_basis",
+    "default_refactorizations",
     "default_tolerance",
     "solve",
     "surplus_basis",
@@ -124,6 +125,15 @@ class BasisCheck(NamedTuple):
 def default_tolerance(dtype) -> float:
     """Relative feasibility tolerance used for ``dtype`` (float32: 1e-5, float64: 1e-9)."""
     return 1e-9 if jnp.dtype(dtype) == jnp.float64 else 1e-5
+
+
+def default_refactorizations(dtype) -> int:
+    """Re-factorisation rounds :func:`solve` allows for ``dtype`` (float32: 2, float64: 3).
+
+    float32: a second round certifies some LPs that one round leaves uncertified (a
+    GPU's approximate division can send one astray); each round costs time only in
+    batches where some lane needs it."""
+    return 3 if jnp.dtype(dtype) == jnp.float64 else 2
 
 
 def surplus_basis(num_constraints: int, num_variables: int) -> Array:
@@ -811,9 +821,7 @@ def _final_status(carry: _Round, scaled: _Scaled, max_iterations: int):
     )
 
 
-@functools.partial(
-    jax.jit, static_argnames=("max_iterations", "max_refactorizations", "feasibility_tolerance")
-)
+@jax.jit
 def solve(
     cost: ArrayLike,
     A: ArrayLike,
@@ -839,9 +847,13 @@ def solve(
             (``num_iterations`` then counts the cold solve's pivots only).
         max_iterations: pivot budget (default ``3 * (m + n)``).
         max_refactorizations: how often a basis that fails verification is re-factorised
-            and pivoted on again, one pivot per round (default 3 in float64, 2 in
-            float32; under ``vmap`` every lane waits for the rounds any lane needs).
+            and pivoted on again, one pivot per round (default
+            :func:`default_refactorizations`; under ``vmap`` every lane waits for the
+            rounds any lane needs).
         feasibility_tolerance: relative tolerance (default :func:`default_tolerance`).
+
+        The three settings may be traced scalars: one compiled program serves any
+        values (a default left at None is a constant of the program).
 
     Returns:
         An :class:`LPSolution` with the canonical optimum (see the module docstring).
@@ -855,10 +867,7 @@ def solve(
     if max_iterations is None:
         max_iterations = 3 * (m + n)
     if max_refactorizations is None:
-        # float32: a second round certifies some LPs that one round leaves uncertified
-        # (a GPU's approximate division can send one astray), and costs time only in
-        # batches where some lane needs it.
-        max_refactorizations = 3 if matrix.dtype == jnp.float64 else 2
+        max_refactorizations = default_refactorizations(matrix.dtype)
     scaled = _scale(cost, matrix, rhs)
     cold = _cold_round(scaled)
     initial = cold
@@ -886,7 +895,7 @@ def solve(
     return _solution(carry.tableau, scaled, cost, status, carry.num_iterations)
 
 
-@functools.partial(jax.jit, static_argnames=("feasibility_tolerance",))
+@jax.jit
 def check_basis(
     cost: ArrayLike,
     A: ArrayLike,
@@ -904,6 +913,7 @@ def check_basis(
     Args:
         cost, A, b: the LP, as in :func:`solve`.
         basis: ``(m,)`` int indices of basic variables among ``(x, surplus)``.
+        feasibility_tolerance: as in :func:`solve` (a traced scalar or None).
 
     Returns:
         A :class:`BasisCheck`.
