@@ -5,9 +5,9 @@ The sweep solves thousands of instances from several families with one compiled,
 vmapped solve per dtype: every K is zero-padded to the largest, 50 (extra zero-cost
 variables and ``0 >= 0`` rows leave the canonical optimum unchanged).
 Instances are float32-representable, so both precisions solve the same LP and share
-one HiGHS reference: the smallest objective among ``highs-ds`` and ``highs-ipm``
-solutions, each run with default and with tight (1e-10) tolerances, that are feasible
-to 1e-7 (they disagree on a few badly scaled ones).
+one HiGHS reference: its dual simplex with tight (1e-10) tolerances, whose answer must
+be feasible to 1e-7 (with default tolerances HiGHS stops at a suboptimal vertex on a
+few badly scaled ones); the interior-point method is the fallback.
 
 Relative error: ``|ours - ref| / max(ref, scale)`` with ``scale`` = 1e-9 times the
 cheapest way to cover the largest requirement (``max b * min positive cost / max W``),
