@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = ["main"]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
 def _configure_logging(quiet: bool) -> None:
@@ -194,6 +196,19 @@ def _enable_compile_cache(directory: Optional[str]) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe could not be caught
+        return status
+    except BrokenPipeError:
+        # The reader of stdout left early (``jaxbandit check CFG | head -1``): stop
+        # quietly, as command-line tools do; stdout goes to devnull so that Python's own
+        # flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bound"]:  # every argument, options included, belongs to 'bound'
         return _bound(argv[1:])

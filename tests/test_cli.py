@@ -31,6 +31,17 @@ def test_check_shows_the_cell_groups(config_path, capsys):
     assert "g000: test_cases  K=5 T=1500: 6 cells" in out
 
 
+def test_a_reader_that_leaves_early_ends_the_command_quietly(config_path):
+    """``jaxbandit check CFG | head -1``: the pipe closes before the command writes; it
+    exits with 128 + SIGPIPE and no traceback."""
+    proc = fx.cli_process(["check", str(config_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the child has imported anything, let alone printed
+    with proc.stderr:
+        stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == cli.EXIT_BROKEN_PIPE, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
 def test_bad_config_is_reported_with_file_and_key(tmp_path, capsys):
     path = fx.write_config_toml(tmp_path / "bad.toml", fx.base_config(runs=-1))
     assert cli.main(["run", str(path), "--out", str(tmp_path / "out")]) == cli.EXIT_USAGE
