@@ -209,9 +209,16 @@ def _pyplot():
     return plt
 
 
-def figure_theorem51(all_results: dict, path: str) -> None:
+def figure_theorem51(all_results: dict, path: str, longer: tuple = ()) -> None:
+    """One panel per instance: each policy's regret / log t over the study's rounds
+    (mean and 95% band), and as markers with 95% bars at the rounds recorded by the
+    ``longer`` sweeps (their own runs) for the same instance and policy."""
     plt = _pyplot()
     panels = [(results, instance) for results in all_results.values() for instance in results.instances]
+    longer_cells = {}
+    for results in longer:
+        for key, cell in cells_by(results).items():
+            longer_cells.setdefault(key, []).append(cell)
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
     for ax, (results, instance) in zip(axes.ravel(), panels):
         lp = bounds(results)[instance]
@@ -225,6 +232,9 @@ def figure_theorem51(all_results: dict, path: str) -> None:
             mean, error = mean_and_error(ratio)
             (line,) = ax.plot(cell.times[keep], mean, label=name)
             ax.fill_between(cell.times[keep], mean - 1.96 * error, mean + 1.96 * error, color=line.get_color(), alpha=0.2)
+            for other in longer_cells.get((instance, name), []):
+                mean, error = mean_and_error(other.regret / np.log(other.times))
+                ax.errorbar(other.times, mean, yerr=1.96 * error, fmt="o", markersize=3, color=line.get_color())
         ax.axhline(lp, color="black", linestyle="--", label="LP bound")
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=max(lp, 1.0))
@@ -232,7 +242,10 @@ def figure_theorem51(all_results: dict, path: str) -> None:
         ax.set_xlabel("round t")
         ax.set_ylabel("regret / log t")
     axes.ravel()[0].legend(fontsize=8)
-    fig.suptitle("Theorem 5.1: regret / log t against the LP lower bound (mean, 95% band)")
+    title = "Theorem 5.1: regret / log t against the LP lower bound (mean, 95% band)"
+    if longer:
+        title += "; markers: longer sweeps' own runs"
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -357,7 +370,7 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
     rows61 = theorem61_rows(all_results, tuple(longer.values()))
     rows51_longer = theorem51_rows(longer, every_alpha=True)
     names = {k: os.path.join(figures, f"paper_study_{k}.png") for k in ("theorem51", "theorem61", "lemma42", "case_mix")}
-    figure_theorem51(all_results, names["theorem51"])
+    figure_theorem51(all_results, names["theorem51"], tuple(longer.values()))
     figure_theorem61(rows61, names["theorem61"])
     figure_lemma42(rows42, names["lemma42"])
     figure_case_mix(all_results, names["case_mix"])
