@@ -19,8 +19,9 @@ regret / log t against the LP bound, the ratio to Theorem 6.1's leading term
 Lemma 4.2's interval against the lemma's bound, and ``lp_explore``'s case mix over time.
 ``--report-only`` redraws them from finished sweeps.  ``--longer DIR ...`` adds finished
 sweeps of a part of the study run to a longer horizon (``jaxbandit run
-scripts/configs/paper_study_1e7_*.toml``): their regret / log T in a table of their own,
-and their ``lp_explore`` ratios at the times the study's own sweeps do not reach.
+scripts/configs/paper_study_1e7_*.toml``): their regret / log T in a table of their own
+and as markers on the Theorem 5.1 figure, their ``lp_explore`` ratios at the times the
+study's own sweeps do not reach, and their case mix between their last two recorded rounds.
 """
 
 from __future__ import annotations
@@ -374,13 +375,20 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
     figure_theorem61(rows61, names["theorem61"])
     figure_lemma42(rows42, names["lemma42"])
     figure_case_mix(all_results, names["case_mix"])
-    wall = sum(meta.get("wall_time", 0.0) for r in all_results.values() for meta in r.groups.values())
+    def simulation_hours(sweeps) -> float:
+        return sum(meta.get("wall_time", 0.0) for r in sweeps for meta in r.groups.values()) / 3600
+
+    wall = simulation_hours(all_results.values())
+    if longer:
+        wall_text = f"{wall:.1f} h of simulation, and {simulation_hours(longer.values()):.1f} h in the longer sweeps,"
+    else:
+        wall_text = f"{wall:.1f} h of simulation"
     device = next(iter(next(iter(all_results.values())).groups.values()))["device"]
     rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(path)))
     lines = [
         "# The paper's claims, measured",
         "",
-        f"Produced by `{command}` ({wall / 3600:.1f} h of simulation on {device['device_count']} "
+        f"Produced by `{command}` ({wall_text} on {device['device_count']} "
         f"{device['backend']} device(s), {device['device_kind']}). Every number is a mean over runs "
         "with its standard error.",
         "",
