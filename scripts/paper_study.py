@@ -4,6 +4,7 @@ concentrates under adaptive sampling), up to T = 10^7.
 
     python scripts/paper_study.py                      # T = 10^7, 100 runs (hours on a CPU)
     python scripts/paper_study.py --horizon 100000 --runs 20 --out quick_study
+    python scripts/paper_study.py --horizon 1000000 --parts   # what README and docs/ show
 
 Two sweeps (resumable: run the same command again after an interruption), each with
 the estimator-deviation monitor (:mod:`jaxbandit.monitors`) on every cell:
@@ -22,11 +23,15 @@ sweeps of a part of the study run to a longer horizon (``jaxbandit run
 scripts/configs/paper_study_1e7_*.toml``): their regret / log T in a table of their own
 and as markers on the Theorem 5.1 figure, their ``lp_explore`` ratios at the times the
 study's own sweeps do not reach, and their case mix between their last two recorded rounds.
+``--parts`` runs (or resumes) every one of those configs into ``OUT/longer/<sweep name>``
+after the study's own sweeps and adds them so: the study to T = 10^6 with the monitor,
+and every cell of its Theorem 5.1 and 6.1 tables to T = 10^7, in one command.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import math
 import os
@@ -46,6 +51,7 @@ THEOREM_61_ALPHAS = (4.01, 4.5, 8.0)
 MONITOR_ALPHAS = (1.0, 2.0, 4.5)
 RATIO_TIMES = (10**5, 10**6, 10**7)
 BASELINES = ("ucb_n", "ts_n", "ossb")
+PARTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "paper_study_1e7_*.toml")
 
 
 def graph20() -> jb.Instance:
@@ -107,6 +113,13 @@ def run_sweeps(configs: dict, out: str) -> dict:
             results[name] = jb.sweep.run(config, os.path.join(out, name))
         print(f"sweep {name}: done in {time.perf_counter() - start:.0f} s this session", flush=True)
     return results
+
+
+def part_configs() -> dict:
+    """``{TOML path: SweepConfig}`` of the study's parts run to T = 10^7 (:data:`PARTS`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jb.policies.lp_explore.TheoryWarning)  # alpha <= 4 on purpose
+        return {path: jb.config.load(path) for path in sorted(glob.glob(PARTS))}
 
 
 # -- what the figures and tables need --------------------------------------------------
@@ -473,6 +486,7 @@ def main(argv=None) -> int:
     parser.add_argument("--report", default=os.path.join("docs", "paper_study.md"))
     parser.add_argument("--report-only", action="store_true", help="redraw from finished sweeps")
     parser.add_argument("--longer", nargs="+", action="extend", default=[], metavar="DIR", help="finished sweeps to a longer horizon")
+    parser.add_argument("--parts", action="store_true", help="also run the parts to T = 10^7 (scripts/configs/paper_study_1e7_*.toml) into OUT/longer and add them as --longer")
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
@@ -482,6 +496,13 @@ def main(argv=None) -> int:
             longer[os.path.normpath(directory)] = jb.load(directory)
         except (OSError, ValueError) as error:
             parser.error(f"--longer: cannot load a finished sweep from {directory!r}: {error}")
+    parts = part_configs() if args.parts else {}
+    for path, part in parts.items():  # their runs are the study's: same seed, same run count
+        if (part.runs, part.seed) != (args.runs, args.seed):
+            parser.error(
+                f"--parts: {os.path.basename(path)} has {part.runs} runs and seed {part.seed}, "
+                f"the study --runs {args.runs} and --seed {args.seed}; give the same"
+            )
     jb.compile_cache.enable()
     configs = sweep_configs(args.horizon, args.runs, args.seed)
     if args.report_only:
@@ -493,6 +514,15 @@ def main(argv=None) -> int:
     )
     if longer:
         command += " --longer " + " ".join(longer)
+    if args.parts:
+        command += " --parts"
+        parts_out = os.path.join(args.out, "longer")
+        for part in parts.values():
+            directory = os.path.join(parts_out, part.name)
+            if args.report_only:
+                longer[directory] = jb.load(directory)
+            else:
+                longer[directory] = run_sweeps({part.name: part}, parts_out)[part.name]
     report(results, args.figures, args.report, command, longer)
     return 0
 
