@@ -23,7 +23,6 @@ from jaxbandit._types import Array, ArrayLike
 from jaxbandit.bound_lp import (
     LowerBoundSolution,
     LowerBoundStatus,
-    _finish,
     check_warm_start,
     lower_bound_problem,
     solve_lower_bound,
@@ -86,18 +85,8 @@ _FLOAT64_RETRIES = (
 
 @jax.jit
 def _solve_with(mu, precision, max_refactorizations, feasibility_tolerance) -> LowerBoundSolution:
-    def one(m, p):
-        problem = lower_bound_problem(m, p)
-        solution = lp.solve(
-            problem.cost,
-            problem.A,
-            problem.b,
-            max_refactorizations=max_refactorizations,
-            feasibility_tolerance=feasibility_tolerance,
-        )
-        return _finish(problem, solution)
-
-    return jax.vmap(one)(mu, precision)
+    settings = {"max_refactorizations": max_refactorizations, "feasibility_tolerance": feasibility_tolerance}
+    return jax.vmap(lambda m, p: solve_lower_bound(m, p, **settings))(mu, precision)
 
 
 @jax.jit

@@ -259,6 +259,8 @@ def solve_lower_bound(
     *,
     initial_basis: ArrayLike | None = None,
     max_iterations: int | None = None,
+    max_refactorizations: int | None = None,
+    feasibility_tolerance: float | None = None,
 ) -> LowerBoundSolution:
     """Solve the lower-bound LP of one instance (pure, jit/vmap-able).
 
@@ -267,6 +269,7 @@ def solve_lower_bound(
         precision: ``(K, K)`` ``1 / sigma**2``.
         initial_basis: optional ``(K,)`` warm-start basis (see :func:`jaxbandit.lp.solve`).
         max_iterations: pivot budget (default ``6 K``).
+        max_refactorizations, feasibility_tolerance: as in :func:`jaxbandit.lp.solve`.
 
     Returns:
         A :class:`LowerBoundSolution`.
@@ -278,6 +281,8 @@ def solve_lower_bound(
         problem.b,
         initial_basis=initial_basis,
         max_iterations=max_iterations,
+        max_refactorizations=max_refactorizations,
+        feasibility_tolerance=feasibility_tolerance,
     )
     return _finish(problem, solution)
 
