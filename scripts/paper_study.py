@@ -141,6 +141,11 @@ def bounds(results) -> dict:
     return {name: float(jb.lower_bound(instance).value) for name, instance in results.instances.items()}
 
 
+def simulation_hours(sweeps) -> float:
+    """Hours of simulation the sweeps' finished groups took, all sessions together."""
+    return sum(meta.get("wall_time", 0.0) for results in sweeps for meta in results.groups.values()) / 3600
+
+
 def mean_and_error(values: np.ndarray) -> tuple:
     """Mean over runs (axis 0) and its standard error."""
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(values.shape[0])
@@ -388,9 +393,6 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
     figure_theorem61(rows61, names["theorem61"])
     figure_lemma42(rows42, names["lemma42"])
     figure_case_mix(all_results, names["case_mix"])
-    def simulation_hours(sweeps) -> float:
-        return sum(meta.get("wall_time", 0.0) for r in sweeps for meta in r.groups.values()) / 3600
-
     wall = simulation_hours(all_results.values())
     if longer:
         wall_text = f"{wall:.1f} h of simulation, and {simulation_hours(longer.values()):.1f} h in the longer sweeps,"
@@ -506,7 +508,10 @@ def main(argv=None) -> int:
     jb.compile_cache.enable()
     configs = sweep_configs(args.horizon, args.runs, args.seed)
     if args.report_only:
-        results = {name: jb.load(os.path.join(args.out, name)) for name in configs}
+        try:
+            results = {name: jb.load(os.path.join(args.out, name)) for name in configs}
+        except (OSError, ValueError) as error:
+            parser.error(f"--report-only: cannot load the study's sweeps from {args.out!r}: {error}")
     else:
         results = run_sweeps(configs, args.out)
     command = "python scripts/paper_study.py" + "".join(
@@ -520,7 +525,10 @@ def main(argv=None) -> int:
         for part in parts.values():
             directory = os.path.join(parts_out, part.name)
             if args.report_only:
-                longer[directory] = jb.load(directory)
+                try:
+                    longer[directory] = jb.load(directory)
+                except (OSError, ValueError) as error:
+                    parser.error(f"--parts: cannot load a finished sweep from {directory!r}: {error}")
             else:
                 longer[directory] = run_sweeps({part.name: part}, parts_out)[part.name]
     report(results, args.figures, args.report, command, longer)
