@@ -115,6 +115,14 @@ def run_sweeps(configs: dict, out: str) -> dict:
     return results
 
 
+def load_finished(parser: argparse.ArgumentParser, option: str, directory: str):
+    """``jb.load(directory)``, or a usage error naming ``option`` and the directory."""
+    try:
+        return jb.load(directory)
+    except (OSError, ValueError) as error:
+        parser.error(f"{option}: cannot load a finished sweep from {directory!r}: {error}")
+
+
 def part_configs() -> dict:
     """``{TOML path: SweepConfig}`` of the study's parts run to T = 10^7 (:data:`PARTS`)."""
     with warnings.catch_warnings():
@@ -426,7 +434,8 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
             "### Longer runs",
             "",
             "Parts of the study run to a longer horizon: each sweep below was run with "
-            "`jaxbandit run scripts/configs/paper_study_1e7_<part>.toml --out DIR` and given here with `--longer DIR`.",
+            "`jaxbandit run scripts/configs/paper_study_1e7_<part>.toml --out DIR` and given here with "
+            "`--longer DIR`, or run and given by `--parts`.",
             "",
             "| sweep | T | runs | instance | LP bound | policy | regret / log T | vs bound |",
             "|---|--:|--:|---|--:|---|--:|--:|",
@@ -494,10 +503,7 @@ def main(argv=None) -> int:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
     longer = {}
     for directory in args.longer:
-        try:
-            longer[os.path.normpath(directory)] = jb.load(directory)
-        except (OSError, ValueError) as error:
-            parser.error(f"--longer: cannot load a finished sweep from {directory!r}: {error}")
+        longer[os.path.normpath(directory)] = load_finished(parser, "--longer", directory)
     parts = part_configs() if args.parts else {}
     for path, part in parts.items():  # their runs are the study's: same seed, same run count
         if (part.runs, part.seed) != (args.runs, args.seed):
@@ -508,10 +514,7 @@ def main(argv=None) -> int:
     jb.compile_cache.enable()
     configs = sweep_configs(args.horizon, args.runs, args.seed)
     if args.report_only:
-        try:
-            results = {name: jb.load(os.path.join(args.out, name)) for name in configs}
-        except (OSError, ValueError) as error:
-            parser.error(f"--report-only: cannot load the study's sweeps from {args.out!r}: {error}")
+        results = {name: load_finished(parser, "--report-only", os.path.join(args.out, name)) for name in configs}
     else:
         results = run_sweeps(configs, args.out)
     command = "python scripts/paper_study.py" + "".join(
@@ -525,10 +528,7 @@ def main(argv=None) -> int:
         for part in parts.values():
             directory = os.path.join(parts_out, part.name)
             if args.report_only:
-                try:
-                    longer[directory] = jb.load(directory)
-                except (OSError, ValueError) as error:
-                    parser.error(f"--parts: cannot load a finished sweep from {directory!r}: {error}")
+                longer[directory] = load_finished(parser, "--parts", directory)
             else:
                 longer[directory] = run_sweeps({part.name: part}, parts_out)[part.name]
     report(results, args.figures, args.report, command, longer)

@@ -22,7 +22,6 @@ float32 sweep solve traced once (and the test session's compile cache keeps the
 program the first compiles for the second).
 """
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
