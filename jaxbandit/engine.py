@@ -301,7 +301,7 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
     ctx = Context(
         sigma=env.sigma,
         precision=env.precision,
-        horizon=jnp.full((num_cells,), horizon, jnp.int32),
+        horizon=jnp.asarray(np.full((num_cells,), horizon, np.int32)),
         true_mean=env.mu,
         params=cell_params,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from jaxbandit import rng
@@ -38,8 +39,11 @@ class EnvParams(NamedTuple):
 
 def make_params(mu, sigma, dtype=jnp.float32) -> EnvParams:
     """Device parameters from host arrays (leading batch axes allowed)."""
-    mu = jnp.asarray(mu, dtype)
-    sigma = jnp.asarray(sigma, dtype)
+    return _make_params(jnp.asarray(mu, dtype), jnp.asarray(sigma, dtype))
+
+
+@jax.jit  # one program per shape, where run op by op each operation would compile one
+def _make_params(mu, sigma) -> EnvParams:
     precision = 1.0 / jnp.square(sigma)  # 1/inf = 0 and 1/0 = inf, as intended
     revealed = jnp.isfinite(sigma)
     noise_scale = jnp.where(revealed, sigma, jnp.zeros_like(sigma))

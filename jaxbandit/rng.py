@@ -83,19 +83,29 @@ def seed_words(seed: int) -> tuple[int, int]:
     return seed & 0xFFFFFFFF, seed >> 32
 
 
+# The two key derivations below are jitted: they run on the host's concrete arrays, where
+# each of the cipher's operations would otherwise compile a program of its own for every
+# new shape.  Integer arithmetic: jitted or not, the keys are the same.
+
+
 def stream_key(seed: int, stream: int) -> tuple[Array, Array]:
     """Key of one independent stream (noise, policy) derived from the seed."""
     words = seed_words(seed)
-    k0, k1 = threefry2x32(
-        (jnp.uint32(words[0]), jnp.uint32(words[1])), (jnp.uint32(stream), jnp.uint32(0))
-    )
-    return k0, k1
+    return _stream_key(np.uint32(words[0]), np.uint32(words[1]), np.uint32(stream))
+
+
+@jax.jit
+def _stream_key(word0, word1, stream):
+    return threefry2x32((word0, word1), (stream, jnp.uint32(0)))
 
 
 def run_keys(key: tuple[Array, Array], cell: Array, run: Array) -> Array:
     """Per-run keys ``(..., 2)`` uint32 from a stream key, a cell index and run indices."""
-    cell = jnp.asarray(cell, jnp.uint32)
-    run = jnp.asarray(run, jnp.uint32)
+    return _run_keys(key, jnp.asarray(cell, jnp.uint32), jnp.asarray(run, jnp.uint32))
+
+
+@jax.jit
+def _run_keys(key, cell, run):
     cell, run = jnp.broadcast_arrays(cell, run)
     k0, k1 = threefry2x32(key, (cell, run))
     return jnp.stack([k0, k1], axis=-1)

@@ -167,8 +167,8 @@ class SimulationRun:
         # array over all of them (a local array would be compared across processes
         # at every call).
         self._multiprocess = any(d.process_index != jax.process_index() for d in self.devices)
-        cell_index = jnp.asarray(noise_index, jnp.uint32)[:, None]
-        run_index = jnp.arange(first_run, first_run + self._padded_runs, dtype=jnp.uint32)[None, :]
+        cell_index = noise_index.astype(np.uint32)[:, None]
+        run_index = np.arange(first_run, first_run + self._padded_runs, dtype=np.uint32)[None, :]
         self._noise_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), cell_index, run_index))
         self._policy_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.POLICY_STREAM), cell_index, run_index))
         self._times_device = self._replicate(jnp.asarray(self.times, jnp.int32))
