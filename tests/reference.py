@@ -3,6 +3,8 @@ the JAX code.  The tests feed them the engine's noise and compare arm sequences;
 benchmarks time ``ucb_n`` and ``lp_explore`` over many runs at once as their NumPy
 baselines."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,8 +17,12 @@ def engine_noise(seed: int, instance_index: int, run: int, horizon: int, num_arm
     """``(horizon, K)`` standard normals the engine uses for this run (round t at row t-1)."""
     key = rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), instance_index, run)
     with jax.enable_x64(True):
-        draw = jax.vmap(lambda t: rng.standard_normal(key, t, num_arms, jnp.float64))
-        return np.asarray(draw(jnp.arange(horizon)))
+        return np.asarray(_noise_rows(key, np.arange(horizon), num_arms))
+
+
+@functools.partial(jax.jit, static_argnums=2)  # one program per horizon, not one per operation
+def _noise_rows(key, rounds, num_arms):
+    return jax.vmap(lambda t: rng.standard_normal(key, t, num_arms, jnp.float64))(rounds)
 
 
 def initial_side_arm(sigma: np.ndarray, t: int) -> int:
