@@ -281,12 +281,12 @@ def test_residual_is_the_same_looped_or_unrolled(dtype, monkeypatch):
     matrix, x = ((rng.lognormal(0, 3, (64, m) + s) * rng.choice([-1, 1], (64, m) + s)).astype(dtype) for s in ((m,), ()))
     rhs = np.einsum("bij,bj->bi", matrix.astype(np.longdouble), x.astype(np.longdouble)).astype(dtype)
 
-    def residuals():  # a new function at each call: traced anew, not taken from JAX's cache
+    def residuals():
         plain = jax.vmap(numerics._residual)(matrix, x, rhs)
         transposed = jax.vmap(lambda a, v, b: numerics._residual(a, v, b, transposed=True))(matrix, x, rhs)
         return plain, transposed
 
-    with jax.enable_x64(dtype == np.float64):
+    with jax.enable_x64(dtype == np.float64):  # a new lambda each time: traced anew, not cached
         looped = jax.jit(lambda: residuals())()
         monkeypatch.setattr(numerics, "_MAX_UNROLL", m)
         unrolled = jax.jit(lambda: residuals())()
