@@ -270,31 +270,6 @@ def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
         np.testing.assert_array_equal(tie, [1 + 2.0**-11, -(1 + 2.0**-11)])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_residual_is_the_same_looped_or_unrolled(dtype, monkeypatch):
-    """``_residual`` loops over an axis longer than ``_MAX_UNROLL`` and unrolls a shorter
-    one: the two must be the same sum bit for bit, plain and transposed, vmapped as in
-    the solver (64 random 40 x 40 systems, ``rhs`` the rounded product, so that the
-    residuals are rounding-sized and their last bits depend on the order of the sum)."""
-    rng = np.random.default_rng(8)
-    m = numerics._MAX_UNROLL + 8
-    matrix, x = ((rng.lognormal(0, 3, (64, m) + s) * rng.choice([-1, 1], (64, m) + s)).astype(dtype) for s in ((m,), ()))
-    rhs = np.einsum("bij,bj->bi", matrix.astype(np.longdouble), x.astype(np.longdouble)).astype(dtype)
-
-    def residuals():
-        plain = jax.vmap(numerics._residual)(matrix, x, rhs)
-        transposed = jax.vmap(lambda a, v, b: numerics._residual(a, v, b, transposed=True))(matrix, x, rhs)
-        return plain, transposed
-
-    with jax.enable_x64(dtype == np.float64):  # a new lambda each time: traced anew, not cached
-        looped = jax.jit(lambda: residuals())()
-        monkeypatch.setattr(numerics, "_MAX_UNROLL", m)
-        unrolled = jax.jit(lambda: residuals())()
-    for a, b in zip(map(np.asarray, looped), map(np.asarray, unrolled)):
-        assert np.any(a != 0)
-        np.testing.assert_array_equal(a, b)
-
-
 # Elementwise functions that XLA's GPU compiler evaluates by fast approximations (a
 # polynomial for ``pow`` and ``exp2``, ``ex2.approx``, ``lg2.approx``): the solver may
 # not depend on them, or its results and verdicts would differ between CPU and GPU.

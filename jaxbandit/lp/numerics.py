@@ -17,12 +17,6 @@ import jax
 import jax.numpy as jnp
 
 
-# Longest axis :func:`_residual` unrolls.  Unrolled, its sum is one fused elementwise
-# pass, but the program (and its compile time) grows with the axis; a longer axis is
-# summed in a loop, with the same operations in the same order.
-_MAX_UNROLL = 32
-
-
 def _power_of_two(exponent, dtype):
     """``2**exponent`` built from its bit pattern, ``exponent`` clipped to the normal range.
 
@@ -95,7 +89,7 @@ def _residual(matrix, x, rhs, *, transposed: bool = False):
     compiler contracting it into fused multiply-adds, change the result only at that
     smaller size).  The loop over the columns of ``matrix`` (its rows if
     ``transposed``, so no transposed copy is made) is unrolled into one fused
-    elementwise pass, with no separate product kernels, up to ``_MAX_UNROLL`` columns.
+    elementwise pass, with no separate product kernels.
 
     Shapes: ``matrix`` ``(m, k)``, ``x`` ``(k,)``, ``rhs`` ``(m,)``; transposed: ``matrix``
     ``(k, m)``.  ``matrix`` may also be its :func:`_split` halves (a kept basis matrix is
@@ -104,20 +98,12 @@ def _residual(matrix, x, rhs, *, transposed: bool = False):
     matrix_high, matrix_low = matrix if isinstance(matrix, tuple) else _split(matrix)
     x_high, x_low = _split(x)
     column = (lambda a, j: a[j]) if transposed else (lambda a, j: a[:, j])
-
-    def add_column(j, carry):
-        total, errors = carry
+    total = rhs
+    errors = jnp.zeros_like(rhs)
+    for j in range(x.shape[0]):
         high, low = column(matrix_high, j), column(matrix_low, j)
         total, error = _two_sum(total, -high * x_high[j])
-        return total, errors + error - (high * x_low[j] + low * x[j])
-
-    carry = (rhs, jnp.zeros_like(rhs))
-    if x.shape[0] <= _MAX_UNROLL:
-        for j in range(x.shape[0]):
-            carry = add_column(j, carry)
-    else:
-        carry = jax.lax.fori_loop(0, x.shape[0], add_column, carry)
-    total, errors = carry
+        errors = errors + error - (high * x_low[j] + low * x[j])
     return total + errors
 
 
