@@ -123,6 +123,14 @@ def load_finished(parser: argparse.ArgumentParser, option: str, directory: str):
         parser.error(f"{option}: cannot load a finished sweep from {directory!r}: {error}")
 
 
+def finished_or_run(parser: argparse.ArgumentParser, option: str, configs: dict, out: str, report_only: bool) -> dict:
+    """``{name: SweepResults}`` of ``configs`` in ``out``: loaded (``--report-only``; a
+    usage error naming ``option`` if one is not there) or run (or resumed)."""
+    if report_only:
+        return {name: load_finished(parser, option, os.path.join(out, name)) for name in configs}
+    return run_sweeps(configs, out)
+
+
 def part_configs() -> dict:
     """``{TOML path: SweepConfig}`` of the study's parts run to T = 10^7 (:data:`PARTS`)."""
     with warnings.catch_warnings():
@@ -513,10 +521,7 @@ def main(argv=None) -> int:
             )
     jb.compile_cache.enable()
     configs = sweep_configs(args.horizon, args.runs, args.seed)
-    if args.report_only:
-        results = {name: load_finished(parser, "--report-only", os.path.join(args.out, name)) for name in configs}
-    else:
-        results = run_sweeps(configs, args.out)
+    results = finished_or_run(parser, "--report-only", configs, args.out, args.report_only)
     command = "python scripts/paper_study.py" + "".join(
         f" --{k} {v}" for k, v in (("horizon", args.horizon), ("runs", args.runs)) if v != parser.get_default(k)
     )
@@ -525,12 +530,9 @@ def main(argv=None) -> int:
     if args.parts:
         command += " --parts"
         parts_out = os.path.join(args.out, "longer")
-        for part in parts.values():
-            directory = os.path.join(parts_out, part.name)
-            if args.report_only:
-                longer[directory] = load_finished(parser, "--parts", directory)
-            else:
-                longer[directory] = run_sweeps({part.name: part}, parts_out)[part.name]
+        named = {part.name: part for part in parts.values()}
+        for name, finished in finished_or_run(parser, "--parts", named, parts_out, args.report_only).items():
+            longer[os.path.join(parts_out, name)] = finished
     report(results, args.figures, args.report, command, longer)
     return 0
 
