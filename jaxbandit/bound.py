@@ -62,14 +62,38 @@ class LowerBound(NamedTuple):
 
 _batched_solve = jax.jit(jax.vmap(solve_lower_bound))
 
+# Every vmapped program here runs on a few fixed batch sizes: the powers of two from
+# _MIN_LANES to _MAX_LANES, larger batches in pieces of _MAX_LANES.  A new number of
+# instances (or of lanes left to rescue) then reuses a compiled program instead of
+# compiling another; each lane's answer does not depend on the others in its batch.
+_MIN_LANES = 8
+_MAX_LANES = 1024
+
+
+def _lanes(count: int) -> int:
+    """The compiled batch size that serves ``count`` instances (``count >= 1``)."""
+    return min(max(_MIN_LANES, 1 << (count - 1).bit_length()), _MAX_LANES)
+
+
+def _on_lanes(function, *arrays):
+    """``function(*arrays)`` (vmapped, jitted) over the leading axis, run on batches of
+    :func:`_lanes` size padded with copies of the first instance; numpy outputs."""
+    count = len(arrays[0])
+    if count == 0:  # an empty batch: nothing to pad with
+        return jax.tree.map(np.asarray, function(*arrays))
+    lanes = _lanes(count)
+    pieces = []
+    for start in range(0, count, lanes):
+        take = np.arange(start, start + lanes)
+        take[take >= count] = 0
+        pieces.append(jax.tree.map(np.asarray, function(*(a[take] for a in arrays))))
+    return jax.tree.map(lambda *parts: np.concatenate(parts)[:count], *pieces)
+
 
 def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolution:
-    if np.dtype(dtype) == np.float64:
-        with jax.enable_x64(True):
-            out = _batched_solve(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
-            return jax.tree.map(np.asarray, out)
-    out = _batched_solve(jnp.asarray(mu, jnp.float32), jnp.asarray(precision, jnp.float32))
-    return jax.tree.map(np.asarray, out)
+    dtype = np.dtype(dtype)
+    with jax.enable_x64(dtype == np.float64):
+        return _on_lanes(_batched_solve, np.asarray(mu, dtype), np.asarray(precision, dtype))
 
 
 # Float64 lanes the default solve cannot certify (badly scaled sigma) are tried again
@@ -105,9 +129,7 @@ def _solved_exactly(mu: np.ndarray, precision: np.ndarray, guess: np.ndarray) ->
     """:func:`jaxbandit.exact_lp.solve_exact` on each lane (float64 data), started from
     the basis ``guess`` the float solve ended on."""
     with jax.enable_x64(True):
-        problem = jax.tree.map(
-            np.asarray, _batched_problem(jnp.asarray(mu, jnp.float64), jnp.asarray(precision, jnp.float64))
-        )
+        problem = _on_lanes(_batched_problem, np.asarray(mu, np.float64), np.asarray(precision, np.float64))
     answers = [
         exact_lp.solve_exact(problem.cost[i], problem.A[i], problem.b[i], basis=guess[i]) for i in range(len(mu))
     ]
@@ -129,18 +151,18 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
         return out
     best = jax.tree.map(lambda a: a[retry], out)
     with jax.enable_x64(True):
-        mu64 = jnp.asarray(mu[retry], jnp.float64)
-        precision64 = jnp.asarray(precision[retry], jnp.float64)
+        mu64 = np.asarray(mu[retry], np.float64)
+        precision64 = np.asarray(precision[retry], np.float64)
 
         def verified_guess():
-            guess = _batched_solve(mu64.astype(jnp.float32), precision64.astype(jnp.float32)).basis
-            ok, verified = jax.tree.map(np.asarray, _verify_basis(mu64, precision64, guess))
+            guess = _solve_batch(mu64, precision64, np.float32).basis
+            ok, verified = _on_lanes(_verify_basis, mu64, precision64, guess)
             return verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))
 
         def solved_with(settings):
             refactorizations, tolerance = settings
-            solution = _solve_with(mu64, precision64, jnp.int32(refactorizations), jnp.float64(tolerance))
-            return jax.tree.map(np.asarray, solution)
+            settings = (jnp.int32(refactorizations), jnp.float64(tolerance))
+            return _on_lanes(lambda m, p: _solve_with(m, p, *settings), mu64, precision64)
 
         def solved_exactly():
             unsolved = _unsolved(best.status)

@@ -29,7 +29,7 @@ import pytest
 from scipy.optimize import linprog
 
 from jaxbandit import bound_lp, exact_lp, instances, lp
-from jaxbandit.bound import _batched_solve, _solve_batch, lower_bound
+from jaxbandit.bound import _batched_solve, _lanes, _on_lanes, _solve_batch, lower_bound
 from tests.approximate_division import approximate_division
 
 Status = bound_lp.LowerBoundStatus
@@ -388,10 +388,11 @@ def test_same_canonical_solution_in_both_precisions(sweep):
 
 # -- the problem builder, closed forms, statuses -------------------------------------
 # Every vmapped lower-bound solve here is the host API's program (``bound._batched_solve``,
-# what ``lower_bound`` runs): single instances have K = 3 and the large batches
-# ``_LANES`` instances with K = 10, so that few shapes compile.
+# what ``lower_bound`` runs): single instances and small batches have K = 3 (8 lanes)
+# and the large batches ``_LANES`` instances with K = 10, so that few shapes compile.
 
-_LANES = 400
+_LANES = 512  # one of the host API's batch sizes
+assert _lanes(_LANES) == _LANES
 
 
 def _solve_one(mu, precision):
@@ -471,11 +472,27 @@ def test_batch_instance_and_curve():
     batch = instances.random(3, 3, num_instances=4)
     bound = lower_bound(batch)
     assert bound.c.shape == (4, 3) and bound.value.shape == (4,)
-    single = lower_bound(batch[2])
-    np.testing.assert_allclose(single.c, bound.c[2], rtol=1e-12)
+    compiled = _batched_solve._cache_size()
+    single = lower_bound(batch[2])  # the batch's program: 1 and 4 instances run on 8 lanes
+    assert _batched_solve._cache_size() == compiled
+    np.testing.assert_array_equal(single.c, bound.c[2])
+    assert single.value == bound.value[2]
     curve = bound.curve([1, 10, 100])
     assert curve.shape == (4, 3)
     np.testing.assert_allclose(curve[:, 2], bound.value * np.log(100))
+
+
+def test_host_batches_run_on_few_compiled_sizes():
+    """Any number of instances runs on a power-of-two batch of 8 to 1,024 lanes (larger
+    batches in pieces of 1,024), padded with copies of the first: in order, nothing
+    lost or repeated."""
+    assert [_lanes(n) for n in (1, 8, 9, 400, 1024, 1025, 5000)] == [8, 8, 16, 512, 1024, 1024, 1024]
+    double = jax.jit(jax.vmap(lambda x, y: (2 * x, y)))
+    values = np.arange(2500.0)
+    twice, same = _on_lanes(double, values, values[:, None])
+    np.testing.assert_array_equal(twice, 2 * values)
+    np.testing.assert_array_equal(same, values[:, None])
+    assert double._cache_size() == 1
 
 
 # -- warm start ------------------------------------------------------------------------
@@ -606,7 +623,7 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
 
 
 def test_solve_from_a_previous_basis_is_never_worse_than_cold():
-    """``solve(initial_basis=...)`` at means moved by N(0, 0.05^2): 400 random general
+    """``solve(initial_basis=...)`` at means moved by N(0, 0.05^2): 512 random general
     K = 10 instances, float32, started from each one's previous optimal basis, a start
     from which some solves end without a verdict (the solve then restarts cold).
     Required: no lane that is optimal cold and not warm; where both are optimal, the
