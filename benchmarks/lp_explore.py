@@ -54,8 +54,9 @@ def instance(num_arms: int) -> jb.Instance:
 
 def _run(policy: jb.Policy, inst: jb.Instance, horizon: int, runs: int, seed: int, chunk: int) -> jb.SimulationRun:
     """A run recording the final round only, in chunks of at most ``chunk`` rounds: the
-    compiled program depends on the number of recording times and the chunk length, so
-    every timing of one policy at one run count below shares one program."""
+    compiled program depends on the chunk length and the number of recording times (in
+    blocks of 32), so every timing of one policy at one run count below shares one
+    program."""
     return jb.SimulationRun(policy, inst, horizon, runs, seed, times=[horizon], chunk_size=min(chunk, horizon))
 
 

@@ -76,6 +76,19 @@ def _to_host(array) -> np.ndarray:
     return np.asarray(array)
 
 
+# The engine's recording buffer holds a multiple of this many times, the extra ones a
+# round no simulation reaches (never recorded, dropped on the host): horizons whose
+# default recording times differ in number then share one compiled engine.
+_RECORDING_BLOCK = 32
+
+
+def _recording_times(times: np.ndarray) -> np.ndarray:
+    """``times`` ``(P,)`` padded to a multiple of :data:`_RECORDING_BLOCK`, int32."""
+    size = -(-len(times) // _RECORDING_BLOCK) * _RECORDING_BLOCK
+    never = np.iinfo(np.int32).max
+    return np.concatenate([np.asarray(times, np.int32), np.full(size - len(times), never, np.int32)])
+
+
 _CHECKED: set = set()  # (computation, shapes) pairs whose policy passed check_policy
 
 
@@ -171,9 +184,10 @@ class SimulationRun:
         run_index = np.arange(first_run, first_run + self._padded_runs, dtype=np.uint32)[None, :]
         self._noise_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), cell_index, run_index))
         self._policy_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.POLICY_STREAM), cell_index, run_index))
-        self._times_device = self._replicate(jnp.asarray(self.times, jnp.int32))
+        recording_times = _recording_times(self.times)
+        self._times_device = self._replicate(jnp.asarray(recording_times))
         self._env, self._ctx = self._replicate(self._env), self._replicate(self._ctx)
-        self.carry = self._shard_carry(self._sim.init(self._ctx_local, self._padded_runs, len(self.times)))
+        self.carry = self._shard_carry(self._sim.init(self._ctx_local, self._padded_runs, len(recording_times)))
         self.wall_time = 0.0
 
     def _shard(self, array):
@@ -259,7 +273,7 @@ class SimulationRun:
         """The monitor's reports at the recording times so far: ``{name: (C, runs, P) numpy}``."""
         if self.carry.monitor_record is None:
             return {}
-        return {k: _to_host(v)[:, : self.runs] for k, v in self.carry.monitor_record.items()}
+        return {k: _to_host(v)[:, : self.runs, ..., : len(self.times)] for k, v in self.carry.monitor_record.items()}
 
     def checkpoint(self) -> dict:
         """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`)."""
@@ -288,7 +302,7 @@ class SimulationRun:
             raise RuntimeError(f"simulation not finished: {self.rounds_done} of {self.horizon} rounds done.")
         runs = self.runs
         diagnostics = self.diagnostics()
-        regret = _to_host(self.carry.regret).astype(np.float64)[:, :runs]
+        regret = _to_host(self.carry.regret).astype(np.float64)[:, :runs, : len(self.times)]
         counts = _to_host(self.carry.counts).astype(np.int64)[:, :runs]
         monitor = self.monitor_record()
         if not self.instance.is_batch and all(np.ndim(v) == 0 for v in self.params.values()):

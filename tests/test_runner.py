@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import instances
+from jaxbandit import engine, instances, runner
 from tests import reference
 
 INF = np.inf
@@ -49,6 +49,22 @@ def test_float32_engine_follows_the_float64_one():
 @pytest.fixture(scope="module")
 def reference_runs():
     return jb.simulate(jb.policies.make("ts_n"), GENERAL, 2500, 100, seed=4, chunk_size=1024)
+
+
+def test_horizons_share_one_compiled_engine(reference_runs):
+    """Another horizon records at another number of default times: the engine's
+    recording buffer holds a multiple of 32 times, so the chunk compiled for the
+    reference runs serves this one too, and the regret at the times both record is
+    the same (the padded records are dropped)."""
+    sim = runner.cached_simulation(jb.policies.make("ts_n"), engine.DEFAULT_CHUNK_SIZE, None)
+    compiled = sim.run_chunk._cache_size()
+    shorter = jb.simulate(jb.policies.make("ts_n"), GENERAL, 1000, 100, seed=4)
+    assert len(shorter.times) != len(reference_runs.times)
+    assert shorter.regret.shape == (100, len(shorter.times))
+    assert sim.run_chunk._cache_size() == compiled
+    shared, here, there = np.intersect1d(shorter.times, reference_runs.times, return_indices=True)
+    assert len(shared) >= 20
+    np.testing.assert_array_equal(shorter.regret[:, here], reference_runs.regret[:, there])
 
 
 def test_results_do_not_depend_on_run_count_or_chunk_size(reference_runs):
