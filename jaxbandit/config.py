@@ -9,7 +9,7 @@ Schema (all keys not listed are errors)::
     name = "demo"             # optional label of the sweep
     seed = 0                  # integer >= 0
     runs = 200                # runs per cell, integer >= 1
-    horizon = 10000           # integer >= 1, or a list of them (one sweep axis)
+    horizon = 10000           # integer in [1, 2**30], or a list of them (one sweep axis)
     precision = "float32"     # or "float64" (enables 64-bit JAX for the sweep)
     times = 100               # geometric grid of ~N points, or an explicit list of rounds
     chunk_size = 1024         # rounds per compiled chunk (checkpoint granularity)
@@ -62,6 +62,7 @@ import numpy as np
 from jaxbandit import instances as instances_module
 from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
+from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.instances import Instance
 from jaxbandit.result import geometric_times
 
@@ -385,8 +386,8 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
             check.fail("horizon", f"has repeated values {list(horizons)}")
     else:
         horizons = (check.integer("horizon", horizon, 1),)
-    if max(horizons) >= 2**31 - 1:
-        check.fail("horizon", f"must be < 2**31 - 1, got {max(horizons)}")
+    if max(horizons) > MAX_ROUNDS:
+        check.fail("horizon", f"must be at most {MAX_ROUNDS}, got {max(horizons)}")
     precision = data.get("precision", "float32")
     if precision not in ("float32", "float64"):
         check.fail("precision", f'must be "float32" or "float64", got {precision!r}')
@@ -405,6 +406,8 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
     else:
         check.fail("times", f"must be a number of grid points (integer >= 2) or an array of rounds, got {_type_name(times)} {times!r}")
     chunk_size = check.integer("chunk_size", data.get("chunk_size", 1024), 1)
+    if chunk_size > MAX_ROUNDS:
+        check.fail("chunk_size", f"must be at most {MAX_ROUNDS}, got {chunk_size}")
     solve_batch = data.get("solve_batch")
     if solve_batch is not None:
         solve_batch = check.integer("solve_batch", solve_batch, 1)

@@ -34,6 +34,7 @@ from jaxbandit.monitors import Monitor
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "EngineCarry",
+    "MAX_ROUNDS",
     "Simulation",
     "cached_simulation",
     "make_context",
@@ -42,6 +43,10 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_SIZE = 1024
+# Largest horizon and chunk size.  Round counts are int32 on the device, and a chunk's
+# end and the next consolidation are computed past the current round: this keeps them
+# far from overflowing (where they would stall the simulation).
+MAX_ROUNDS = 2**30
 _CACHE_SIZE = 32  # compiled engines kept per process (each holds its executables)
 
 

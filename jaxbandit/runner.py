@@ -22,7 +22,7 @@ import numpy as np
 
 from jaxbandit import rng
 from jaxbandit.base import Policy
-from jaxbandit.engine import DEFAULT_CHUNK_SIZE, EngineCarry, cached_simulation, make_context, policy_key
+from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, EngineCarry, cached_simulation, make_context, policy_key
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import check_policy
@@ -35,9 +35,11 @@ class InvalidArmError(ValueError):
     """A policy chose an arm outside ``[0, num_arms)`` during a simulation."""
 
 
-def _check_positive_int(name: str, value) -> int:
+def _check_positive_int(name: str, value, maximum: Optional[int] = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value!r}.")
     return int(value)
 
 
@@ -141,9 +143,9 @@ class SimulationRun:
             raise ValueError(f"instance must be a jaxbandit.Instance, got {type(instance).__name__}.")
         self.policy = policy
         self.instance = instance
-        self.horizon = _check_positive_int("horizon", horizon)
+        self.horizon = _check_positive_int("horizon", horizon, MAX_ROUNDS)
         self.runs = _check_positive_int("runs", runs)
-        self.chunk_size = _check_positive_int("chunk_size", chunk_size)
+        self.chunk_size = _check_positive_int("chunk_size", chunk_size, MAX_ROUNDS)
         if solve_batch is not None:
             solve_batch = _check_positive_int("solve_batch", solve_batch)
         if isinstance(first_run, bool) or not isinstance(first_run, (int, np.integer)) or first_run < 0:
@@ -348,14 +350,15 @@ def simulate(
         policy: a :class:`~jaxbandit.base.Policy` (e.g. from :func:`jaxbandit.policies.make`).
         instance: an :class:`~jaxbandit.instances.Instance`, or a batch of them (every
             output then gets a leading instance axis).
-        horizon: number of rounds T >= 1.
+        horizon: number of rounds T, 1 <= T <= ``engine.MAX_ROUNDS`` (2**30).
         runs: number of independent runs R >= 1.
         seed: integer seed; run ``r`` of instance ``i`` is the same whatever ``runs``,
             ``chunk_size``, ``solve_batch`` or the number of devices.
         times: rounds at which to record regret (default: ~100 geometric points);
             ``horizon`` is always included.
         dtype: ``"float32"`` (default) or ``"float64"`` (needs ``jax_enable_x64``).
-        chunk_size: rounds per compiled chunk (memory and progress granularity only).
+        chunk_size: rounds per compiled chunk (memory and progress granularity only; at
+            most ``engine.MAX_ROUNDS``).
         solve_batch: buffer size of a policy's ``"compact"`` solver stages (default
             ``min(runs, 256)``); speed only, never results.
         first_run: index of the first run (to simulate runs ``first_run ...`` separately).

@@ -130,6 +130,8 @@ BAD = [
     (("seed = 1", "seed = true"), "seed", "got boolean"),
     (("horizon = [100, 1000]", "horizon = []"), "horizon", "non-empty"),
     (("horizon = [100, 1000]", "horizon = [100, 1.5]"), "horizon[1]", "got float"),
+    (("horizon = [100, 1000]", "horizon = [100, 2147483646]"), "horizon", "at most 1073741824, got 2147483646"),
+    (("runs = 10", "runs = 10\nchunk_size = 2147483648"), "chunk_size", "at most 1073741824, got 2147483648"),
     (('precision = "float32"', 'precision = "float16"'), "precision", "float16"),
     (("times = [1, 10, 50, 100]", "times = [1, 50, 10]"), "times", "strictly increasing"),
     (("times = [1, 10, 50, 100]", "times = [1, 5000]"), "times", "<= the horizon 1000"),

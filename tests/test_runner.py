@@ -148,6 +148,8 @@ def test_noise_free_instance_never_produces_nan():
     [
         ({"horizon": 0}, "horizon must be a positive integer, got 0"),
         ({"horizon": 10.5}, "horizon must be a positive integer, got 10.5"),
+        # round counts are int32 on the device: beyond this a chunk's end would overflow
+        ({"horizon": 2**31 - 2}, r"horizon must be at most 1073741824, got 2147483646"),
         ({"runs": -3}, "runs must be a positive integer, got -3"),
         ({"seed": -1}, "seed must be in"),
         ({"times": [5, 3]}, "times must be strictly increasing"),
@@ -156,6 +158,7 @@ def test_noise_free_instance_never_produces_nan():
         ({"dtype": "int32"}, "dtype must be float32 or float64"),
         ({"dtype": "float64"}, "needs 64-bit JAX"),
         ({"chunk_size": 0}, "chunk_size must be a positive integer"),
+        ({"chunk_size": 2**31}, r"chunk_size must be at most 1073741824, got 2147483648"),
     ],
 )
 def test_bad_simulate_arguments(kwargs, message):
@@ -163,6 +166,17 @@ def test_bad_simulate_arguments(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         jb.simulate(jb.policies.make("ucb"), GENERAL, **args)
+
+
+def test_the_longest_horizon_runs_to_its_end():
+    """The last chunks before ``MAX_ROUNDS`` (the run fast-forwarded to 300 rounds
+    before it) end exactly at the horizon and record there: no round count overflows."""
+    horizon = engine.MAX_ROUNDS
+    sim = jb.SimulationRun(jb.policies.make("ucb_n"), GENERAL, horizon, 2, 0, times=[horizon - 100, horizon])
+    sim.carry = sim.carry._replace(round=np.int32(horizon - 300))
+    sim.advance(max_chunks=3)
+    assert sim.done and sim.rounds_done == horizon
+    assert np.all(sim.result().regret > 0)
 
 
 def test_bad_policy_and_instance_arguments():
