@@ -161,8 +161,8 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
 
         def solved_with(settings):
             refactorizations, tolerance = settings
-            settings = (jnp.int32(refactorizations), jnp.float64(tolerance))
-            return _on_lanes(lambda m, p: _solve_with(m, p, *settings), mu64, precision64)
+            traced = (jnp.int32(refactorizations), jnp.float64(tolerance))
+            return _on_lanes(lambda m, p: _solve_with(m, p, *traced), mu64, precision64)
 
         def solved_exactly():
             unsolved = _unsolved(best.status)
