@@ -85,8 +85,20 @@ def play(arm) -> Decision:
     """
     arm = jnp.asarray(arm)
     if jnp.issubdtype(arm.dtype, jnp.integer):
-        arm = arm.astype(jnp.int32)
+        arm = int32_arm(arm)
     return Decision(arm=arm, needs_solve=jnp.asarray(False))
+
+
+def int32_arm(arm):
+    """An integer ``arm`` as int32, saturating: an arm beyond int32's range (an int64 or
+    uint32 one) stays outside ``[0, num_arms)``, where the engine reports it, instead of
+    wrapping around into it."""
+    limits = jnp.iinfo(jnp.int32)
+    if jnp.issubdtype(arm.dtype, jnp.unsignedinteger) and jnp.iinfo(arm.dtype).bits >= 32:
+        arm = jnp.minimum(arm, jnp.asarray(limits.max, arm.dtype))
+    elif jnp.iinfo(arm.dtype).bits > 32:
+        arm = jnp.clip(arm, jnp.asarray(limits.min, arm.dtype), jnp.asarray(limits.max, arm.dtype))
+    return arm.astype(jnp.int32)
 
 
 class Stage(NamedTuple):

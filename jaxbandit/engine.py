@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxbandit import compaction, environment, estimator
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Policy
+from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.fingerprint import computation_key
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
@@ -156,7 +156,7 @@ def _make_round(policy: Policy, solve_batch: Optional[int], monitor: Optional[Mo
         else:
             answer, state = compaction.serve_solver(solver, decision, state, ctx, solve_batch)
             arm, state = finish(state, decision, answer, round_number, ctx)
-        arm = arm.astype(jnp.int32)
+        arm = int32_arm(arm)
         num_arms = carry.counts.shape[-1]
         invalid_round, invalid_arm = _record_invalid(carry, arm, round_number, num_arms)
         values = observe(noise_keys, t, arm, env)

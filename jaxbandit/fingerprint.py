@@ -4,14 +4,16 @@ Two policies get the same key exactly when their functions have the same code an
 every value those functions can read besides their arguments is the same: closure
 cells, default arguments, and the module globals their code names (followed into
 the functions they call).  Numbers, strings, arrays and containers of them compare
-by value; functions recursively; anything else (a mutable object, a class) by
+by value (floats by their bits: ``-0.0`` is not ``0.0``); functions recursively; an
+object by its class and its attributes (``__dict__`` and ``__slots__``), so a bound
+method's ``self`` or a captured configuration object changed in place gets a new
+key; anything else (a class, a module, an object without attributes of its own) by
 identity, which can only make two keys differ, never make different computations
 share one.  A policy's name is not part of it.
 
-What it cannot see is a value reached through an object's attribute (``module.X``
-rebound after the engine compiled, or an attribute of a captured object mutated in
-place); ``jax.jit`` has the same blind spot.  Keep hyper-parameters in ``params``, or
-capture them in a closure, and both are seen.
+What it cannot see is state outside those: an attribute of a module or a class
+rebound after the engine compiled, or what a C object holds.  Keep hyper-parameters
+in ``params``, in a closure, or on an object's own attributes, and they are seen.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def computation_key(*objects) -> tuple:
 
 
 def _describe(obj: Any, active: dict) -> Any:
+    if isinstance(obj, (float, complex)):
+        return (type(obj).__name__, repr(obj) if isinstance(obj, complex) else obj.hex())  # -0.0 != 0.0
     if isinstance(obj, _SCALARS):
         return (type(obj).__name__, obj)
     if isinstance(obj, (np.ndarray, np.generic)) or (isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)):
@@ -68,16 +72,40 @@ def _describe(obj: Any, active: dict) -> Any:
     if isinstance(obj, functools.partial):
         return ("partial", _describe(obj.func, active), _describe(obj.args, active), _describe(obj.keywords, active))
     if isinstance(obj, types.MethodType):
-        return ("method", _describe(obj.__func__, active), _Identity(obj.__self__))
+        return ("method", _describe(obj.__func__, active), _describe(obj.__self__, active))
     if isinstance(obj, types.ModuleType):
         return ("module", obj.__name__)
+    attributes = None if isinstance(obj, type) else _attributes(obj)
+    if attributes:
+        return _describe_object(obj, attributes, active)
     return _Identity(obj)
 
 
+def _attributes(obj) -> dict | None:
+    """An object's own attributes (``__dict__`` and filled ``__slots__``), or None."""
+    attributes = dict(getattr(obj, "__dict__", None) or {})
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+                attributes[name] = getattr(obj, name)
+    return attributes or None
+
+
+def _describe_object(obj: Any, attributes: dict, active: dict) -> Any:
+    if id(obj) in active:  # a cycle back to an object being described
+        return ("recursive", active[id(obj)])
+    active[id(obj)] = len(active)
+    try:
+        return ("object", _Identity(type(obj)), _describe(attributes, active))
+    finally:
+        del active[id(obj)]
+
+
 def _describe_function(fn: types.FunctionType, active: dict) -> Any:
-    if fn in active:  # recursion (a function that names itself): its place in the walk
-        return ("recursive", active[fn])
-    active[fn] = len(active)
+    if id(fn) in active:  # recursion (a function that names itself): its place in the walk
+        return ("recursive", active[id(fn)])
+    active[id(fn)] = len(active)
     try:
         code = fn.__code__
         closure = tuple(
@@ -97,7 +125,7 @@ def _describe_function(fn: types.FunctionType, active: dict) -> Any:
             globals_used,
         )
     finally:
-        del active[fn]
+        del active[id(fn)]
 
 
 def _filled(cell) -> bool:

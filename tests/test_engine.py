@@ -1,14 +1,17 @@
 """The engine: compiled programs reused only for the same computation, plays counted
 by the engine, consolidation at its fixed rounds, arms outside [0, K) reported."""
 
+import itertools
 import types
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxbandit as jb
 from jaxbandit import engine, estimator
+from jaxbandit.base import Decision
 from tests import user_policies
 
 BANDIT = jb.instances.bandit([1.0, 0.5, 0.2])  # gaps 0, 0.5, 0.8
@@ -40,18 +43,20 @@ def test_a_hyper_parameter_captured_in_a_closure_compiles_its_own_program():
 
 def test_numeric_hyper_parameters_in_params_share_one_compile():
     """A grid over ``params`` traces select_fn once; its results still differ."""
-    traces = types.SimpleNamespace(count=0)  # captured by identity (a list or dict would be by value)
+    # A C object, keyed by identity: its count is not part of the program's key (an
+    # object with attributes of its own, a list or a dict would be, by value).
+    traces = itertools.count()
     policy = user_policies.traced_threshold(0.9)
 
     def counting_select(key, state, t, ctx):
-        traces.count += 1  # runs at trace time only
+        next(traces)  # runs at trace time only
         return policy.select_fn(key, state, t, ctx)
 
     results = [
         jb.simulate(user_policies.traced_threshold(eps)._replace(select_fn=counting_select), BANDIT, 50, 2, seed=0)
         for eps in (0.9, 0.1, 0.7)
     ]
-    assert traces.count == 2  # the contract check (abstract) and the one compile
+    assert next(traces) == 2  # the contract check (abstract) and the one compile
     assert [float(r.final_regret[0]) for r in results] == [25.0, 0.0, 25.0]
 
 
@@ -71,10 +76,44 @@ def test_policy_keys_see_code_closures_defaults_and_globals():
     array_closure = lambda a: jb.policies.make("greedy")._replace(select_fn=lambda k, s, t, c: jb.play(a[0]))
     assert key(array_closure(np.array([1]))) == key(array_closure(np.array([1])))
     assert key(array_closure(np.array([1]))) != key(array_closure(np.array([2])))
-    # An object of unknown type counts by identity: never merged with another.
+    # An object without attributes of its own counts by identity: never merged with another.
     marker = object()
     other = lambda m: jb.policies.make("greedy")._replace(select_fn=lambda k, s, t, c: jb.play(0 if m else 1))
     assert key(other(marker)) != key(other(object()))
+    # Floats by their bits: jnp.float32(-0.0) and 0.0 are different programs' constants.
+    assert key(factory(-0.0)) != key(factory(0.0)) and key(factory(float("nan"))) == key(factory(float("nan")))
+
+
+class FixedArm:
+    """A policy written as a class: its hyper-parameter is an attribute of ``self``."""
+
+    def __init__(self, arm):
+        self.arm = arm
+        self.owner = self  # a cycle back to the object
+
+    def select(self, key, state, t, ctx):
+        return jb.play(self.arm)
+
+    def policy(self):
+        return user_policies.fixed_arm(0)._replace(select_fn=self.select, name="fixed")
+
+
+def test_an_object_changed_in_place_is_another_computation():
+    """A bound method's ``self`` (and any captured object) is keyed by its attributes, so
+    changing one in place after a run compiles a new program instead of reusing the
+    old one."""
+    fixed = FixedArm(0)
+    first = jb.simulate(fixed.policy(), BANDIT, 50, 2, seed=0)
+    fixed.arm = 2
+    second = jb.simulate(fixed.policy(), BANDIT, 50, 2, seed=0)
+    np.testing.assert_array_equal(first.counts, [[50, 0, 0]] * 2)
+    np.testing.assert_array_equal(second.counts, [[0, 0, 50]] * 2)
+    assert engine.policy_key(FixedArm(1).policy()) == engine.policy_key(FixedArm(1).policy())
+    config = types.SimpleNamespace(arm=1)
+    captured = user_policies.fixed_arm(0)._replace(select_fn=lambda k, s, t, c: jb.play(config.arm))
+    before = engine.policy_key(captured)
+    config.arm = 2
+    assert engine.policy_key(captured) != before
 
 
 def test_plays_are_counted_by_the_engine():
@@ -121,6 +160,15 @@ def test_negative_arms_are_reported_too():
     policy = user_policies.fixed_arm(0)._replace(select_fn=lambda key, s, t, ctx: jb.play(jnp.where(t == 3, -1, 0)))
     with pytest.raises(jb.InvalidArmError, match="chose arm -1 at round 3"):
         jb.simulate(policy, BANDIT, 10, 2)
+
+
+def test_a_64_bit_arm_beyond_int32_does_not_wrap_into_the_arms():
+    """2**32 + 2 cast to int32 would be arm 2; it saturates instead, and is reported."""
+    beyond = lambda key, s, t, ctx: Decision(jnp.where(t == 3, jnp.int64(2**32 + 2), jnp.int64(0)), jnp.asarray(False))
+    with jax.enable_x64(True):
+        for select_fn in (beyond, lambda key, s, t, ctx: jb.play(beyond(key, s, t, ctx).arm)):
+            with pytest.raises(jb.InvalidArmError, match="chose arm 2147483647 at round 3"):
+                jb.simulate(user_policies.fixed_arm(0)._replace(select_fn=select_fn), BANDIT, 10, 2)
 
 
 def test_diagnostics_are_optional():
