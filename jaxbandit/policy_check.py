@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit.base import BATCHING, Context, Decision, Policy, Solver, Stage
+from jaxbandit.estimator import EstimatorState
 
 __all__ = ["PolicyError", "check_policy"]
 
@@ -128,6 +129,21 @@ def _check_solver(policy: Policy, state, decision, t, ctx: Context, params: dict
     _same_state("Solver.finish_fn", state, finished[1])
 
 
+def _check_estimators_consolidated(state) -> None:
+    """A weighted estimator in the state needs a ``consolidate_fn``: without one its
+    float32 sums silently lose accuracy (``update_fn`` cannot consolidate itself: it is
+    not told the round)."""
+    found = jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, EstimatorState))[0]
+    paths = [jax.tree_util.keystr(path) for path, leaf in found if isinstance(leaf, EstimatorState)]
+    if paths:
+        raise PolicyError(
+            f"the state holds a jaxbandit.estimator.EstimatorState at state{paths[0]} but the policy has no "
+            "consolidate_fn, so its sums would lose accuracy over long runs; pass "
+            "consolidate_fn=jaxbandit.estimator.consolidate (the state is the estimator) or a function that "
+            "consolidates that field."
+        )
+
+
 def check_policy(policy: Any, ctx: Context) -> None:
     """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes.
 
@@ -148,6 +164,14 @@ def check_policy(policy: Any, ctx: Context) -> None:
     _check_decision("select_fn", decision)
     if policy.solver is not None:
         _check_solver(policy, state, decision, t, ctx, params)
+    elif decision.request is not None:
+        raise PolicyError(
+            f"select_fn returned a Decision with a request ({_describe(decision.request)}) but the policy has "
+            "no solver, so no run would ever be served; give Policy(solver=jaxbandit.Solver(...)), or "
+            "return jaxbandit.policies.play(arm)."
+        )
+    if policy.consolidate_fn is None:
+        _check_estimators_consolidated(state)
     arm = jax.ShapeDtypeStruct((), np.int32)
     values = jax.ShapeDtypeStruct((num_arms,), dtype)
     _same_state("update_fn", state, _evaluate("update_fn", policy.update_fn, params, state, arm, values, ctx))

@@ -33,6 +33,19 @@ def test_policies_by_import_path_and_registration():
         jb.policies.register("x", 3)
 
 
+def test_a_registered_name_is_not_replaced_silently():
+    with pytest.raises(ValueError, match="policy name 'ucb_n' is already registered .*replace=True"):
+        jb.policies.register("ucb_n", jb.policies.greedy.greedy)
+    assert jb.policies.make("ucb_n").name == "ucb_n"
+    jb.policies.register("ucb_n", jb.policies.ucb.ucb_n)  # the same factory again: nothing changes
+    jb.policies.register("greedy_again", jb.policies.greedy.greedy)
+    try:
+        jb.policies.register("greedy_again", jb.policies.ucb.ucb_n, replace=True)
+        assert jb.policies.make("greedy_again").name == "ucb_n"
+    finally:
+        jb.policies.REGISTRY.pop("greedy_again")
+
+
 @pytest.mark.parametrize(
     "name, params, message",
     [

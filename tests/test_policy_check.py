@@ -79,6 +79,25 @@ def test_solver_stages_are_checked():
     _fails(_solver_policy((good,), finish_fn=lambda s, d, a, t, c: (jnp.float32(a), s)), r"Solver.finish_fn returned arm = float32\[\]")
 
 
+def test_a_request_without_a_solver_is_refused():
+    asks = BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), jnp.asarray(True), jnp.float32(1.0)))
+    _fails(asks, r"select_fn returned a Decision with a request \(float32\[\]\) but the policy has no solver")
+
+
+def test_an_estimator_without_consolidate_fn_is_refused():
+    """``update_fn`` is not told the round, so only ``consolidate_fn`` can keep an
+    estimator's float32 sums accurate: leaving it out is a mistake, named with the
+    estimator's place in the state."""
+    _fails(BASE._replace(consolidate_fn=None), r"EstimatorState at state but the policy has no consolidate_fn")
+    nested = BASE._replace(
+        init_fn=lambda ctx: (jnp.zeros((), jnp.int32), BASE.init_fn(ctx)),
+        select_fn=lambda k, s, t, c: jb.play(0),
+        update_fn=lambda s, a, v, c: (s[0], BASE.update_fn(s[1], a, v, c)),
+        consolidate_fn=None,
+    )
+    _fails(nested, r"EstimatorState at state\[1\] but the policy has no consolidate_fn")
+
+
 def test_not_a_policy():
     with pytest.raises(ValueError, match="policy must be a jaxbandit.Policy"):
         jb.simulate(user_policies.not_a_factory(), BANDIT, 10, 2)

@@ -42,17 +42,25 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
 }
 
 
-def register(name: str, factory: Callable[..., Policy]) -> None:
-    """Add ``factory`` to the registry under ``name`` (replacing any factory of that name).
+def register(name: str, factory: Callable[..., Policy], *, replace: bool = False) -> None:
+    """Add ``factory`` to the registry under ``name``.
+
+    A name already registered (a built-in one included) is refused unless ``replace``:
+    replacing it silently would run another policy under a name the results record.
 
     Raises:
         ValueError: ``name`` is not a non-empty identifier-like string without ``":"``,
-            or ``factory`` is not callable.
+            ``factory`` is not callable, or ``name`` is taken and ``replace`` is False.
     """
     if not isinstance(name, str) or not name or ":" in name:
         raise ValueError(f"a policy name must be a non-empty string without ':', got {name!r}.")
     if not callable(factory):
         raise ValueError(f"factory for policy {name!r} must be callable, got {factory!r}.")
+    if name in REGISTRY and REGISTRY[name] is not factory and not replace:
+        raise ValueError(
+            f"policy name {name!r} is already registered (to {REGISTRY[name]!r}); choose another name, "
+            "or pass replace=True to replace it."
+        )
     REGISTRY[name] = factory
 
 
