@@ -43,6 +43,23 @@ def _check_positive_int(name: str, value, maximum: Optional[int] = None) -> int:
     return int(value)
 
 
+def _check_devices(devices) -> list:
+    """``devices`` as a non-empty list of JAX devices (None: every visible device)."""
+    if devices is None:
+        return list(jax.devices())
+    if isinstance(devices, (jax.Device, str)):
+        raise ValueError(f"devices must be a non-empty sequence of JAX devices, got {devices!r}.")
+    try:
+        devices = list(devices)
+    except TypeError as err:
+        raise ValueError(f"devices must be a non-empty sequence of JAX devices, got {devices!r}.") from err
+    if not devices or not all(isinstance(d, jax.Device) for d in devices):
+        raise ValueError(f"devices must be a non-empty sequence of JAX devices, got {devices!r}.")
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"devices must be distinct (the runs are split over them), got {devices!r}.")
+    return devices
+
+
 def _check_dtype(dtype) -> Any:
     try:
         dtype = jnp.dtype(dtype)
@@ -155,6 +172,7 @@ class SimulationRun:
         rng.seed_words(seed)  # validates the seed
         self.seed = int(seed)
         self.dtype = _check_dtype(dtype)
+        self.devices = _check_devices(devices)
         self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
         self.params = dict(policy.params if params is None else params)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
@@ -169,7 +187,6 @@ class SimulationRun:
         if noise_index.shape != (num_cells,) or np.any(noise_index < 0):
             raise ValueError(f"noise_index must be {num_cells} non-negative integers, got {noise_index!r}.")
 
-        self.devices = list(jax.devices() if devices is None else devices)
         # Pad the runs to a multiple of the device count; padded runs are real runs with
         # larger indices, simulated and then dropped, so they change nothing.
         self._padded_runs = -(-self.runs // len(self.devices)) * len(self.devices)

@@ -159,6 +159,9 @@ def test_noise_free_instance_never_produces_nan():
         ({"dtype": "float64"}, "needs 64-bit JAX"),
         ({"chunk_size": 0}, "chunk_size must be a positive integer"),
         ({"chunk_size": 2**31}, r"chunk_size must be at most 1073741824, got 2147483648"),
+        ({"devices": []}, r"devices must be a non-empty sequence of JAX devices, got \[\]"),
+        ({"devices": ["cpu"]}, "devices must be a non-empty sequence of JAX devices"),
+        ({"devices": jax.devices()[:1] * 2}, "devices must be distinct"),
     ],
 )
 def test_bad_simulate_arguments(kwargs, message):
