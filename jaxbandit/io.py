@@ -43,6 +43,7 @@ __all__ = [
     "read_json",
     "create_exclusive_json",
     "visible_entries",
+    "group_finished",
     "summary_rows",
     "write_summary_csv",
     "MANIFEST",
@@ -283,6 +284,22 @@ class SweepResults:
         return summary_rows(self.cells)
 
 
+def _finished_metadata(directory: Path, group_id: str, fingerprint: str) -> Optional[dict]:
+    """The metadata of a finished group: its ``.json`` of this ``fingerprint`` and
+    its ``.npz`` both present; None otherwise."""
+    meta_path = directory / "groups" / f"{group_id}.json"
+    if not meta_path.is_file() or not (directory / "groups" / f"{group_id}.npz").is_file():
+        return None
+    meta = read_json(meta_path)
+    return meta if meta.get("fingerprint") == fingerprint else None
+
+
+def group_finished(directory, group_id: str, fingerprint: str) -> bool:
+    """True if the sweep in ``directory`` holds finished results of the group
+    ``group_id`` with ``fingerprint`` (what :func:`load` returns as finished)."""
+    return _finished_metadata(Path(directory), group_id, fingerprint) is not None
+
+
 def load(directory) -> SweepResults:
     """Load a sweep directory written by :func:`jaxbandit.sweep.run` (finished groups).
 
@@ -307,12 +324,11 @@ def load(directory) -> SweepResults:
     }
     cells, groups, missing = [], {}, []
     for group in manifest["groups"]:
-        meta_path = directory / "groups" / f"{group['id']}.json"
-        data_path = directory / "groups" / f"{group['id']}.npz"
-        meta = read_json(meta_path) if meta_path.is_file() else None
-        if meta is None or meta.get("fingerprint") != group["fingerprint"] or not data_path.is_file():
+        meta = _finished_metadata(directory, group["id"], group["fingerprint"])
+        if meta is None:
             missing.append(group["id"])
             continue
+        data_path = directory / "groups" / f"{group['id']}.npz"
         groups[group["id"]] = meta
         arrays = read_npz(data_path)
         diag_names = meta.get("diagnostics", [])

@@ -183,12 +183,12 @@ def _checkpoint_cadence(cfg) -> tuple:
 
 def _finished(out: Path, groups) -> list:
     """Which ``groups`` are finished on disk, as process 0 sees it (every process
-    must skip the same ones)."""
+    must skip the same ones).  The test is :func:`jaxbandit.io.load`'s: a group whose
+    arrays are gone is run again rather than skipped and reported missing forever."""
     seen = np.zeros(len(groups), dtype=np.bool_)
     if distributed.is_writer():
         for i, group in enumerate(groups):
-            meta_path = out / "groups" / f"{group.id}.json"
-            seen[i] = meta_path.is_file() and io.read_json(meta_path).get("fingerprint") == group.fingerprint
+            seen[i] = io.group_finished(out, group.id, group.fingerprint)
     return [bool(v) for v in distributed.broadcast_array(seen)]
 
 

@@ -2,6 +2,7 @@
 labelled results, and identical results on 4 (forced host) devices."""
 
 import json
+import shutil
 import subprocess
 
 import numpy as np
@@ -142,6 +143,21 @@ def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
     assert json.loads((out / "groups" / "g001.json").read_text())["resumed_from_round"] == 6 * 128
     assert (out / "summary.csv").read_text() == (ref_dir / "summary.csv").read_text()
+
+
+def test_a_group_whose_arrays_are_gone_is_run_again(tmp_path, reference):
+    """A finished group's ``.npz`` deleted (its ``.json`` kept): the next run computes
+    the group again instead of skipping it and reporting it missing forever."""
+    ref_dir, _ = reference
+    out = tmp_path / "sweep"
+    shutil.copytree(ref_dir, out)
+    (out / "groups" / "g001.npz").unlink()
+    assert io.load(out).missing == ("g001",)
+    first_group = (out / "groups" / "g000.json").stat().st_mtime_ns
+    results = sweep.run(fx.base_config(), out, progress=False)
+    assert results.complete
+    assert (out / "groups" / "g000.json").stat().st_mtime_ns == first_group  # still skipped
+    fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
 
 
 def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, reference, caplog):
