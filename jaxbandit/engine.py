@@ -279,6 +279,35 @@ def cached_simulation(
     return _SIMULATIONS[key]
 
 
+def _check_fits(name: str, value: np.ndarray, dtype) -> None:
+    """A finite ``value`` must stay finite in ``dtype`` (float32 overflows past 3.4e38)."""
+    with np.errstate(over="ignore"):
+        overflows = np.isfinite(value) & ~np.isfinite(value.astype(dtype))
+    if overflows.any():
+        raise ValueError(
+            f"{name} = {float(value[overflows].flat[0])!r} overflows {np.dtype(dtype).name}; rescale it or use dtype='float64'."
+        )
+
+
+def _check_representable(mu: np.ndarray, sigma: np.ndarray, dtype) -> None:
+    """The instance means the same in ``dtype`` as in float64: finite means and gaps, and
+    no finite noise level whose precision ``1 / sigma**2`` would vanish (an observation
+    silently ignored)."""
+    _check_fits("instance mu", mu, dtype)
+    cast = mu.astype(dtype)
+    with np.errstate(over="ignore", divide="ignore"):
+        gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
+        vanishing = np.isfinite(sigma) & (1 / np.square(sigma.astype(dtype)) == 0)
+    if not np.isfinite(gaps).all():
+        _check_fits("instance gap (max(mu) - mu)", mu.max(axis=-1, keepdims=True) - mu, dtype)
+        raise ValueError(f"instance mu spans more than {np.dtype(dtype).name} can subtract; rescale it or use dtype='float64'.")
+    if vanishing.any():
+        raise ValueError(
+            f"instance sigma = {float(sigma[vanishing].flat[0])!r} is finite but its precision 1 / sigma**2 is 0 in "
+            f"{np.dtype(dtype).name} (the sample would be ignored); use np.inf for no information, or dtype='float64'."
+        )
+
+
 def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple[environment.EnvParams, Context]:
     """Device-side instance parameters and policy context, with a leading cell axis.
 
@@ -293,15 +322,22 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
     """
     mu = np.atleast_2d(instance.mu)
     sigma = instance.sigma if instance.is_batch else instance.sigma[None]
+    _check_representable(mu, sigma, dtype)
     env = environment.make_params(mu, sigma, dtype)
     num_cells = mu.shape[0]
     cell_params = {}
     for name, value in params.items():
-        value = np.asarray(value, dtype=np.float64)
+        try:
+            value = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"parameter {name!r} must be a number or an array of numbers, got {value!r}.") from None
         if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != num_cells):
             raise ValueError(
                 f"parameter {name!r} must be a scalar or have one value per cell ({num_cells}), got shape {value.shape}."
             )
+        _check_fits(f"parameter {name!r}", value, dtype)
+        if np.isnan(value).any():
+            raise ValueError(f"parameter {name!r} must not be NaN, got {value.tolist()!r}.")
         cell_params[name] = jnp.asarray(np.broadcast_to(value, (num_cells,)), dtype)
     ctx = Context(
         sigma=env.sigma,

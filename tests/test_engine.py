@@ -180,3 +180,23 @@ def test_the_engine_cache_is_bounded():
     for value in range(engine._CACHE_SIZE + 3):
         engine.cached_simulation(user_policies.fixed_arm(value), 16, None)
     assert len(engine._SIMULATIONS) == engine._CACHE_SIZE
+
+
+@pytest.mark.parametrize(
+    "instance, params, message",
+    [
+        (jb.instances.bandit([1e39, 0.0]), {}, r"instance mu = 1e\+39 overflows float32"),
+        (jb.instances.bandit([2e38, -2e38]), {}, r"instance gap \(max\(mu\) - mu\) = 4e\+38 overflows float32"),
+        (jb.Instance([1.0, 0.0], [[1.0, 2e19], [np.inf, 1.0]]), {}, r"instance sigma = 2e\+19 is finite but its precision"),
+        (BANDIT, {"alpha": 1e39}, r"parameter 'alpha' = 1e\+39 overflows float32"),
+        (BANDIT, {"alpha": float("nan")}, r"parameter 'alpha' must not be NaN"),
+        (BANDIT, {"alpha": "fast"}, r"parameter 'alpha' must be a number or an array of numbers, got 'fast'"),
+    ],
+)
+def test_values_float32_cannot_hold_are_refused(instance, params, message):
+    """Finite in float64 but not in the simulation's dtype: an error, not NaN regret or
+    an ``alpha`` of inf."""
+    with pytest.raises(ValueError, match=message):
+        engine.make_context(instance, params, 10, np.float32)
+    with jax.enable_x64(True):
+        engine.make_context(instance, {k: 1.0 for k in params}, 10, np.float64)  # fits in float64
