@@ -48,8 +48,18 @@ class EstimatorDeviationState(NamedTuple):
 
 
 def _stats(policy_state) -> estimator.EstimatorState:
-    """The weighted estimator of a built-in policy's state (its ``stats`` field)."""
-    return policy_state.stats
+    """The weighted estimator of a policy's state: the state itself, or its ``stats``
+    field (as the built-in policies keep it)."""
+    if isinstance(policy_state, estimator.EstimatorState):
+        return policy_state
+    stats = getattr(policy_state, "stats", None)
+    if not isinstance(stats, estimator.EstimatorState):
+        raise ValueError(
+            f"the estimator_deviation monitor cannot find the policy's estimator: its state is a "
+            f"{type(policy_state).__name__}, neither an EstimatorState nor one with an EstimatorState 'stats' "
+            "field; pass estimator_deviation(estimator_fn=lambda state: <the EstimatorState in state>)."
+        )
+    return stats
 
 
 def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> Monitor:

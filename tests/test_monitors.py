@@ -1,6 +1,8 @@
 """Monitors: the estimator-deviation monitor of Lemma 4.2 against a direct NumPy
 computation, its bound, and its plumbing through the engine."""
 
+import types
+
 import jax
 import numpy as np
 import pytest
@@ -78,6 +80,15 @@ def test_bad_monitors():
         monitors.make("nope")
     with pytest.raises(ValueError, match="monitor must be a jaxbandit.monitors.Monitor or None"):
         jb.simulate(jb.policies.make("ucb_n"), GENERAL, 10, 2, monitor="estimator_deviation")
+
+
+def test_the_default_monitor_finds_the_estimator_or_says_where_to_look():
+    from jaxbandit import estimator
+
+    stats = estimator.init(3)
+    assert monitors._stats(stats) is stats and monitors._stats(types.SimpleNamespace(stats=stats)) is stats
+    with pytest.raises(ValueError, match=r"the estimator_deviation monitor cannot find the policy's estimator: its state is a tuple.*estimator_fn="):
+        monitors._stats((stats, 0))
 
 
 def test_a_sweep_records_its_monitor_and_resumes_it_bit_identically(tmp_path):
