@@ -144,10 +144,27 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
 
 
+def _unique_slugs(labels: Sequence[str]) -> dict:
+    """``{label: file-name part}``, distinct even where :func:`_slug` maps two labels
+    to one (``"a b"``, ``"a_b"``) or a case-insensitive filesystem would: a later
+    label gets its index appended."""
+    slugs, taken = {}, set()
+    for index, label in enumerate(labels):
+        slug = candidate = _slug(label)
+        repeat = 1
+        while candidate.lower() in taken:
+            candidate = f"{slug}_{index}" + (f"_{repeat}" if repeat > 1 else "")
+            repeat += 1
+        slugs[label] = candidate
+        taken.add(candidate.lower())
+    return slugs
+
+
 def _save(fig, stem: Path, formats) -> list:
     paths = []
     for fmt in formats:
-        path = stem.with_suffix(f".{fmt}")
+        # not with_suffix: a stem with a dot ("regret_sigma0.5") would lose its end
+        path = stem.parent / f"{stem.name}.{fmt}"
         fig.savefig(path, dpi=150)
         paths.append(path)
     return paths
@@ -167,7 +184,9 @@ def plot_sweep(
     Figures: ``regret_<instance>`` (regret vs t, mean and 95% band),
     ``regret_log_<instance>`` (regret / log t with the LP lower bound when available),
     ``final_<instance>`` (final-regret box or violin plot per policy) and, when a policy
-    reports ``case_*`` counters, ``case_mix_<instance>``.  Also writes ``summary.csv``
+    reports ``case_*`` counters, ``case_mix_<instance>``; ``<instance>`` is the label
+    with characters other than letters, digits, ``_.-`` replaced, and the instance's
+    index appended where two labels would share a file.  Also writes ``summary.csv``
     next to the results.  Groups not finished yet (shards still running) are left
     out with a warning that lists them.
 
@@ -201,12 +220,13 @@ def plot_sweep(
     colors = _colors(results.policy_labels)
     multiple_horizons = len(results.horizons) > 1
     written = [io.write_summary_csv(results)]
+    slugs = _unique_slugs(results.instance_labels)
     for horizon in results.horizons:
         for instance in results.instance_labels:
             cells = results.select(instance=instance, horizon=horizon)
             if not cells:
                 continue
-            suffix = _slug(instance) + (f"_T{horizon}" if multiple_horizons else "")
+            suffix = slugs[instance] + (f"_T{horizon}" if multiple_horizons else "")
             value = lower_bound_value(results.instances[instance]) if bound else None
             written += _instance_figures(cells, value, out, suffix, logx, distribution, formats, colors)
     return written

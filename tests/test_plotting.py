@@ -1,5 +1,7 @@
 """Figures of a sweep: every figure written, non-empty, in PNG and PDF; the pieces."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -50,6 +52,27 @@ def test_violin_logx_and_formats(results, tmp_path):
     assert len([p for p in paths if p.suffix == ".png"]) == 8
     with pytest.raises(ValueError, match="distribution must be 'box' or 'violin'"):
         plotting.plot_sweep(results, tmp_path, distribution="bar")
+
+
+def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_path):
+    """Labels with dots (``sigma0.5``, ``sigma0.7``) keep their end, and labels the file
+    names map to one (``a b``, ``a_b``) get distinct files: no figure overwrites another."""
+    renamed = {"sigma0.5": "bandit", "sigma0.7": "graph_star", "a b": "bandit", "a_b": "graph_star"}
+    cells = [
+        dataclasses.replace(cell, instance=label)
+        for label, source in renamed.items()
+        for cell in results.select(instance=source, policy="ts_n")
+    ]
+    relabelled = dataclasses.replace(
+        results, directory=tmp_path, cells=tuple(cells),
+        instances={label: results.instances[source] for label, source in renamed.items()},
+    )  # fmt: skip
+    paths = plotting.plot_sweep(relabelled, tmp_path / "plots", formats=("png",), bound=False)
+    figures = [p for p in paths if p.suffix == ".png"]
+    assert len(figures) == len(set(figures)) == 3 * 4
+    names = {p.name for p in figures}
+    assert {"regret_sigma0.5.png", "regret_sigma0.7.png", "final_a_b.png", "final_a_b_3.png"} <= names
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(names)
 
 
 def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch):
