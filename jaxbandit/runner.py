@@ -13,6 +13,8 @@ each computes the full (small) initial arrays, keeps its own devices' slices of 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import Any, Callable, Optional
 
@@ -108,6 +110,36 @@ def _recording_times(times: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(times, np.int32), np.full(size - len(times), never, np.int32)])
 
 
+_SCALAR_IDENTITY = ("policy", "options", "seed", "horizon", "runs", "first_run", "dtype", "monitor")
+
+
+def _digest(value) -> str:
+    """A short digest of a numeric array's shape and float64 values."""
+    array = np.ascontiguousarray(np.asarray(value, dtype=np.float64))
+    return hashlib.sha256(repr(array.shape).encode() + array.tobytes()).hexdigest()[:16]
+
+
+def _plain(value):
+    """A JSON stand-in for a static option JSON cannot hold: numpy values as numbers,
+    anything else by its type (an address would differ between processes)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+def _fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:
+    """A checkpoint leaf ``(C, R', ...)`` taken on another device count, as
+    ``(C, padded_runs, ...)``.  Only the first ``runs`` runs are results: the rest pad
+    the runs to a multiple of the device count, are simulated and dropped, so they are
+    cut, or filled with copies of run 0 (no run's results depend on another's)."""
+    if saved.shape[1] < runs:
+        return saved  # not a padding difference: reported as a shape mismatch
+    if saved.shape[1] >= padded_runs:
+        return saved[:, :padded_runs]
+    filler = np.repeat(saved[:, :1], padded_runs - saved.shape[1], axis=1)
+    return np.concatenate([saved, filler], axis=1)
+
+
 _CHECKED: set = set()  # (computation, shapes) pairs whose policy passed check_policy
 
 
@@ -173,6 +205,7 @@ class SimulationRun:
         self.seed = int(seed)
         self.dtype = _check_dtype(dtype)
         self.devices = _check_devices(devices)
+        self.first_run = int(first_run)
         self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
         self.params = dict(policy.params if params is None else params)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
@@ -199,6 +232,7 @@ class SimulationRun:
         # array over all of them (a local array would be compared across processes
         # at every call).
         self._multiprocess = any(d.process_index != jax.process_index() for d in self.devices)
+        self.noise_index = noise_index.astype(np.int64)
         cell_index = noise_index.astype(np.uint32)[:, None]
         run_index = np.arange(first_run, first_run + self._padded_runs, dtype=np.uint32)[None, :]
         self._noise_keys = self._shard(rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), cell_index, run_index))
@@ -294,21 +328,68 @@ class SimulationRun:
             return {}
         return {k: _to_host(v)[:, : self.runs, ..., : len(self.times)] for k, v in self.carry.monitor_record.items()}
 
+    def identity(self) -> dict:
+        """What determines this simulation's results, as a JSON-able dict: scalars as
+        they are, arrays (instance, parameters, noise indices, times) as digests.
+        Chunk size, solve buffer and devices are left out: they never change results."""
+        return {
+            "policy": self.policy.name,
+            "options": json.dumps(dict(self.policy.options), sort_keys=True, default=_plain),
+            "params": {k: _digest(v) for k, v in sorted(self.params.items())},
+            "instance": _digest(self.instance.mu) + _digest(self.instance.sigma),
+            "noise_index": _digest(self.noise_index),
+            "seed": self.seed,
+            "horizon": self.horizon,
+            "times": _digest(self.times),
+            "runs": self.runs,
+            "first_run": self.first_run,
+            "dtype": str(jnp.dtype(self.dtype)),
+            "monitor": None if self.monitor is None else self.monitor.name,
+        }
+
     def checkpoint(self) -> dict:
-        """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`)."""
+        """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`),
+        with this simulation's :meth:`identity` under ``"identity"``."""
         leaves = jax.tree_util.tree_leaves(self.carry)
         arrays = {f"leaf_{i:04d}": _to_host(leaf) for i, leaf in enumerate(leaves)}
         arrays["wall_time"] = np.asarray(self.wall_time)
+        arrays["identity"] = np.asarray(json.dumps(self.identity(), sort_keys=True))
         return arrays
 
     def restore(self, arrays: dict) -> None:
-        """Resume from :meth:`checkpoint` output of an identically configured run."""
+        """Resume from :meth:`checkpoint` output of this same simulation (taken on any
+        number of devices).
+
+        Raises:
+            ValueError: the checkpoint is of another simulation (naming what differs),
+                has no identity (an earlier jaxbandit version wrote it), or its engine
+                state does not fit this one.
+        """
+        if "identity" not in arrays:
+            raise ValueError(
+                "the checkpoint does not say which simulation it belongs to (an earlier jaxbandit "
+                "version wrote it), so it cannot be checked against this one."
+            )
+        saved_identity, identity = json.loads(str(arrays["identity"])), self.identity()
+        differ = [k for k in sorted(set(saved_identity) | set(identity)) if saved_identity.get(k) != identity.get(k)]
+        if differ:
+            details = [
+                f"{k} {saved_identity.get(k)!r} (here {identity.get(k)!r})" if k in _SCALAR_IDENTITY else k
+                for k in differ
+            ]
+            raise ValueError(f"the checkpoint is of another simulation: its {', '.join(details)} differ.")
         leaves, treedef = jax.tree_util.tree_flatten(self.carry)
-        if len(arrays) - 1 != len(leaves):
-            raise ValueError("checkpoint does not match this simulation (different policy or shapes).")
+        saved_leaves = sorted(k for k in arrays if k.startswith("leaf_"))
+        if len(saved_leaves) != len(leaves):
+            raise ValueError(
+                f"the checkpoint holds {len(saved_leaves)} engine arrays, this simulation {len(leaves)} "
+                "(a different engine state layout)."
+            )
         restored = []
         for i, leaf in enumerate(leaves):
             saved = np.asarray(arrays[f"leaf_{i:04d}"])
+            if saved.ndim >= 2 and saved.shape[1] != leaf.shape[1]:
+                saved = _fit_runs(saved, leaf.shape[1], self.runs)
             if saved.shape != leaf.shape or saved.dtype != leaf.dtype:
                 raise ValueError(f"checkpoint leaf {i} has shape {saved.shape} {saved.dtype}, expected {leaf.shape} {leaf.dtype}.")
             restored.append(jnp.asarray(saved))

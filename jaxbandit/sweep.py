@@ -349,9 +349,10 @@ def _resume(sim: SimulationRun, group, path: Path) -> _History:
 
     Every process reads the file process 0 wrote and checks that they all read the
     same one, so that they resume from the same round.  A checkpoint of another
-    configuration, or one whose engine state this version cannot take (another
-    jaxbandit version), is ignored with a warning: the group starts over and, its
-    results depending only on the seed, ends the same.
+    configuration, or one that :meth:`SimulationRun.restore` refuses (another
+    simulation, or an engine state of another jaxbandit version), is ignored with a
+    warning: the group starts over and, its results depending only on the seed, ends
+    the same.
     """
     digest, saved = _read_checkpoint(path)
     distributed.agree(f"the checkpoint of group {group.id} (is {path.parent.parent} shared by every process?)", digest)
@@ -363,7 +364,7 @@ def _resume(sim: SimulationRun, group, path: Path) -> _History:
     try:
         sim.restore({k: v for k, v in saved.items() if not k.startswith("sweep/")})
     except (ValueError, KeyError) as error:
-        logger.warning("group %s: ignoring a checkpoint this version cannot resume (%r)", group.id, error)
+        logger.warning("group %s: ignoring a checkpoint it cannot resume: %s", group.id, error)
         return _History()
     logger.info("group %s: resuming from round %d of %d", group.id, sim.rounds_done, group.horizon)
     return _History.from_checkpoint(saved)

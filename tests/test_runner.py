@@ -97,6 +97,33 @@ def test_compiling_ahead_leaves_nothing_to_compile_and_changes_nothing(reference
     np.testing.assert_array_equal(run.result().regret, reference_runs.regret)
 
 
+def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
+    """A checkpoint names the simulation it belongs to: another instance, seed or
+    horizon is refused naming what differs, a dict without identity is refused, and
+    the same simulation resumes to the uninterrupted results, even from a checkpoint
+    whose runs were padded for another device count (100 runs on 8 devices: 104)."""
+    policy = jb.policies.make("ts_n")
+    first = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)
+    first.advance(max_chunks=1)
+    saved = first.checkpoint()
+    other = instances.full_information(GENERAL.mu)
+    with pytest.raises(ValueError, match=r"another simulation: its horizon 2500 \(here 1000\), instance, seed 4 \(here 5\), times differ"):
+        jb.SimulationRun(policy, other, 1000, 100, seed=5).restore(saved)
+    with pytest.raises(ValueError, match="does not say which simulation it belongs to"):
+        jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4).restore({k: v for k, v in saved.items() if k != "identity"})
+
+    padded = {k: np.concatenate([v, v[:, :4]], axis=1) if k.startswith("leaf_") and v.ndim >= 2 else v for k, v in saved.items()}
+    resumed = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)
+    resumed.restore(padded)
+    assert resumed.rounds_done == first.rounds_done
+    resumed.advance()
+    np.testing.assert_array_equal(resumed.result().regret, reference_runs.regret)
+    # fewer padded runs than here (from fewer devices): filled up, the real runs kept
+    fitted = runner._fit_runs(np.arange(12).reshape(2, 3, 2), 4, 3)
+    assert fitted.shape == (2, 4, 2)
+    np.testing.assert_array_equal(fitted[:, :3], np.arange(12).reshape(2, 3, 2))
+
+
 def test_batch_of_instances_equals_separate_simulations(reference_runs):
     batch = instances.stack([GENERAL, instances.full_information(GENERAL.mu)])
     result = jb.simulate(jb.policies.make("ts_n"), batch, 2500, 100, seed=4)

@@ -181,7 +181,7 @@ def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, ref
     started = []
     with caplog.at_level("WARNING", logger="jaxbandit.sweep"):
         sweep.run(cfg, out, progress=False, after_chunk=lambda g, r: started.append((g, r)))
-    assert "ignoring a checkpoint this version cannot resume" in caplog.text
+    assert "ignoring a checkpoint it cannot resume: the checkpoint holds" in caplog.text
     assert started[0] == ("g000", 128)  # from the start, not from the checkpoint
     assert json.loads((out / "groups" / "g000.json").read_text())["resumed_from_round"] == 0
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
