@@ -23,6 +23,7 @@ from jaxbandit.instances import Instance
 
 __all__ = ["main"]
 
+EXIT_ERROR = 1  # a run or plot that failed on its input or files (message on stderr)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
@@ -88,6 +89,12 @@ def _cmd_plot(args) -> int:
     from jaxbandit import plotting
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    supported = plotting.supported_formats()
+    unknown = [f for f in formats if f not in supported]
+    if unknown or not formats:
+        print(f"jaxbandit: error: --format must list formats among {', '.join(supported)}, got {args.format!r}.",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
     paths = plotting.plot_sweep(
         args.dir, args.out, logx=args.logx, distribution=args.distribution, formats=formats, bound=not args.no_bound
     )
@@ -194,6 +201,17 @@ def _enable_compile_cache(directory: Optional[str]) -> int:
     return 0
 
 
+def _raised_by_jaxbandit(error: BaseException) -> bool:
+    """True if ``error`` was raised in this package's code (its innermost frame)."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    package = Path(__file__).resolve().parent
+    return package in Path(tb.tb_frame.f_code.co_filename).resolve().parents
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
     try:
@@ -238,6 +256,20 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             distributed.exit_after_failure(err)  # does not return
         print("jaxbandit: interrupted; run the same command again to resume.", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError as err:  # the reader of stdout left: main() ends quietly
+        if distributed.is_initialized():
+            distributed.exit_after_failure(err)
+        raise
+    except (ValueError, OSError) as err:
+        # Bad input found by jaxbandit (a policy that breaks the contract or plays an
+        # invalid arm, nothing to plot) or a file that cannot be written: a message.
+        # A ValueError from deeper down (numpy, jax) may be a bug: its traceback stays.
+        if distributed.is_initialized():  # perhaps raised in this process only
+            distributed.exit_after_failure(err)
+        if isinstance(err, ValueError) and not _raised_by_jaxbandit(err):
+            raise
+        print(f"jaxbandit: error: {err}", file=sys.stderr)
+        return EXIT_ERROR
     except Exception as err:
         if distributed.is_initialized():  # the others may wait for this process: leave now
             distributed.exit_after_failure(err)

@@ -11,7 +11,8 @@ Schema (all keys not listed are errors)::
     runs = 200                # runs per cell, integer >= 1
     horizon = 10000           # integer in [1, 2**30], or a list of them (one sweep axis)
     precision = "float32"     # or "float64" (enables 64-bit JAX for the sweep)
-    times = 100               # geometric grid of ~N points, or an explicit list of rounds
+    times = 100               # geometric grid of ~N points (N <= the longest horizon, or
+                              #   100), or an explicit list of rounds
     chunk_size = 1024         # rounds per compiled chunk (checkpoint granularity)
     solve_batch = 256         # optional: LP solve buffer of policies with a solve step
 
@@ -92,6 +93,7 @@ _CHECKPOINT_KEYS = {"every_chunks", "every_seconds"}
 _INSTANCE_TYPES = ("bandit", "full_information", "graph", "revealing_arm", "random", "default", "explicit")
 _POLICY_RESERVED = {"name", "label"}
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
+_DEFAULT_TIMES = 100  # points of the default geometric grid of recording times
 
 
 class ConfigError(ValueError):
@@ -391,7 +393,7 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
     precision = data.get("precision", "float32")
     if precision not in ("float32", "float64"):
         check.fail("precision", f'must be "float32" or "float64", got {precision!r}')
-    times = data.get("times", 100)
+    times = data.get("times", _DEFAULT_TIMES)
     if isinstance(times, list):
         if not times:
             check.fail("times", "an explicit grid must list at least one round")
@@ -403,6 +405,12 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
         times = values
     elif isinstance(times, int) and not isinstance(times, bool):
         times = check.integer("times", times, 2)
+        # A grid records each round at most once: more points than rounds only cost
+        # memory (the grid is built in full before its repeats are dropped).
+        limit = max(max(horizons), _DEFAULT_TIMES)
+        if times > limit:
+            check.fail("times", f"must be at most {limit} grid points (the longest horizon, or "
+                                f"{_DEFAULT_TIMES} if that is larger), got {times}")  # fmt: skip
     else:
         check.fail("times", f"must be a number of grid points (integer >= 2) or an array of rounds, got {_type_name(times)} {times!r}")
     chunk_size = check.integer("chunk_size", data.get("chunk_size", 1024), 1)

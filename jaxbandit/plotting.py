@@ -23,6 +23,7 @@ from jaxbandit.bound import lower_bound
 
 __all__ = [
     "plot_sweep",
+    "supported_formats",
     "regret_curves",
     "regret_over_log",
     "final_distribution",
@@ -140,6 +141,13 @@ def lower_bound_value(instance) -> Optional[float]:
     return value
 
 
+def supported_formats() -> list:
+    """File formats the figures can be written in (matplotlib's, e.g. png, pdf, svg)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(FigureCanvasBase.get_supported_filetypes())
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
 
@@ -204,6 +212,8 @@ def plot_sweep(
     """
     if distribution not in ("box", "violin"):
         raise ValueError(f"distribution must be 'box' or 'violin', got {distribution!r}.")
+    if isinstance(formats, str) or not formats or any(f not in supported_formats() for f in formats):
+        raise ValueError(f"formats must be a non-empty list of {', '.join(supported_formats())}, got {formats!r}.")
     if not isinstance(results, io.SweepResults):
         results = io.load(results)
     missing = "; ".join(results.describe_missing())

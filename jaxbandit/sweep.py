@@ -203,6 +203,8 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
     configuration, so one job creates it and the others find the same one.
     """
     manifest_path = out / io.MANIFEST
+    if out.exists() and not out.is_dir():
+        raise SweepMismatchError(f"{out} exists and is not a directory; a sweep writes a directory.")
     if not manifest_path.is_file():
         # Files other than a racing job's temporaries, with no manifest (re-checked:
         # a racing job creates the manifest before anything else), are not a sweep.

@@ -68,6 +68,33 @@ def test_run_then_plot_then_refuse_a_changed_config(config_path, tmp_path, capsy
     assert "different sweep configuration (changed keys: horizon)" in capsys.readouterr().err
 
 
+def test_errors_of_run_and_plot_are_messages_not_tracebacks(config_path, tmp_path, monkeypatch, capsys):
+    """Bad input found by jaxbandit and unwritable paths end with ``jaxbandit: error:``
+    and a non-zero status; nothing here compiles (shard 2/3 of two groups is empty)."""
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("x")
+    assert cli.main(["run", str(config_path), "--out", str(not_a_directory)]) == cli.EXIT_USAGE
+    assert "jaxbandit: error: " in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert cli.main(["run", str(config_path), "--out", str(out), "--shard", "2/3", "--quiet"]) == 0
+    capsys.readouterr()
+    for argv, status, message in [
+        (["plot", str(out)], cli.EXIT_ERROR, "has no finished cells to plot yet"),
+        (["plot", str(out), "--format", "png,xyz"], cli.EXIT_USAGE, "--format must list formats among"),
+        (["run", str(config_path), "--out", str(not_a_directory / "out")], cli.EXIT_ERROR, "file"),  # an OSError
+    ]:
+        assert cli.main(argv) == status, argv
+        err = capsys.readouterr().err
+        assert err.startswith("jaxbandit: error: ") and message in err and "Traceback" not in err, (argv, err)
+
+    def failing(*args, **kwargs):  # a ValueError not raised by jaxbandit keeps its traceback
+        raise ValueError("not ours")
+
+    monkeypatch.setattr("jaxbandit.plotting.plot_sweep", failing)
+    with pytest.raises(ValueError, match="not ours"):
+        cli.main(["plot", str(out)])
+
+
 def test_demo_runs_end_to_end_and_says_where_the_plots_are(tmp_path, monkeypatch, capsys):
     small = fx.base_config(instances=fx.BASE["instances"][:1], policies=[{"name": "ts_n"}])
     small["instances"] = fx.BASE["instances"]

@@ -136,6 +136,8 @@ BAD = [
     (("times = [1, 10, 50, 100]", "times = [1, 50, 10]"), "times", "strictly increasing"),
     (("times = [1, 10, 50, 100]", "times = [1, 5000]"), "times", "<= the horizon 1000"),
     (("times = [1, 10, 50, 100]", 'times = "geometric"'), "times", "number of grid points"),
+    # the grid is built in full: this many points would take 745 GiB, for 1000 rounds
+    (("times = [1, 10, 50, 100]", "times = 100000000000"), "times", "at most 1000 grid points"),
     (("every_chunks = 5", "every_chunk = 5"), "checkpoint.every_chunk", "unknown key"),
     (("every_chunks = 5", "every_seconds = -1"), "checkpoint.every_seconds", "> 0"),
     (('type = "default"\nname = "graph_star"', 'type = "default"\nname = "graph_starr"'), "instances[0].name", "unknown default instance 'graph_starr'"),
