@@ -646,12 +646,23 @@ def _parse_policy_entries(check: _Checker, value) -> list:
                 check.fail(f"{key}.{param}", f"grid has repeated values {values}")
             axes.append([(param, v) for v in values])
         grid = tuple(dict(combo) for combo in itertools.product(*axes))
+        numeric: set = set()  # the parameters the policy keeps in its (traced) params
         for kwargs in grid:
             try:
-                policies_module.make(name, **kwargs)
+                built = policies_module.make(name, **kwargs)
             except (ValueError, TypeError) as err:
                 bad = _blame(kwargs, str(err))
                 check.fail(f"{key}.{bad}" if bad else key, str(err).rstrip("."))
+            numeric |= set(kwargs) & set(built.params)
+        for param in sorted(numeric):
+            # true and "4.5" are not numbers, even where a factory would convert them;
+            # 1 and 1.0 are one value (one cell), however written
+            values = params[param] if isinstance(params[param], list) else [params[param]]
+            for v in values:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    check.fail(f"{key}.{param}", f"must be a number (or an array of them), got {_type_name(v)} {v!r}")
+            if len(set(float(v) for v in values)) != len(values):
+                check.fail(f"{key}.{param}", f"grid has repeated values {values}")
         if label in labels:
             check.fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
         labels.add(label)
