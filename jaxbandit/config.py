@@ -246,6 +246,25 @@ class SweepConfig:
         ]
         return _digest({"raw": raw, "instances": resolved, "policies": [p.name for p in self.policies]})
 
+    def resolved_policies(self) -> list:
+        """What every ``[[policies]]`` entry resolves to, as JSON: per parameter set of
+        its grid, the built policy's ``params`` (numbers) and ``options``.
+
+        Defaults are part of it: a factory whose default changed (a user's
+        ``module:factory``, a built-in in a new version) resolves differently from the
+        same configuration text, and a sweep directory records this to refuse it.
+        """
+        with _importable_beside(self.source):
+            resolved = [
+                {
+                    "label": spec.label,
+                    "name": spec.name,
+                    "grid": [_resolve(policies_module.make(spec.name, **kwargs)) for kwargs in spec.grid],
+                }
+                for spec in self.policies
+            ]
+        return json.loads(json.dumps(resolved, sort_keys=True, allow_nan=False))
+
     def instance_table(self) -> dict:
         """``{label: {"mu": ..., "sigma": ...}}`` with ``inf`` as the string ``"inf"``."""
         return {
@@ -259,6 +278,28 @@ class SweepConfig:
 
 def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, allow_nan=False).encode()).hexdigest()[:16]
+
+
+def _resolve(policy) -> dict:
+    """A built policy's ``params`` (numbers; non-finite ones as strings) and
+    ``options`` (an option JSON cannot hold by its type: an address would differ
+    between runs)."""
+
+    def number(value):
+        value = np.asarray(value, dtype=np.float64)
+        if value.ndim:
+            return [number(v) for v in value]
+        return float(value) if np.isfinite(value) else str(float(value))
+
+    def option(value):
+        if isinstance(value, (np.ndarray, np.generic)):
+            return value.tolist()
+        return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+    return {
+        "params": {k: number(v) for k, v in policy.params.items()},
+        "options": json.loads(json.dumps(dict(policy.options), sort_keys=True, default=option)),
+    }
 
 
 def _encode_array(array: np.ndarray):

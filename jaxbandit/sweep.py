@@ -161,8 +161,8 @@ def _agreed_setup(config, shard) -> tuple:
         shard = None if shard is None else shards.parse(shard)
         every_chunks, every_seconds = _checkpoint_cadence(cfg)
         identity = json.dumps(
-            {"config": cfg.fingerprint(), "shard": str(shard), "checkpoint_every_chunks": every_chunks,
-             "checkpoint_every_seconds": every_seconds}, sort_keys=True,
+            {"config": cfg.fingerprint(), "policies": cfg.resolved_policies(), "shard": str(shard),
+             "checkpoint_every_chunks": every_chunks, "checkpoint_every_seconds": every_seconds}, sort_keys=True,
         )  # fmt: skip
         failure = None
     except (config_module.ConfigError, ValueError) as error:
@@ -224,8 +224,41 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
             f"{out} holds results of a different sweep configuration{detail}. Refusing to mix "
             f"them: use another output directory, or delete {out} to start over."
         )
+    _check_resolved_policies(cfg, manifest, manifest_path)
     if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
         _save_config_text(out, config)
+
+
+def _check_resolved_policies(cfg, manifest: dict, manifest_path: Path) -> None:
+    """Refuse a directory whose policies resolved to other parameters or options.
+
+    The fingerprint covers the configuration as written; a factory default that
+    changed since (a user's ``module:factory``, a built-in in a new version) changes
+    the results of the same text.  A manifest of an earlier version, which has no
+    record of them, gets this one (its groups cannot be checked).
+    """
+    resolved = cfg.resolved_policies()
+    recorded = manifest.get("resolved_policies")
+    if recorded is None:
+        io.save_json(manifest_path, {**manifest, "resolved_policies": resolved})
+        return
+    if recorded == resolved:
+        return
+    detail = "the policies differ"
+    for i, (old, new) in enumerate(zip(recorded, resolved)):
+        for kwargs, before, now in zip(cfg.policies[i].grid, old.get("grid", []), new["grid"]):
+            if before != now:
+                written = f" with {kwargs}" if kwargs else ""
+                detail = f"policies[{i}] ({new['name']}{written}) resolved to {before}, now to {now}"
+                break
+        else:
+            continue
+        break
+    raise SweepMismatchError(
+        f"{manifest_path.parent} holds results of the same configuration with other policy parameters: "
+        f"{detail} (a factory default changed?). Refusing to mix them: use another output directory, "
+        f"or delete {manifest_path.parent} to start over."
+    )
 
 
 def _save_config_text(out: Path, config) -> None:
@@ -241,6 +274,7 @@ def _manifest(cfg, groups) -> dict:
         "name": cfg.name,
         "config": cfg.raw,
         "instances": cfg.instance_table(),
+        "resolved_policies": cfg.resolved_policies(),
         "groups": [
             {
                 "id": g.id,

@@ -198,6 +198,27 @@ def test_changed_config_is_refused(tmp_path, reference):
         sweep.run(fx.base_config(), tmp_path, progress=False)
 
 
+def test_a_changed_factory_default_is_refused(tmp_path, monkeypatch):
+    """The same configuration text whose policy now resolves to another default is a
+    different sweep; a manifest without the record (an earlier version) gets it.
+    Nothing compiles: shard 1/2 of one group is empty."""
+    name, out = "test_default", tmp_path / "sweep"
+    cfg = fx.base_config(policies=[{"name": name}])
+    monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=1.0: fx.cases_policy(alpha))
+    sweep.run(cfg, out, shard="1/2", progress=False)
+    sweep.run(cfg, out, shard="1/2", progress=False)  # unchanged: accepted
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}}]
+    del manifest["resolved_policies"]
+    io.save_json(out / "sweep.json", manifest)
+    sweep.run(cfg, out, shard="1/2", progress=False)
+    assert "resolved_policies" in json.loads((out / "sweep.json").read_text())
+
+    monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))
+    with pytest.raises(sweep.SweepMismatchError, match=r"policies\[0\] \(test_default\) resolved to .*1\.0.*, now to .*2\.0"):
+        sweep.run(cfg, out, shard="1/2", progress=False)
+
+
 def test_progress_bar_reports_cells_and_rate(tmp_path, reference, capsys):
     ref_dir, _ = reference
     # an existing complete sweep: every group is skipped, the bar still accounts for it
