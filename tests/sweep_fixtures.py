@@ -28,19 +28,22 @@ REPO = Path(__file__).resolve().parents[1]
 CASES_POLICY = "test_cases"
 
 
-class _TraceCounter:
-    """Traces per policy name.  An object, not a dict: the engine's cache key reads a
-    dict that a policy function names by its value, so a counting dict would itself
-    change the key it counts."""
+_TRACE_COUNTS: dict = {}
 
-    def __init__(self):
-        self._counts: dict = {}
+
+class _TraceCounter:
+    """Traces per policy name.  The counts live outside the object, which has no
+    attributes of its own: the engine's cache key describes an object that a policy
+    function names by its attributes (and a dict by its value), so counts kept there
+    would change the very key they count."""
+
+    __slots__ = ()
 
     def add(self, name: str) -> None:
-        self._counts[name] = self._counts.get(name, 0) + 1
+        _TRACE_COUNTS[name] = _TRACE_COUNTS.get(name, 0) + 1
 
     def __getitem__(self, name: str) -> int:
-        return self._counts.get(name, 0)
+        return _TRACE_COUNTS.get(name, 0)
 
 
 TRACES = _TraceCounter()
