@@ -122,8 +122,6 @@ class WarmAnchor(NamedTuple):
         rhs: ``(K,)`` the LP's ``b`` there.
         best_arm: ``()`` int32 ``i*`` there.
         values: ``(K,)`` the refined basic values there (basis order).
-        error_size: ``(K,)`` ``|B^-1| |B| |B^-1| |b|`` there, the scale of the error of
-            ``B^-1 b`` (:func:`jaxbandit.lp.value_scales`).
         value_size: ``(K,)`` ``|B^-1| |b|`` there, the scale of the check's tolerance.
         radius: ``()`` the basis stays the canonical optimum for every ``mu`` with the
             same ``i*`` and gaps ``max_i |Delta_i(mu) - gaps_i| < radius`` at which it
@@ -136,7 +134,6 @@ class WarmAnchor(NamedTuple):
     rhs: Array
     best_arm: Array
     values: Array
-    error_size: Array
     value_size: Array
     radius: Array
 
@@ -326,7 +323,6 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
         rhs=zeros,
         best_arm=jnp.zeros((), jnp.int32),
         values=zeros,
-        error_size=zeros,
         value_size=zeros,
         radius=zero,
     )
@@ -372,11 +368,11 @@ def anchor_warm_start(
         mu: ``(K,)`` the means of that check.
         precision: ``(K, K)``.
         values, cost_radius: the check's ``sensitivity.values`` ``(K,)`` and
-            ``sensitivity.cost_radius`` ``()`` (the error scale is computed here, so a
-            policy need not carry it through the engine's answers).
+            ``sensitivity.cost_radius`` ``()`` (the tolerance's scale is computed here,
+            so a policy need not carry it through the engine's answers).
     """
     problem = lower_bound_problem(mu, precision)
-    value_size, error_size = lp.value_scales(warm.factor, problem.b)
+    value_size = lp.value_size(warm.factor, problem.b)
     # The costs are the gaps, so the check's cost radius bounds how far each gap may
     # move; the re-use tests the gaps themselves, and that i* is the same arm.
     radius = jnp.asarray(cost_radius)
@@ -385,7 +381,6 @@ def anchor_warm_start(
         rhs=problem.b,
         best_arm=problem.best_arm,
         values=jnp.asarray(values),
-        error_size=error_size,
         value_size=value_size,
         radius=jnp.where(problem.status == LowerBoundStatus.OPTIMAL, radius, 0).astype(problem.b.dtype),
     )
@@ -407,7 +402,7 @@ def reuse_warm_start_at(gaps, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, 
     anchor = warm.anchor
     num_arms = rhs.shape[0]
     dtype = rhs.dtype
-    values, error, step = lp.shifted_values(warm.factor, anchor.values, anchor.error_size, anchor.rhs, rhs)
+    values, error, step = lp.shifted_values(warm.factor, anchor.values, anchor.rhs, rhs)
     structural = warm.basis < num_arms
     tolerance = lp.default_tolerance(dtype)
     # Primal feasible to the check's tolerance (-tolerance |B^-1| |b|, with |B^-1| |b|
@@ -437,7 +432,7 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     anchor's, the basis stays the canonical optimum as long as it stays primal feasible
     (:class:`jaxbandit.lp.BasisSensitivity`), so
     ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
-    ``K x K`` product.  ``ok`` requires every basic value, less its error bound
+    ``K x K`` product, and its residual for the error bound.  ``ok`` requires every basic value, less its error bound
     (:func:`jaxbandit.lp.shifted_values`), to be feasible to the check's tolerance
     ``tol = lp.default_tolerance`` (``-tol |B^-1| |b|``), and that bound to be within
     ``tol`` (1e-5 float32, 1e-9 float64) of each basic ``c_i`` (of the largest, for a

@@ -584,6 +584,16 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
                     np.testing.assert_allclose(reused.c[both], cold.c[both], rtol=rtol, atol=1e-13 * size.max())
                 else:
                     assert np.all(np.abs(reused.c[both] - cold.c[both]) <= 1e-4 * size), family[both]
+                    # The contract itself: each c_i within 1e-5 relative of B^-1 b' on
+                    # the same data, exactly (the float64 solve of the float32 data).
+                    with jax.enable_x64(True):
+                        exact = _cold(np.asarray(mu1, np.float64), np.asarray(args[1], np.float64))
+                    same = ok & (exact.status == Status.OPTIMAL) & np.all(exact.basis == reused.basis, axis=1)
+                    assert same.sum() > 0.5 * ok.sum(), (same.sum(), ok.sum())
+                    error = np.abs(reused.c[same] - exact.c[same])
+                    assert np.all(error <= 1e-5 * np.abs(exact.c[same]) + 1e-12 * np.abs(exact.c[same]).max()), (
+                        scale, (error / np.maximum(np.abs(exact.c[same]), 1e-300)).max()
+                    )
                 for i in np.flatnonzero(ok & (cold.status != Status.OPTIMAL)):  # a few wide-sigma lanes
                     ref = reference(*numpy_problem(np.asarray(mu1[i], np.float64), precision[i]))
                     assert abs(reused.value[i] - ref.fun) <= 1e-4 * ref.fun, (family[i], reused.value[i], ref.fun)

@@ -37,7 +37,7 @@ from jaxbandit.lp.warm_start import (
     factor_basis,
     quick_check,
     shifted_values,
-    value_scales,
+    value_size,
 )
 
 __all__ = [
@@ -53,5 +53,5 @@ __all__ = [
     "shifted_values",
     "solve",
     "surplus_basis",
-    "value_scales",
+    "value_size",
 ]

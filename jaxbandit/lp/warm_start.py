@@ -48,7 +48,7 @@ __all__ = [
     "factor_basis",
     "quick_check",
     "shifted_values",
-    "value_scales",
+    "value_size",
 ]
 
 
@@ -377,51 +377,42 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype)
 
 
-def value_scales(factor: BasisFactor, rhs: ArrayLike) -> tuple[Array, Array]:
-    """``(|B^-1| |b|, |B^-1| |B| |B^-1| |b|)``, both ``(m,)`` (three products).
-
-    The first is the scale of :func:`quick_check`'s feasibility tolerance.  The second
-    (the error size) bounds the error of ``B^-1 b`` computed with the stored inverse:
-    the inverse a Gauss-Jordan elimination computes is off by about
-    ``m eps |B^-1| |B| |B^-1|`` entrywise, so ``B^-1 b`` is off by about ``m eps`` times
-    it, per component."""
-    abs_inverse = jnp.abs(factor.inverse)
-    value_size = _dot(abs_inverse, jnp.abs(rhs))
-    error_size = _dot(abs_inverse, _dot(jnp.abs(factor.matrix), value_size))
-    return value_size, error_size
+def value_size(factor: BasisFactor, rhs: ArrayLike) -> Array:
+    """``|B^-1| |b|`` ``(m,)``: the scale of :func:`quick_check`'s feasibility tolerance."""
+    return _dot(jnp.abs(factor.inverse), jnp.abs(rhs))
 
 
-def shifted_values(factor: BasisFactor, values: ArrayLike, errors: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
+def shifted_values(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
     """The basic values of ``factor``'s basis at a new right-hand side, with an error bound.
 
     ``x_B(b') = x_B(b) + B^-1 (b' - b)``: one ``m x m`` product, no refinement.  The
-    bound covers the anchor's own error (a few units in the last place after
-    :func:`quick_check`'s refinement), the error of the computed ``B^-1`` (see
-    :func:`value_scales`, with a factor 4 for element growth) and the product's
-    rounding, per component; it needs ``b > 0`` wherever ``b'`` differs from ``b``.
+    bound is a posteriori, from the residual ``r = b' - B x`` in about twice the
+    working precision: ``x - B^-1 b' = -B^-1 r``, bounded by ``2 |X| |r|`` for the
+    computed inverse ``X``, plus ``eps cond(B)`` times its largest component for the
+    error of ``X`` itself (normwise: ``eps cond(B) <= 1e-2`` is what :func:`quick_check`
+    requires of the factor), plus ``eps |x|`` for the rounding of ``x``.  An a priori
+    bound from the size of ``X``'s error is not safe here: the elimination's element
+    growth can exceed it by orders of magnitude, and a large move of one ``b_k`` then
+    lands on a small component.
 
     Args:
         factor: the :class:`BasisFactor` the check used.
         values: ``(m,)`` the basic values at ``rhs`` (:attr:`BasisSensitivity.values`).
-        errors: ``(m,)`` the error size of :func:`value_scales` at ``rhs``.
         rhs: ``(m,)`` the right-hand side of that check.
         new_rhs: ``(m,)`` the new right-hand side.
 
     Returns:
         ``(values, error, relative_step)``: ``(m,)`` values and errors with
-        ``|values - B^-1 new_rhs| <= error`` (``inf`` where the bound does not apply),
-        and ``()`` ``max_k |new_rhs_k - rhs_k| / rhs_k`` (``inf`` if some ``rhs_k = 0``
-        moved).
+        ``|values - B^-1 new_rhs| <= error`` (``inf`` where not finite), and ``()``
+        ``max_k |new_rhs_k - rhs_k| / rhs_k`` (``inf`` if some ``rhs_k = 0`` moved).
     """
     rhs, new_rhs = jnp.asarray(rhs), jnp.asarray(new_rhs)
-    m = rhs.shape[0]
     eps = jnp.finfo(rhs.dtype).eps
     step = new_rhs - rhs
-    # |B^-1| |B| |B^-1| |step| <= error_size * max_k |step_k| / b_k (no more products).
     outside = jnp.where(step == 0, 0, jnp.inf)
     relative_step = jnp.max(jnp.where(rhs > 0, _divide(jnp.abs(step), jnp.where(rhs > 0, rhs, 1)), outside))
-    anchor = jnp.asarray(values)
-    values = anchor + _dot(factor.inverse, step)
-    error = 4 * eps * jnp.abs(anchor) + eps * jnp.abs(values)
-    error = error + 4 * m * eps * jnp.asarray(errors) * relative_step
+    values = jnp.asarray(values) + _dot(factor.inverse, step)
+    residual = _residual((factor.matrix_high, factor.matrix_low), values, new_rhs)
+    correction = _dot(jnp.abs(factor.inverse), jnp.abs(residual))
+    error = 2 * correction + eps * (jnp.abs(values) + factor.condition * jnp.max(correction))
     return values, jnp.where(jnp.isfinite(error), error, jnp.inf), relative_step
