@@ -153,6 +153,22 @@ def _check_policy_once(policy: Policy, ctx) -> None:
         _CHECKED.add(key)
 
 
+def _check_params(params, policy: Policy) -> dict:
+    """``params`` given for ``policy``: a dict naming only the policy's own
+    hyper-parameters (a misspelt name would be recorded in the results but never read).
+    Their values are not range-checked here, as the policy's factory checks those of
+    :func:`jaxbandit.policies.make`; a sweep builds every grid point through it."""
+    if not isinstance(params, dict):
+        raise ValueError(f"params must be a dict of the policy's hyper-parameters, got {params!r}.")
+    unknown = sorted(set(params) - set(policy.params))
+    if unknown:
+        raise ValueError(
+            f"params names {unknown}, which policy {policy.name!r} does not have; its hyper-parameters are "
+            f"{sorted(policy.params) or 'none'}."
+        )
+    return params
+
+
 class SimulationRun:
     """A simulation in progress: advance it chunk by chunk, checkpoint it, resume it.
 
@@ -207,7 +223,7 @@ class SimulationRun:
         self.devices = _check_devices(devices)
         self.first_run = int(first_run)
         self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
-        self.params = dict(policy.params if params is None else params)
+        self.params = dict(policy.params if params is None else _check_params(params, policy))
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
         self._ctx_local = self._ctx  # the initial state is computed in each process
         _check_policy_once(policy, self._ctx)

@@ -198,6 +198,15 @@ def test_bad_simulate_arguments(kwargs, message):
         jb.simulate(jb.policies.make("ucb"), GENERAL, **args)
 
 
+def test_params_name_only_the_policys_hyper_parameters():
+    """A misspelt name would be recorded in the results as if it had been used."""
+    policy = jb.policies.make("ucb")
+    with pytest.raises(ValueError, match=r"params names \['alhpa'\], which policy 'ucb' does not have; its hyper-parameters are \['alpha'\]"):
+        jb.SimulationRun(policy, GENERAL, 100, 2, params={"alpha": 1.0, "alhpa": 2.0})
+    with pytest.raises(ValueError, match=r"params must be a dict of the policy's hyper-parameters, got \[1.0\]"):
+        jb.SimulationRun(policy, GENERAL, 100, 2, params=[1.0])
+
+
 def test_the_longest_horizon_runs_to_its_end():
     """The last chunks before ``MAX_ROUNDS`` (the run fast-forwarded to 300 rounds
     before it) end exactly at the horizon and record there: no round count overflows."""
