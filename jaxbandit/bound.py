@@ -206,9 +206,16 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
     mu = np.atleast_2d(instance.mu)
     precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
-    out = _solve_batch(mu, precision, dtype)
+    _check_gaps(mu)
+    float32 = np.dtype(dtype) == np.float32
+    # The LP depends on the gaps only: in float32 take them from the float64 means (one
+    # rounding), not from means rounded to float32 first, where two close means lose
+    # most of their gap.  float64 solves the means as given.
+    out = _solve_batch(mu - mu.max(axis=-1, keepdims=True) if float32 else mu, precision, dtype)
     retry = _unsolved(out.status)
-    if np.dtype(dtype) == np.float32 and retry.any():
+    if float32:  # a gap so small that float32's 2 / gap**2 overflows: float64 holds it
+        retry |= out.status == LowerBoundStatus.INVALID_INPUT
+    if float32 and retry.any():
         again = _rescue_float64(mu[retry], precision[retry], _solve_batch(mu[retry], precision[retry], np.float64))
         out = jax.tree.map(lambda a, b: _assign(a, retry, b), out, again)
     elif np.dtype(dtype) == np.float64:
@@ -223,6 +230,21 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
         best_arm=squeeze(np.argmax(mu, axis=-1)),
         gaps=squeeze((np.max(mu, axis=-1, keepdims=True) - mu).astype(dtype)),
     )
+
+
+def _check_gaps(mu: np.ndarray) -> None:
+    """Every nonzero gap's ``b_i = 2 / gap**2`` must be finite in float64."""
+    gaps = np.max(mu, axis=-1, keepdims=True) - mu
+    positive = np.where(gaps > 0, gaps, np.inf)
+    with np.errstate(over="ignore"):
+        overflows = ~np.isfinite(2 / np.square(positive)) & np.isfinite(positive)
+    if overflows.any():
+        index = np.argwhere(overflows)[0]
+        where = f"instance {index[0]}: " if len(mu) > 1 else ""
+        raise ValueError(
+            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} is so "
+            "small that 2 / gap**2 overflows float64; rescale mu."
+        )
 
 
 def _assign(target: np.ndarray, mask: np.ndarray, values: np.ndarray) -> np.ndarray:

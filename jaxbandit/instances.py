@@ -133,6 +133,14 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
         raise ValueError(
             f"sigma must be >= 0 (inf allowed), got sigma{where} = {sigma_arr[tuple(where)]}."
         )
+    with np.errstate(over="ignore"):
+        vanishing = np.isfinite(sigma_arr) & (np.square(sigma_arr) == np.inf)
+    if np.any(vanishing):
+        where = np.argwhere(vanishing)[0].tolist()
+        raise ValueError(
+            f"sigma{where} = {float(sigma_arr[tuple(where)])!r} is finite but so large that its precision "
+            "1 / sigma**2 is 0 in float64; use np.inf for an arm that reveals nothing."
+        )
     unobserved = np.all(np.isinf(sigma_arr), axis=-2)  # column all inf
     if np.any(unobserved):
         where = np.argwhere(unobserved)[0].tolist()
@@ -152,7 +160,10 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
 
 
 def _as_means(mu: ArrayLike) -> np.ndarray:
-    mu_arr = np.asarray(mu, dtype=np.float64)
+    try:
+        mu_arr = np.asarray(mu, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"mu must be a list of K numbers, got {mu!r}.") from None
     if mu_arr.ndim != 1:
         raise ValueError(f"mu must have shape (K,), got shape {mu_arr.shape}.")
     return mu_arr
@@ -162,7 +173,13 @@ def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0) -> Instance:
     """Standard bandit: arm ``i`` reveals only itself, with noise ``sigma`` (scalar or (K,))."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    diag = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (k,))
+    try:
+        diag = np.asarray(sigma, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"sigma must be a number or {k} numbers, got {sigma!r}.") from None
+    if diag.shape not in ((), (k,)):
+        raise ValueError(f"sigma must be a number or have shape ({k},) for the {k} arms, got shape {diag.shape}.")
+    diag = np.broadcast_to(diag, (k,))
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, diag)
     return Instance(mu_arr, matrix)
@@ -172,7 +189,10 @@ def full_information(mu: ArrayLike, sigma: float = 1.0) -> Instance:
     """Full information: every play reveals every arm with noise ``sigma``."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    sigma = float(sigma)
+    try:
+        sigma = float(sigma)
+    except (TypeError, ValueError):
+        raise ValueError(f"sigma must be a number, got {sigma!r}.") from None
     return Instance(mu_arr, np.full((k, k), sigma))
 
 

@@ -104,3 +104,18 @@ def test_lower_bound_certifies_every_badly_scaled_float64_lane():
         cost, matrix, rhs = numpy_problem(mu[lane], precision[lane])
         ref = reference(cost, matrix, rhs)
         assert abs(result.value[lane] - ref.fun) <= 1e-6 * max(ref.fun, natural_scale(cost, matrix, rhs)), lane
+
+
+def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
+    """Two means 1e-6 apart: rounded to float32 first, their gap lost about 1% of the
+    bound (Lai-Robbins, 2 sigma^2 / Delta summed); taken from the float64 means, the
+    float32 solve is within float32's tolerance.  (K = 10: the float32 program of the
+    test above.)  A gap whose 2 / gap**2 overflows even float64 is an error naming mu."""
+    from jaxbandit import instances
+
+    mu = np.array([0.7, 0.7 + 1e-6, 0.2, 0.1, 0.0, -0.1, -0.2, -0.3, -0.4, -0.5])
+    closed_form = np.sum(2 / np.delete(mu.max() - mu, 1))
+    value = bound.lower_bound(instances.bandit(mu), dtype=np.float32).value
+    assert abs(value - closed_form) <= 1e-5 * closed_form, (value, closed_form)
+    with pytest.raises(ValueError, match=r"the gap 2e-160 of arm 1 is so small that 2 / gap\*\*2 overflows float64"):
+        bound.lower_bound(instances.bandit([3e-160, 1e-160]))

@@ -33,6 +33,8 @@ def test_valid_instance_and_precision():
         ([1.0, 0.5], [[1.0, -0.5], [1.0, 1.0]], r"sigma must be >= 0.*-0.5"),
         ([1.0, 0.5], [[1.0, INF], [1.0, INF]], r"arm 1 is observed by no row"),
         ("abc", np.ones((2, 2)), r"mu must be a numeric array"),
+        # 1 / sigma**2 would be 0: read as "no information" though the sample is drawn
+        ([1.0, 0.5], [[1.0, 1e160], [INF, 1.0]], r"sigma\[0, 1\] = 1e\+160 is finite but so large that its precision"),
     ],
 )
 def test_bad_instances(mu, sigma, message):
@@ -86,6 +88,10 @@ def test_constructors():
         (lambda: instances.random(0, 3, inf_prob=1.0), r"inf_prob must be in"),
         (lambda: instances.bandit([[1.0, 0.5]]), r"mu must have shape \(K,\)"),
         (lambda: instances.bandit([1.0, 0.5], sigma=-1.0), r"sigma must be >= 0"),
+        (lambda: instances.bandit([1.0, 0.5], sigma=[1, 2, 3]), r"sigma must be a number or have shape \(2,\) for the 2 arms, got shape \(3,\)"),
+        (lambda: instances.bandit([1.0, 0.5], sigma="x"), r"sigma must be a number or 2 numbers, got 'x'"),
+        (lambda: instances.full_information([1.0, 0.5], sigma=[1, 2]), r"sigma must be a number, got \[1, 2\]"),
+        (lambda: instances.bandit(["a", 0.5]), r"mu must be a list of K numbers, got \['a', 0.5\]"),
     ],
 )
 def test_bad_constructor_arguments(call, message):
