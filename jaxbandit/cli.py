@@ -301,7 +301,9 @@ def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
 
 
 def _as_float_array(value, name: str) -> np.ndarray:
-    """JSON/TOML values with ``"inf"`` strings allowed."""
+    """JSON/TOML values with ``"inf"`` strings allowed (booleans are not numbers)."""
+    if _holds_bool(value):
+        raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.")
     try:
         return np.array(value, dtype=np.float64)
     except (TypeError, ValueError):
@@ -310,6 +312,12 @@ def _as_float_array(value, name: str) -> np.ndarray:
         return np.vectorize(lambda v: float(v), otypes=[np.float64])(np.array(value, dtype=object))
     except (TypeError, ValueError) as err:
         raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.") from err
+
+
+def _holds_bool(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_holds_bool(v) for v in value)
+    return isinstance(value, bool)
 
 
 def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -334,6 +342,8 @@ def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(data, dict) or "mu" not in data or "sigma" not in data:
         raise ValueError(f"{path} must define 'mu' and 'sigma'.")
     mu = _as_float_array(data["mu"], "mu")
+    if mu.ndim != 1:
+        raise ValueError(f"{path}: mu must be a list of K numbers, got {data['mu']!r}.")
     sigma = _as_float_array(data["sigma"], "sigma")
     if sigma.ndim == 0:
         sigma = _parse_sigma(str(float(sigma)), mu.shape[-1])
@@ -390,16 +400,17 @@ def bound_main(argv: list[str] | None = None) -> int:
         print(f"jaxbandit bound: error: {err}", file=sys.stderr)
         return 2
     status = int(result.status)
-    if args.json:
+    if args.json:  # strict JSON: a value that is not finite (no optimum) is null
+        finite = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731
         print(json.dumps({
             "mu": instance.mu.tolist(),
             "best_arm": int(result.best_arm),
-            "c": np.asarray(result.c, np.float64).tolist(),
-            "value": float(result.value),
+            "c": [finite(c) for c in np.asarray(result.c, np.float64)],
+            "value": finite(result.value),
             "status": status,
             "status_name": LowerBoundStatus.NAMES[status],
             "dtype": args.dtype,
-        }))
+        }, allow_nan=False))
     else:
         print(f"status: {status} ({LowerBoundStatus.NAMES[status]})")
         print(f"best arm: {int(result.best_arm)}")

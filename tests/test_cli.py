@@ -141,6 +141,23 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
     ):
         assert bound(*argv) == cli.EXIT_USAGE, argv
         assert capsys.readouterr().err, argv
+    for name, text in (("scalar.json", '{"mu": 1.0, "sigma": 1.0}'), ("bool.toml", "mu = [1.0, 0.5]\nsigma = true\n")):
+        (tmp_path / name).write_text(text)
+        assert bound("--file", str(tmp_path / name)) == cli.EXIT_USAGE, name
+        assert "must be" in capsys.readouterr().err, name
+
+
+def test_bound_json_is_strict_json_without_an_optimum(monkeypatch, capsys):
+    """No optimum: value inf, which json.dumps would print as the non-JSON Infinity."""
+    from jaxbandit.bound import LowerBound
+
+    unsolved = LowerBound(
+        c=np.zeros(2), value=np.float64(np.inf), status=np.int32(1), best_arm=np.int64(0), gaps=np.array([0.0, 0.5])
+    )
+    monkeypatch.setattr(cli, "lower_bound", lambda *args, **kwargs: unsolved)
+    assert cli.main(["bound", "--mu", "1,0.5", "--sigma", "1", "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"not JSON: {name}"))
+    assert printed["value"] is None and printed["c"] == [0.0, 0.0] and printed["status"] == 1
 
 
 @pytest.mark.slow
