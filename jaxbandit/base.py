@@ -38,9 +38,10 @@ import jax.numpy as jnp
 
 from jaxbandit._types import Array
 
-__all__ = ["BATCHING", "Context", "Decision", "Policy", "Solver", "Stage", "play"]
+__all__ = ["BATCHING", "OWN_ARM", "Context", "Decision", "Policy", "Solver", "Stage", "play"]
 
 BATCHING = ("compact", "single_pass", "rare")
+OWN_ARM = "own_arm"  # Policy.options["feedback"] of a policy that learns an arm only by playing it
 _NO_PARAMS: Mapping = MappingProxyType({})
 
 
@@ -155,7 +156,10 @@ class Policy(NamedTuple):
         name: a label for results; it plays no part in caching.
         params: ``{name: number}`` numeric hyper-parameters, given to every function as
             ``ctx.params``.
-        options: static, non-numeric options, for the record.
+        options: static, non-numeric options, for the record.  ``{"feedback":
+            "own_arm"}`` declares that the policy learns each arm only from playing it:
+            a simulation refuses an instance with an arm that does not observe itself
+            (``sigma[i, i] = inf``), where such a policy would play that arm forever.
     """
 
     init_fn: Callable

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import rng
-from jaxbandit.base import Policy
+from jaxbandit.base import OWN_ARM, Policy
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, EngineCarry, cached_simulation, make_context, policy_key
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
@@ -153,6 +153,21 @@ def _check_policy_once(policy: Policy, ctx) -> None:
         _CHECKED.add(key)
 
 
+def _check_feedback(policy: Policy, instance: Instance) -> None:
+    """A policy that learns an arm only by playing it needs every arm to observe itself."""
+    if policy.options.get("feedback") != OWN_ARM:
+        return
+    blind = np.argwhere(np.isinf(np.diagonal(instance.sigma, axis1=-2, axis2=-1)))
+    if blind.size:
+        arm = int(blind[0][-1])
+        where = f"instance {int(blind[0][0])}: " if instance.is_batch else ""
+        raise ValueError(
+            f"{where}policy {policy.name!r} learns each arm only from its own plays, but arm {arm} reveals "
+            f"nothing about itself (sigma[{arm}, {arm}] = inf), so it would be played forever; use a policy "
+            "with side observations (e.g. ucb_n, ts_n, lp_explore)."
+        )
+
+
 def _check_params(params, policy: Policy) -> dict:
     """``params`` given for ``policy``: a dict naming only the policy's own
     hyper-parameters (a misspelt name would be recorded in the results but never read).
@@ -224,6 +239,7 @@ class SimulationRun:
         self.first_run = int(first_run)
         self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
         self.params = dict(policy.params if params is None else _check_params(params, policy))
+        _check_feedback(policy, instance)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
         self._ctx_local = self._ctx  # the initial state is computed in each process
         _check_policy_once(policy, self._ctx)

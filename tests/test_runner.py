@@ -207,6 +207,18 @@ def test_params_name_only_the_policys_hyper_parameters():
         jb.SimulationRun(policy, GENERAL, 100, 2, params=[1.0])
 
 
+def test_own_arm_policies_refuse_an_arm_that_does_not_observe_itself():
+    """Arm 1 is observed only by playing arm 0: ucb and ts (own-arm feedback) would play
+    it forever, its index never coming down."""
+    blind = jb.Instance([1.0, 0.5], [[1.0, 1.0], [1.0, np.inf]])
+    for name in ("ucb", "ts"):
+        with pytest.raises(ValueError, match=rf"policy '{name}' learns each arm only from its own plays, but arm 1 reveals nothing about itself"):
+            jb.simulate(jb.policies.make(name), blind, 10, 2)
+    with pytest.raises(ValueError, match=r"instance 1: policy 'ucb' .* arm 1"):
+        jb.simulate(jb.policies.make("ucb"), jb.instances.stack([jb.instances.bandit([1.0, 0.5]), blind]), 10, 2)
+    assert jb.policies.make("ucb_n").options.get("feedback") is None
+
+
 def test_the_longest_horizon_runs_to_its_end():
     """The last chunks before ``MAX_ROUNDS`` (the run fast-forwarded to 300 rounds
     before it) end exactly at the horizon and record there: no round count overflows."""

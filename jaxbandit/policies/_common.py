@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Policy
+from jaxbandit.base import OWN_ARM, Context, Policy
 
 __all__ = [
     "EstimatorPolicyState",
@@ -128,4 +128,5 @@ def estimator_policy(name: str, params: dict, select_fn: Callable, *, own_arm_on
 
     return Policy(
         init_fn, select_fn, update_fn, _diagnostics, consolidate_fn=consolidate_stats, name=name, params=params,
+        options={"feedback": OWN_ARM} if own_arm_only else {},
     )  # fmt: skip
