@@ -31,7 +31,7 @@ from jaxbandit.instances import Instance
 from jaxbandit.io import load
 from jaxbandit.policy_check import PolicyError
 from jaxbandit.result import Result, geometric_times
-from jaxbandit.runner import InvalidArmError, SimulationRun, simulate
+from jaxbandit.runner import InvalidArmError, NaNStateError, SimulationRun, simulate
 
 __version__ = "0.1.0"
 
@@ -41,6 +41,7 @@ __all__ = [
     "Decision",
     "Instance",
     "InvalidArmError",
+    "NaNStateError",
     "LowerBound",
     "Policy",
     "PolicyError",

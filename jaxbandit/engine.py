@@ -18,6 +18,7 @@ a policy's state) and records the first round in which a policy chose an arm out
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -58,6 +59,7 @@ class EngineCarry(NamedTuple):
     regret: Array  # (C, R, P) regret at the recording times so far
     invalid_round: Array  # (C, R) int32 first round with an arm outside [0, K); 0 if none
     invalid_arm: Array  # (C, R) int32 the arm chosen then
+    nan_round: Array  # (C, R) int32 end of the first chunk after which the state held a NaN; 0 if none
     next_record: Array  # () int32 index into the recording times
     round: Array  # () int32 rounds done
     monitor_state: Any = None  # a monitor's state, leaves (C, R, ...)
@@ -126,6 +128,7 @@ def _make_init(policy: Policy, monitor: Optional[Monitor]) -> Callable:
             regret=jnp.zeros((num_cells, num_runs, num_times), ctx.true_mean.dtype),
             invalid_round=no_run,
             invalid_arm=no_run,
+            nan_round=no_run,
             next_record=jnp.zeros((), jnp.int32),
             round=jnp.zeros((), jnp.int32),
             monitor_state=monitor_state,
@@ -162,10 +165,9 @@ def _make_round(policy: Policy, solve_batch: Optional[int], monitor: Optional[Mo
         values = observe(noise_keys, t, arm, env)
         state = update(state, arm, values, ctx)
         counts = carry.counts + jax.nn.one_hot(arm, num_arms, dtype=jnp.int32)
-        return EngineCarry(
-            state, counts, carry.regret, invalid_round, invalid_arm, carry.next_record, carry.round,
-            monitor_state, carry.monitor_record,
-        )  # fmt: skip
+        return carry._replace(
+            state=state, counts=counts, invalid_round=invalid_round, invalid_arm=invalid_arm, monitor_state=monitor_state
+        )
 
     return one_round
 
@@ -226,9 +228,23 @@ def _make_chunk(one_round: Callable, record: Callable, consolidate: Optional[Cal
             state = jax.lax.cond(estimator.consolidation_due(stop), consolidate, lambda s: s, carry.state)
             return carry._replace(state=state)
 
-        return jax.lax.while_loop(lambda c: c.round < end, segment, carry)
+        carry = jax.lax.while_loop(lambda c: c.round < end, segment, carry)
+        # Once per chunk, not per round: a NaN a policy wrote into its state is reported
+        # (by the runner) rather than steering its choices silently.
+        first = _holds_nan(carry.state) & (carry.nan_round == 0)
+        return carry._replace(nan_round=jnp.where(first, end, carry.nan_round))
 
     return run_chunk
+
+
+def _holds_nan(state) -> Array:
+    """``(C, R)`` bool: some floating-point leaf of the run's state is NaN."""
+    flags = [
+        jnp.any(jnp.isnan(leaf).reshape(leaf.shape[:2] + (-1,)), axis=-1)
+        for leaf in jax.tree_util.tree_leaves(state)
+        if jnp.issubdtype(leaf.dtype, jnp.inexact)
+    ]
+    return functools.reduce(jnp.logical_or, flags) if flags else False
 
 
 def make_simulation(

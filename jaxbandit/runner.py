@@ -30,11 +30,15 @@ from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import check_policy
 from jaxbandit.result import Result, check_times, geometric_times
 
-__all__ = ["InvalidArmError", "SimulationRun", "simulate"]
+__all__ = ["InvalidArmError", "NaNStateError", "SimulationRun", "simulate"]
 
 
 class InvalidArmError(ValueError):
     """A policy chose an arm outside ``[0, num_arms)`` during a simulation."""
+
+
+class NaNStateError(ValueError):
+    """A policy's state held a NaN during a simulation (checked after every chunk)."""
 
 
 def _check_positive_int(name: str, value, maximum: Optional[int] = None) -> int:
@@ -321,6 +325,7 @@ class SimulationRun:
         Raises:
             InvalidArmError: the policy chose an arm outside ``[0, num_arms)`` in the
                 chunk just run (the simulation cannot continue).
+            NaNStateError: the policy's state held a NaN at the end of that chunk.
         """
         chunks = 0
         while not self.done and (max_chunks is None or chunks < max_chunks):
@@ -330,6 +335,7 @@ class SimulationRun:
             self.wall_time += time.perf_counter() - start
             chunks += 1
             self._raise_for_invalid_arms()
+            self._raise_for_nan_state()
             if progress is not None:
                 progress(self.rounds_done, self.horizon)
         return self.rounds_done
@@ -347,6 +353,19 @@ class SimulationRun:
             f"policy {self.policy.name!r}: {source} chose arm {arm} at round {int(rounds[cell, run])} "
             f"(run {run}, cell {cell}); arms are 0..{num_arms - 1}. The simulation was stopped; "
             f"{int((invalid_round > 0).sum())} run(s) made such a choice in rounds up to {self.rounds_done}."
+        )
+
+    def _raise_for_nan_state(self) -> None:
+        nan_round = _to_host(self.carry.nan_round)[:, : self.runs]
+        if not nan_round.any():
+            return
+        rounds = np.where(nan_round > 0, nan_round, np.iinfo(np.int32).max)
+        cell, run = np.unravel_index(np.argmin(rounds), rounds.shape)
+        raise NaNStateError(
+            f"policy {self.policy.name!r}: its state held a NaN by round {int(rounds[cell, run])} (run {run}, "
+            f"cell {cell}), written by one of its functions (update_fn, consolidate_fn, or a solver's "
+            f"fold_fn/finish_fn). The simulation was stopped; {int((nan_round > 0).sum())} run(s) had a NaN "
+            f"in their state by round {self.rounds_done}."
         )
 
     def diagnostics(self) -> dict:
@@ -503,7 +522,8 @@ def simulate(
     Raises:
         ValueError: bad input; :class:`~jaxbandit.policy_check.PolicyError` for a policy
             that breaks the contract; :class:`InvalidArmError` for an arm outside
-            ``[0, num_arms)`` chosen during the run.
+            ``[0, num_arms)`` chosen during the run; :class:`NaNStateError` for a NaN
+            in the policy's state.
     """
     run = SimulationRun(
         policy, instance, horizon, runs, seed, times,

@@ -171,6 +171,22 @@ def test_a_64_bit_arm_beyond_int32_does_not_wrap_into_the_arms():
                 jb.simulate(user_policies.fixed_arm(0)._replace(select_fn=select_fn), BANDIT, 10, 2)
 
 
+def test_a_nan_in_the_state_is_reported_with_its_chunk():
+    """An update that writes NaN from round 300 on (a user's bug): the simulation stops
+    after that chunk instead of steering by NaN to the horizon."""
+    base = user_policies.fixed_arm(0)
+
+    def update_fn(state, arm, values, ctx):
+        state = base.update_fn(state, arm, values, ctx)
+        return state._replace(zeta=jnp.where(state.counts.sum() >= 300, jnp.nan, state.zeta))
+
+    run = jb.SimulationRun(base._replace(update_fn=update_fn, name="leaky"), BANDIT, 2000, 3, chunk_size=256)
+    run.advance(max_chunks=1)  # rounds 1-256: no NaN yet
+    with pytest.raises(jb.NaNStateError, match=r"policy 'leaky': its state held a NaN by round 512 \(run 0, cell 0\).*3 run\(s\)"):
+        run.advance()
+    assert run.rounds_done == 512
+
+
 def test_diagnostics_are_optional():
     result = jb.simulate(user_policies.fixed_arm(0), BANDIT, 10, 2)
     assert result.diagnostics == {}
