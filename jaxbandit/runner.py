@@ -340,31 +340,38 @@ class SimulationRun:
                 progress(self.rounds_done, self.horizon)
         return self.rounds_done
 
-    def _raise_for_invalid_arms(self) -> None:
-        invalid_round = _to_host(self.carry.invalid_round)[:, : self.runs]
-        if not invalid_round.any():
-            return
-        rounds = np.where(invalid_round > 0, invalid_round, np.iinfo(np.int32).max)
+    def _first_flagged(self, flagged_round) -> Optional[tuple[int, int, int, int]]:
+        """``(cell, run, round, runs flagged)`` of the earliest nonzero entry of a
+        ``(C, R)`` per-run round (0: not flagged) among the real runs, or None."""
+        flagged_round = _to_host(flagged_round)[:, : self.runs]
+        if not flagged_round.any():
+            return None
+        rounds = np.where(flagged_round > 0, flagged_round, np.iinfo(np.int32).max)
         cell, run = np.unravel_index(np.argmin(rounds), rounds.shape)
+        return int(cell), int(run), int(rounds[cell, run]), int((flagged_round > 0).sum())
+
+    def _raise_for_invalid_arms(self) -> None:
+        first = self._first_flagged(self.carry.invalid_round)
+        if first is None:
+            return
+        cell, run, round_number, count = first
         arm = int(_to_host(self.carry.invalid_arm)[cell, run])
-        num_arms = self.instance.num_arms
         source = "select_fn" if self.policy.solver is None else "select_fn (or its Solver.finish_fn)"
         raise InvalidArmError(
-            f"policy {self.policy.name!r}: {source} chose arm {arm} at round {int(rounds[cell, run])} "
-            f"(run {run}, cell {cell}); arms are 0..{num_arms - 1}. The simulation was stopped; "
-            f"{int((invalid_round > 0).sum())} run(s) made such a choice in rounds up to {self.rounds_done}."
+            f"policy {self.policy.name!r}: {source} chose arm {arm} at round {round_number} "
+            f"(run {run}, cell {cell}); arms are 0..{self.instance.num_arms - 1}. The simulation was stopped; "
+            f"{count} run(s) made such a choice in rounds up to {self.rounds_done}."
         )
 
     def _raise_for_nan_state(self) -> None:
-        nan_round = _to_host(self.carry.nan_round)[:, : self.runs]
-        if not nan_round.any():
+        first = self._first_flagged(self.carry.nan_round)
+        if first is None:
             return
-        rounds = np.where(nan_round > 0, nan_round, np.iinfo(np.int32).max)
-        cell, run = np.unravel_index(np.argmin(rounds), rounds.shape)
+        cell, run, round_number, count = first
         raise NaNStateError(
-            f"policy {self.policy.name!r}: its state held a NaN by round {int(rounds[cell, run])} (run {run}, "
+            f"policy {self.policy.name!r}: its state held a NaN by round {round_number} (run {run}, "
             f"cell {cell}), written by one of its functions (update_fn, consolidate_fn, or a solver's "
-            f"fold_fn/finish_fn). The simulation was stopped; {int((nan_round > 0).sum())} run(s) had a NaN "
+            f"fold_fn/finish_fn). The simulation was stopped; {count} run(s) had a NaN "
             f"in their state by round {self.rounds_done}."
         )
 
