@@ -31,10 +31,12 @@ hyper-parameter captured in a closure compiles its own.
 
 from __future__ import annotations
 
+import json
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxbandit._types import Array
 
@@ -88,6 +90,19 @@ def play(arm) -> Decision:
     if jnp.issubdtype(arm.dtype, jnp.integer):
         arm = int32_arm(arm)
     return Decision(arm=arm, needs_solve=jnp.asarray(False))
+
+
+def options_record(options: Mapping) -> dict:
+    """``Policy.options`` as JSON values, for records and identities: numpy values as
+    numbers, any other value JSON cannot hold by its type's name (an address would
+    differ between processes)."""
+
+    def plain(value):
+        if isinstance(value, (np.ndarray, np.generic)):
+            return value.tolist()
+        return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+    return json.loads(json.dumps(dict(options), sort_keys=True, default=plain))
 
 
 def int32_arm(arm):

@@ -63,6 +63,7 @@ import numpy as np
 from jaxbandit import instances as instances_module
 from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
+from jaxbandit.base import options_record
 from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.instances import Instance
 from jaxbandit.result import geometric_times
@@ -281,9 +282,8 @@ def _digest(obj) -> str:
 
 
 def _resolve(policy) -> dict:
-    """A built policy's ``params`` (numbers; non-finite ones as strings) and
-    ``options`` (an option JSON cannot hold by its type: an address would differ
-    between runs)."""
+    """A built policy's ``params`` (numbers; non-finite ones as strings) and ``options``
+    (:func:`jaxbandit.base.options_record`)."""
 
     def number(value):
         value = np.asarray(value, dtype=np.float64)
@@ -291,15 +291,7 @@ def _resolve(policy) -> dict:
             return [number(v) for v in value]
         return float(value) if np.isfinite(value) else str(float(value))
 
-    def option(value):
-        if isinstance(value, (np.ndarray, np.generic)):
-            return value.tolist()
-        return f"<{type(value).__module__}.{type(value).__qualname__}>"
-
-    return {
-        "params": {k: number(v) for k, v in policy.params.items()},
-        "options": json.loads(json.dumps(dict(policy.options), sort_keys=True, default=option)),
-    }
+    return {"params": {k: number(v) for k, v in policy.params.items()}, "options": options_record(policy.options)}
 
 
 def _encode_array(array: np.ndarray):

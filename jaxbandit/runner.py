@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import rng
-from jaxbandit.base import OWN_ARM, Policy
+from jaxbandit.base import OWN_ARM, Policy, options_record
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, EngineCarry, cached_simulation, make_context, policy_key
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
@@ -121,14 +121,6 @@ def _digest(value) -> str:
     """A short digest of a numeric array's shape and float64 values."""
     array = np.ascontiguousarray(np.asarray(value, dtype=np.float64))
     return hashlib.sha256(repr(array.shape).encode() + array.tobytes()).hexdigest()[:16]
-
-
-def _plain(value):
-    """A JSON stand-in for a static option JSON cannot hold: numpy values as numbers,
-    anything else by its type (an address would differ between processes)."""
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
-    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def _fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:
@@ -392,7 +384,7 @@ class SimulationRun:
         Chunk size, solve buffer and devices are left out: they never change results."""
         return {
             "policy": self.policy.name,
-            "options": json.dumps(dict(self.policy.options), sort_keys=True, default=_plain),
+            "options": json.dumps(options_record(self.policy.options), sort_keys=True),
             "params": {k: _digest(v) for k, v in sorted(self.params.items())},
             "instance": _digest(self.instance.mu) + _digest(self.instance.sigma),
             "noise_index": _digest(self.noise_index),
