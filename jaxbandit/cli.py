@@ -350,6 +350,11 @@ def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
     return mu, sigma
 
 
+def _json_number(value) -> Optional[float]:
+    """A float for strict JSON: one that is not finite (no optimum) is null."""
+    return float(value) if np.isfinite(value) else None
+
+
 def _bound_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxbandit bound",
@@ -400,13 +405,12 @@ def bound_main(argv: list[str] | None = None) -> int:
         print(f"jaxbandit bound: error: {err}", file=sys.stderr)
         return 2
     status = int(result.status)
-    if args.json:  # strict JSON: a value that is not finite (no optimum) is null
-        finite = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731
+    if args.json:
         print(json.dumps({
             "mu": instance.mu.tolist(),
             "best_arm": int(result.best_arm),
-            "c": [finite(c) for c in np.asarray(result.c, np.float64)],
-            "value": finite(result.value),
+            "c": [_json_number(c) for c in np.asarray(result.c, np.float64)],
+            "value": _json_number(result.value),
             "status": status,
             "status_name": LowerBoundStatus.NAMES[status],
             "dtype": args.dtype,
