@@ -218,7 +218,7 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     if float32 and retry.any():
         again = _rescue_float64(mu[retry], precision[retry], _solve_batch(mu[retry], precision[retry], np.float64))
         out = jax.tree.map(lambda a, b: _assign(a, retry, b), out, again)
-    elif np.dtype(dtype) == np.float64:
+    elif not float32:
         out = _rescue_float64(mu, precision, out)
     if throw:
         _raise_for_status(out.status, mu, precision)

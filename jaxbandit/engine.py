@@ -314,9 +314,12 @@ def _check_representable(mu: np.ndarray, sigma: np.ndarray, dtype) -> None:
     with np.errstate(over="ignore", divide="ignore"):
         gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
         vanishing = np.isfinite(sigma) & (1 / np.square(sigma.astype(dtype)) == 0)
-    if not np.isfinite(gaps).all():
-        _check_fits("instance gap (max(mu) - mu)", mu.max(axis=-1, keepdims=True) - mu, dtype)
-        raise ValueError(f"instance mu spans more than {np.dtype(dtype).name} can subtract; rescale it or use dtype='float64'.")
+    overflows = ~np.isfinite(gaps)
+    if overflows.any():
+        gap = float((mu.max(axis=-1, keepdims=True) - mu)[overflows].flat[0])
+        raise ValueError(
+            f"instance gap (max(mu) - mu) = {gap!r} overflows {np.dtype(dtype).name}; rescale it or use dtype='float64'."
+        )
     if vanishing.any():
         raise ValueError(
             f"instance sigma = {float(sigma[vanishing].flat[0])!r} is finite but its precision 1 / sigma**2 is 0 in "

@@ -413,6 +413,8 @@ def shifted_values(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike, new_r
     relative_step = jnp.max(jnp.where(rhs > 0, _divide(jnp.abs(step), jnp.where(rhs > 0, rhs, 1)), outside))
     values = jnp.asarray(values) + _dot(factor.inverse, step)
     residual = _residual((factor.matrix_high, factor.matrix_low), values, new_rhs)
+    # |X| in full, not factor.abs_inverse: dropping its rounding residues would
+    # understate a bound (they are structural zeros only for the check's radius).
     correction = _dot(jnp.abs(factor.inverse), jnp.abs(residual))
     error = 2 * correction + eps * (jnp.abs(values) + factor.condition * jnp.max(correction))
     return values, jnp.where(jnp.isfinite(error), error, jnp.inf), relative_step
