@@ -175,6 +175,11 @@ class Policy(NamedTuple):
             "own_arm"}`` declares that the policy learns each arm only from playing it:
             a simulation refuses an instance with an arm that does not observe itself
             (``sigma[i, i] = inf``), where such a policy would play that arm forever.
+        check_params: optional ``(params) -> Any`` for ONE cell's ``{name: float}``:
+            raises ``ValueError`` naming a value the policy cannot use (e.g. a negative
+            exploration scale).  A simulation calls it on every cell's values before it
+            starts, so a grid passed as ``params`` gets the checks the factory applies
+            to its own arguments; it plays no part in caching.
     """
 
     init_fn: Callable
@@ -186,3 +191,4 @@ class Policy(NamedTuple):
     name: str = "policy"
     params: Mapping = _NO_PARAMS
     options: Mapping = _NO_PARAMS
+    check_params: Optional[Callable] = None

@@ -27,7 +27,7 @@ from jaxbandit.base import OWN_ARM, Policy, options_record
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, EngineCarry, cached_simulation, make_context, policy_key
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
-from jaxbandit.policy_check import check_policy
+from jaxbandit.policy_check import PolicyError, check_policy
 from jaxbandit.result import Result, check_times, geometric_times
 
 __all__ = ["InvalidArmError", "NaNStateError", "SimulationRun", "simulate"]
@@ -167,8 +167,7 @@ def _check_feedback(policy: Policy, instance: Instance) -> None:
 def _check_params(params, policy: Policy) -> dict:
     """``params`` given for ``policy``: a dict naming only the policy's own
     hyper-parameters (a misspelt name would be recorded in the results but never read).
-    Their values are not range-checked here, as the policy's factory checks those of
-    :func:`jaxbandit.policies.make`; a sweep builds every grid point through it."""
+    Their values are checked once they are arrays (:func:`_check_param_values`)."""
     if not isinstance(params, dict):
         raise ValueError(f"params must be a dict of the policy's hyper-parameters, got {params!r}.")
     unknown = sorted(set(params) - set(policy.params))
@@ -178,6 +177,22 @@ def _check_params(params, policy: Policy) -> dict:
             f"{sorted(policy.params) or 'none'}."
         )
     return params
+
+
+def _check_param_values(policy: Policy, params: dict, num_cells: int) -> None:
+    """Every cell's hyper-parameters through the policy's own check
+    (:attr:`~jaxbandit.base.Policy.check_params`), which names a value it cannot use."""
+    if policy.check_params is None or not params:
+        return
+    if not callable(policy.check_params):
+        raise PolicyError(f"check_params must be a function or None, got {policy.check_params!r}.")
+    columns = {name: np.broadcast_to(np.asarray(value, np.float64), (num_cells,)) for name, value in params.items()}
+    for cell in range(num_cells):
+        try:
+            policy.check_params({name: float(column[cell]) for name, column in columns.items()})
+        except ValueError as err:
+            where = f" of cell {cell}" if num_cells > 1 else ""
+            raise ValueError(f"params{where} for policy {policy.name!r}: {err}") from None
 
 
 class SimulationRun:
@@ -237,6 +252,7 @@ class SimulationRun:
         self.params = dict(policy.params if params is None else _check_params(params, policy))
         _check_feedback(policy, instance)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
+        _check_param_values(policy, self.params, self._env.mu.shape[0])
         self._ctx_local = self._ctx  # the initial state is computed in each process
         _check_policy_once(policy, self._ctx)
         if monitor is not None and not isinstance(monitor, Monitor):

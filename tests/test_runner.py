@@ -9,7 +9,7 @@ import pytest
 
 import jaxbandit as jb
 from jaxbandit import engine, instances, runner
-from tests import reference
+from tests import reference, user_policies
 
 INF = np.inf
 # Distinct gaps, so the arm played each round can be read off the per-round regret.
@@ -206,6 +206,38 @@ def test_params_name_only_the_policys_hyper_parameters():
     with pytest.raises(ValueError, match=r"params must be a dict of the policy's hyper-parameters, got \[1.0\]"):
         jb.SimulationRun(policy, GENERAL, 100, 2, params=[1.0])
 
+
+def test_params_values_go_through_the_policys_own_check():
+    """A grid given as ``params`` gets the ranges the factory checks: a negative
+    exploration scale would otherwise run (its square root a NaN index nobody sees)."""
+    two_cells = jb.Instance(np.stack([GENERAL.mu] * 2), np.stack([GENERAL.sigma] * 2))
+    with pytest.warns(jb.policies.lp_explore.TheoryWarning):
+        lp_explore = jb.policies.make("lp_explore", alpha=1.0)
+    with pytest.raises(ValueError, match=r"params of cell 1 for policy 'lp_explore': alpha must be a finite number > 0, got -1.0"):
+        jb.SimulationRun(lp_explore, two_cells, 100, 2, params={"alpha": [4.5, -1.0], "gamma": 0.5})
+    with pytest.raises(ValueError, match=r"params of cell 0 for policy 'lp_explore': gamma must be in \(0, 1\), got 1.0"):
+        jb.SimulationRun(lp_explore, two_cells, 100, 2, params={"alpha": 4.5, "gamma": 1.0})
+    with pytest.raises(ValueError, match=r"params for policy 'ossb': epsilon must be a finite number >= 0, got -0.5"):
+        jb.SimulationRun(jb.policies.make("ossb"), GENERAL, 100, 2, params={"epsilon": -0.5, "gamma": 0.0})
+    for name, params in (("ucb_n", {"alpha": 0.0}), ("eps_greedy", {"c": -1.0}), ("ucb_maxn", {"alpha": -2.0}),
+                         ("eps_greedy_lp", {"c": 1.0, "d": 0.0}), ("ucb_lp", {"c": -1.0, "alpha": 1.0})):  # fmt: skip
+        bad = next(key for key, value in params.items() if value <= 0)
+        with pytest.raises(ValueError, match=rf"params for policy '{name}': {bad} must be a finite number > 0"):
+            jb.SimulationRun(jb.policies.make(name), GENERAL, 100, 2, params=params)
+    # a user's policy: its check sees one cell's values at a time, as floats
+    seen = []
+
+    def check_params(params):
+        seen.append(params)
+        if params["eps"] > 1:
+            raise ValueError(f"eps must be at most 1, got {params['eps']!r}.")
+
+    policy = user_policies.traced_threshold()._replace(check_params=check_params)
+    with pytest.raises(ValueError, match=r"params of cell 1 for policy 'traced_threshold': eps must be at most 1, got 3.0"):
+        jb.SimulationRun(policy, two_cells, 100, 2, params={"eps": [1, 3]})
+    assert seen == [{"eps": 1.0}, {"eps": 3.0}]
+    with pytest.raises(jb.PolicyError, match=r"check_params must be a function or None, got 1"):
+        jb.SimulationRun(policy._replace(check_params=1), GENERAL, 100, 2)
 
 def test_own_arm_policies_refuse_an_arm_that_does_not_observe_itself():
     """Arm 1 is observed only by playing arm 0: ucb and ts (own-arm feedback) would play

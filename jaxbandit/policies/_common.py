@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 import jax.numpy as jnp
 
@@ -21,6 +21,7 @@ __all__ = [
     "initial_side_arm",
     "log_round",
     "own_arm_precision",
+    "params_check",
     "update_stats",
 ]
 
@@ -88,6 +89,17 @@ def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
     return value
 
 
+def params_check(**rules: Callable) -> Callable[[Mapping], dict]:
+    """A :attr:`~jaxbandit.base.Policy.check_params` from one rule per hyper-parameter
+    (``name=check_positive`` and the like): the function it returns checks one cell's
+    values and gives them back as floats, so a factory checks its own arguments with it."""
+
+    def check_params(params: Mapping) -> dict:
+        return {name: rule(name, params[name]) for name, rule in rules.items()}
+
+    return check_params
+
+
 def update_stats(state: NamedTuple, arm: Array, values: Array, ctx: Context) -> NamedTuple:
     """``state`` with the round's observations added to its weighted estimator, kept in
     its ``stats`` field (every other field as given)."""
@@ -103,7 +115,9 @@ def _diagnostics(state: EstimatorPolicyState) -> dict:
     return {"initial_rounds": state.initial_rounds}
 
 
-def estimator_policy(name: str, params: dict, select_fn: Callable, *, own_arm_only: bool = False) -> Policy:
+def estimator_policy(
+    name: str, params: dict, select_fn: Callable, *, own_arm_only: bool = False, check_params: Callable | None = None
+) -> Policy:
     """A policy whose state is the weighted estimator and an initial-round counter.
 
     Args:
@@ -111,6 +125,7 @@ def estimator_policy(name: str, params: dict, select_fn: Callable, *, own_arm_on
         params: its numeric hyper-parameters.
         select_fn: ``(key, state, t, ctx) -> Decision`` with an :class:`EstimatorPolicyState`.
         own_arm_only: keep only the samples of the arm played (bandit feedback).
+        check_params: the policy's :attr:`~jaxbandit.base.Policy.check_params`.
     """
 
     def init_fn(ctx: Context) -> EstimatorPolicyState:
@@ -128,5 +143,5 @@ def estimator_policy(name: str, params: dict, select_fn: Callable, *, own_arm_on
 
     return Policy(
         init_fn, select_fn, update_fn, _diagnostics, consolidate_fn=consolidate_stats, name=name, params=params,
-        options={"feedback": OWN_ARM} if own_arm_only else {},
+        options={"feedback": OWN_ARM} if own_arm_only else {}, check_params=check_params,
     )  # fmt: skip

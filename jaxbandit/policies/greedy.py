@@ -12,9 +12,11 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator, rng
 from jaxbandit.base import Policy, play
-from jaxbandit.policies._common import check_positive, estimator_policy, initial_side_arm
+from jaxbandit.policies._common import check_positive, estimator_policy, initial_side_arm, params_check
 
 __all__ = ["greedy", "eps_greedy"]
+
+_check_params = params_check(c=check_positive)
 
 
 def greedy() -> Policy:
@@ -35,7 +37,7 @@ def eps_greedy(c: float = 1.0) -> Policy:
     Args:
         c: exploration scale > 0 (default 1).
     """
-    c = check_positive("c", c)
+    params = _check_params({"c": c})
 
     def select_fn(key, state, t, ctx):
         num_arms = ctx.sigma.shape[-1]
@@ -47,4 +49,4 @@ def eps_greedy(c: float = 1.0) -> Policy:
         arm = jnp.where(coin <= epsilon, random_arm, best)
         return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
 
-    return estimator_policy("eps_greedy", {"c": c}, select_fn)
+    return estimator_policy("eps_greedy", params, select_fn, check_params=_check_params)

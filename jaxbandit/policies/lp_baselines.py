@@ -73,7 +73,7 @@ import jax.numpy as jnp
 from jaxbandit import estimator, lp, rng
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, play
-from jaxbandit.policies._common import check_positive, consolidate_stats, initial_side_arm
+from jaxbandit.policies._common import check_positive, consolidate_stats, initial_side_arm, params_check
 from jaxbandit.policies.ucb import ucb_n_index
 
 __all__ = [
@@ -84,6 +84,9 @@ __all__ = [
     "solve_cover",
     "exploration_arm",
 ]
+
+_check_eps_greedy_lp = params_check(c=check_positive, d=check_positive)
+_check_ucb_lp = params_check(c=check_positive, alpha=check_positive)
 
 
 class LPExplorationState(NamedTuple):
@@ -201,8 +204,7 @@ def eps_greedy_lp(c: float = 1.0, d: float = 1.0) -> Policy:
     Raises:
         ValueError: ``c`` or ``d`` is not a finite number > 0.
     """
-    c = check_positive("c", c)
-    d = check_positive("d", d)
+    params = _check_eps_greedy_lp({"c": c, "d": d})
 
     def select_fn(key, state, t, ctx):
         scale = ctx.params["c"] / jnp.square(ctx.params["d"])
@@ -210,8 +212,9 @@ def eps_greedy_lp(c: float = 1.0, d: float = 1.0) -> Policy:
         return _explore_or(key, state, t, ctx, scale, best)
 
     return Policy(
-        _init, select_fn, _update, _diagnostics, consolidate_fn=consolidate_stats, name="eps_greedy_lp", params={"c": c, "d": d}
-    )
+        _init, select_fn, _update, _diagnostics, consolidate_fn=consolidate_stats, name="eps_greedy_lp",
+        params=params, check_params=_check_eps_greedy_lp,
+    )  # fmt: skip
 
 
 def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
@@ -224,8 +227,7 @@ def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
     Raises:
         ValueError: ``c`` or ``alpha`` is not a finite number > 0.
     """
-    c = check_positive("c", c)
-    alpha = check_positive("alpha", alpha)
+    params = _check_ucb_lp({"c": c, "alpha": alpha})
 
     def select_fn(key, state, t, ctx):
         index = ucb_n_index(state.stats, t, ctx.params["alpha"])
@@ -233,5 +235,6 @@ def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
         return _explore_or(key, state, t, ctx, ctx.params["c"], best)
 
     return Policy(
-        _init, select_fn, _update, _diagnostics, consolidate_fn=consolidate_stats, name="ucb_lp", params={"c": c, "alpha": alpha}
-    )
+        _init, select_fn, _update, _diagnostics, consolidate_fn=consolidate_stats, name="ucb_lp",
+        params=params, check_params=_check_ucb_lp,
+    )  # fmt: skip

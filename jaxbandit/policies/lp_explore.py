@@ -56,13 +56,21 @@ from jaxbandit.bound_lp import (
     noise_free_arms,
 )
 from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
-from jaxbandit.policies._common import check_positive, check_unit_interval, consolidate_stats, log_round, update_stats
+from jaxbandit.policies._common import (
+    check_positive,
+    check_unit_interval,
+    consolidate_stats,
+    log_round,
+    params_check,
+    update_stats,
+)
 from jaxbandit.reductions import first_true
 
 __all__ = ["CASE_C_RULES", "Case", "LPExploreState", "TheoryWarning", "lp_explore"]
 
 CASE_C_RULES = ("largest_deficit", "smallest_index")
 RATIO_TIE_TOLERANCE = 1e-5  # relative; see _case_c_arm
+_check_params = params_check(alpha=check_positive, gamma=check_unit_interval)
 
 
 class TheoryWarning(UserWarning):
@@ -233,8 +241,8 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
     Returns:
         A two-phase :class:`~jaxbandit.base.Policy` (its LP solves are batched by the engine).
     """
-    alpha = check_positive("alpha", alpha)
-    gamma = check_unit_interval("gamma", gamma)
+    params = _check_params({"alpha": alpha, "gamma": gamma})
+    alpha = params["alpha"]
     if case_c_rule not in CASE_C_RULES:
         raise ValueError(f"case_c_rule must be one of {CASE_C_RULES}, got {case_c_rule!r}.")
     if alpha <= 4:
@@ -248,5 +256,5 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
     solver = Solver(stages=allocation_stages(choose_arm), finish_fn=_finish)
     return Policy(
         _init, _select, update_stats, _diagnostics, consolidate_fn=consolidate_stats, solver=solver,
-        name="lp_explore", params={"alpha": alpha, "gamma": gamma}, options={"case_c_rule": case_c_rule},
+        name="lp_explore", params=params, options={"case_c_rule": case_c_rule}, check_params=_check_params,
     )  # fmt: skip

@@ -87,13 +87,14 @@ from jaxbandit.bound_lp import (
     noise_free_arms,
 )
 from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
-from jaxbandit.policies._common import check_nonnegative, consolidate_stats, log_round, update_stats
+from jaxbandit.policies._common import check_nonnegative, consolidate_stats, log_round, params_check, update_stats
 from jaxbandit.policies.lp_explore import RATIO_TIE_TOLERANCE
 from jaxbandit.reductions import first_true
 
 __all__ = ["POSITIVE_TOLERANCE", "Branch", "OSSBState", "ossb"]
 
 POSITIVE_TOLERANCE = 1e-4  # c_i > POSITIVE_TOLERANCE * max c counts as positive
+_check_params = params_check(epsilon=check_nonnegative, gamma=check_nonnegative)
 
 
 class Branch:
@@ -265,11 +266,10 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
     Raises:
         ValueError: ``epsilon`` or ``gamma`` is not a finite number ``>= 0``.
     """
-    epsilon = check_nonnegative("epsilon", epsilon)
-    gamma = check_nonnegative("gamma", gamma)
+    params = _check_params({"epsilon": epsilon, "gamma": gamma})
 
     solver = Solver(stages=allocation_stages(_exploration_arm), finish_fn=_finish)
     return Policy(
         _init, _select, update_stats, _diagnostics, consolidate_fn=consolidate_stats, solver=solver,
-        name="ossb", params={"epsilon": epsilon, "gamma": gamma},
+        name="ossb", params=params, check_params=_check_params,
     )  # fmt: skip

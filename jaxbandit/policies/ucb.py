@@ -16,9 +16,11 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator
 from jaxbandit.base import Policy, play
-from jaxbandit.policies._common import check_positive, estimator_policy, initial_side_arm, log_round
+from jaxbandit.policies._common import check_positive, estimator_policy, initial_side_arm, log_round, params_check
 
 __all__ = ["ucb", "ucb_n", "ucb_n_index"]
+
+_check_params = params_check(alpha=check_positive)
 
 
 def ucb(alpha: float = 1.0) -> Policy:
@@ -28,7 +30,7 @@ def ucb(alpha: float = 1.0) -> Policy:
         alpha: exploration constant > 0; ``alpha = 1`` is the asymptotically optimal
             ``2 log t`` width, giving ``regret / log T -> alpha * sum 2 sigma_ii^2 / Delta_i``.
     """
-    alpha = check_positive("alpha", alpha)
+    params = _check_params({"alpha": alpha})
 
     def select_fn(key, state, t, ctx):
         del key  # deterministic
@@ -39,7 +41,7 @@ def ucb(alpha: float = 1.0) -> Policy:
         index = estimator.mean(state.stats) + width
         return play(jnp.where(t <= num_arms, t - 1, jnp.argmax(index).astype(jnp.int32)))
 
-    return estimator_policy("ucb", {"alpha": alpha}, select_fn, own_arm_only=True)
+    return estimator_policy("ucb", params, select_fn, own_arm_only=True, check_params=_check_params)
 
 
 def ucb_n_index(stats: estimator.EstimatorState, t, alpha) -> jnp.ndarray:
@@ -56,7 +58,7 @@ def ucb_n(alpha: float = 1.0) -> Policy:
     Args:
         alpha: exploration constant > 0 (default 1).
     """
-    alpha = check_positive("alpha", alpha)
+    params = _check_params({"alpha": alpha})
 
     def select_fn(key, state, t, ctx):
         del key  # deterministic
@@ -64,4 +66,4 @@ def ucb_n(alpha: float = 1.0) -> Policy:
         index = ucb_n_index(state.stats, t, ctx.params["alpha"])
         return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), jnp.argmax(index).astype(jnp.int32)))
 
-    return estimator_policy("ucb_n", {"alpha": alpha}, select_fn)
+    return estimator_policy("ucb_n", params, select_fn, check_params=_check_params)

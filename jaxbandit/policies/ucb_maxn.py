@@ -33,10 +33,18 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator
 from jaxbandit.base import Context, Policy, play
-from jaxbandit.policies._common import EstimatorPolicyState, check_positive, estimator_policy, initial_side_arm
+from jaxbandit.policies._common import (
+    EstimatorPolicyState,
+    check_positive,
+    estimator_policy,
+    initial_side_arm,
+    params_check,
+)
 from jaxbandit.policies.ucb import ucb_n_index
 
 __all__ = ["ucb_maxn", "maxn_arm"]
+
+_check_params = params_check(alpha=check_positive)
 
 
 def maxn_arm(stats: estimator.EstimatorState, precision, t, alpha):
@@ -70,7 +78,7 @@ def ucb_maxn(alpha: float = 1.0) -> Policy:
     Raises:
         ValueError: ``alpha`` is not a finite number > 0.
     """
-    alpha = check_positive("alpha", alpha)
+    params = _check_params({"alpha": alpha})
 
     def select_fn(key, state: EstimatorPolicyState, t, ctx: Context):
         del key  # deterministic
@@ -78,4 +86,4 @@ def ucb_maxn(alpha: float = 1.0) -> Policy:
         arm, _ = maxn_arm(state.stats, ctx.precision, t, ctx.params["alpha"])
         return play(jnp.where(t <= num_arms, initial_side_arm(ctx, t), arm))
 
-    return estimator_policy("ucb_maxn", {"alpha": alpha}, select_fn)
+    return estimator_policy("ucb_maxn", params, select_fn, check_params=_check_params)
