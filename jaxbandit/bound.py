@@ -206,7 +206,7 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
     mu = np.atleast_2d(instance.mu)
     precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
-    _check_gaps(mu)
+    _check_gaps(mu, dtype)
     float32 = np.dtype(dtype) == np.float32
     # The LP depends on the gaps only: in float32 take them from the float64 means (one
     # rounding), not from means rounded to float32 first, where two close means lose
@@ -232,19 +232,27 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     )
 
 
-def _check_gaps(mu: np.ndarray) -> None:
-    """Every nonzero gap's ``b_i = 2 / gap**2`` must be finite in float64."""
-    gaps = np.max(mu, axis=-1, keepdims=True) - mu
-    positive = np.where(gaps > 0, gaps, np.inf)
-    with np.errstate(over="ignore"):
-        overflows = ~np.isfinite(2 / np.square(positive)) & np.isfinite(positive)
-    if overflows.any():
-        index = np.argwhere(overflows)[0]
-        where = f"instance {index[0]}: " if len(mu) > 1 else ""
-        raise ValueError(
-            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} is so "
-            "small that 2 / gap**2 overflows float64; rescale mu."
-        )
+def _check_gaps(mu: np.ndarray, dtype) -> None:
+    """Every nonzero gap's ``b_i = 2 / gap**2`` must be a normal float64 number (a
+    subnormal one has lost digits, and one that underflows to 0 drops the arm from the
+    bound), and every gap must fit in ``dtype`` (the results report them)."""
+    with np.errstate(over="ignore", under="ignore"):
+        gaps = np.max(mu, axis=-1, keepdims=True) - mu
+        positive = np.where(gaps > 0, gaps, np.inf)
+        requirement = 2 / np.square(positive)
+    problems = (
+        (~np.isfinite(requirement) & np.isfinite(positive), "is so small that 2 / gap**2 overflows float64"),
+        ((requirement < np.finfo(np.float64).tiny) & np.isfinite(positive), "is so large that 2 / gap**2 underflows float64"),
+        (gaps > np.finfo(dtype).max, f"does not fit in {np.dtype(dtype).name}"),
+    )  # fmt: skip
+    for flagged, problem in problems:
+        if flagged.any():
+            index = np.argwhere(flagged)[0]
+            where = f"instance {index[0]}: " if len(mu) > 1 else ""
+            raise ValueError(
+                f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} "
+                f"{problem}; rescale mu."
+            )
 
 
 def _assign(target: np.ndarray, mask: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -110,7 +110,8 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     """Two means 1e-6 apart: rounded to float32 first, their gap lost about 1% of the
     bound (Lai-Robbins, 2 sigma^2 / Delta summed); taken from the float64 means, the
     float32 solve is within float32's tolerance.  (K = 10: the float32 program of the
-    test above.)  A gap whose 2 / gap**2 overflows even float64 is an error naming mu."""
+    test above.)  A gap whose 2 / gap**2 overflows or underflows float64, or that
+    float32 cannot hold, is an error naming mu."""
     from jaxbandit import instances
 
     mu = np.array([0.7, 0.7 + 1e-6, 0.2, 0.1, 0.0, -0.1, -0.2, -0.3, -0.4, -0.5])
@@ -119,3 +120,8 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     assert abs(value - closed_form) <= 1e-5 * closed_form, (value, closed_form)
     with pytest.raises(ValueError, match=r"the gap 2e-160 of arm 1 is so small that 2 / gap\*\*2 overflows float64"):
         bound.lower_bound(instances.bandit([3e-160, 1e-160]))
+    # 2 / (1e160)**2 is 0 in float64: the arm would need no samples and the bound be 0
+    with pytest.raises(ValueError, match=r"the gap 1e\+160 of arm 1 is so large that 2 / gap\*\*2 underflows float64"):
+        bound.lower_bound(instances.bandit([0.0, -1e160]))
+    with pytest.raises(ValueError, match=r"the gap 1e\+39 of arm 2 does not fit in float32; rescale mu"):
+        bound.lower_bound(instances.bandit([0.0, -1.0, -1e39]), dtype=np.float32)
