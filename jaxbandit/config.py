@@ -64,7 +64,7 @@ from jaxbandit import instances as instances_module
 from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit.base import options_record
-from jaxbandit.engine import MAX_ROUNDS
+from jaxbandit.engine import MAX_ROUNDS, policy_code
 from jaxbandit.instances import Instance
 from jaxbandit.result import geometric_times
 
@@ -249,11 +249,13 @@ class SweepConfig:
 
     def resolved_policies(self) -> list:
         """What every ``[[policies]]`` entry resolves to, as JSON: per parameter set of
-        its grid, the built policy's ``params`` (numbers) and ``options``.
+        its grid, the built policy's ``params`` (numbers), ``options`` and a digest of
+        its ``code``.
 
-        Defaults are part of it: a factory whose default changed (a user's
-        ``module:factory``, a built-in in a new version) resolves differently from the
-        same configuration text, and a sweep directory records this to refuse it.
+        Defaults and code are part of it: a factory whose default changed, or a policy
+        whose functions were edited (a user's ``module:factory``, a built-in in a new
+        version), computes something else from the same configuration text, and a
+        sweep directory records this to refuse it.
         """
         with _importable_beside(self.source):
             resolved = [
@@ -282,8 +284,9 @@ def _digest(obj) -> str:
 
 
 def _resolve(policy) -> dict:
-    """A built policy's ``params`` (numbers; non-finite ones as strings) and ``options``
-    (:func:`jaxbandit.base.options_record`)."""
+    """A built policy's ``params`` (numbers; non-finite ones as strings), ``options``
+    (:func:`jaxbandit.base.options_record`) and ``code``
+    (:func:`jaxbandit.engine.policy_code`)."""
 
     def number(value):
         value = np.asarray(value, dtype=np.float64)
@@ -291,7 +294,11 @@ def _resolve(policy) -> dict:
             return [number(v) for v in value]
         return float(value) if np.isfinite(value) else str(float(value))
 
-    return {"params": {k: number(v) for k, v in policy.params.items()}, "options": options_record(policy.options)}
+    return {
+        "params": {k: number(v) for k, v in policy.params.items()},
+        "options": options_record(policy.options),
+        "code": policy_code(policy),
+    }
 
 
 def _encode_array(array: np.ndarray):

@@ -28,7 +28,7 @@ import numpy as np
 from jaxbandit import compaction, environment, estimator
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
-from jaxbandit.fingerprint import computation_key
+from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 
@@ -275,6 +275,12 @@ def policy_key(policy: Policy) -> tuple:
         policy.init_fn, policy.select_fn, policy.update_fn, policy.diagnostics_fn,
         policy.consolidate_fn, policy.solver, dict(policy.options), sorted(policy.params),
     )  # fmt: skip
+
+
+def policy_code(policy: Policy) -> str:
+    """:func:`policy_key` as a digest that every process computes alike
+    (:func:`~jaxbandit.fingerprint.stable_digest`): for records checked by a later run."""
+    return stable_digest(policy_key(policy))
 
 
 def cached_simulation(

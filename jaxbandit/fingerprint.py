@@ -14,19 +14,24 @@ share one.  A policy's name is not part of it.
 What it cannot see is state outside those: an attribute of a module or a class
 rebound after the engine compiled, or what a C object holds.  Keep hyper-parameters
 in ``params``, in a closure, or on an object's own attributes, and they are seen.
+
+A key holds objects compared by identity, which mean nothing in another process;
+:func:`stable_digest` names those by their qualified names instead, so that a record
+written by one process (a checkpoint, a sweep directory) can be checked by another.
 """
 
 from __future__ import annotations
 
 import dis
 import functools
+import hashlib
 import types
 from typing import Any
 
 import jax
 import numpy as np
 
-__all__ = ["computation_key"]
+__all__ = ["computation_key", "stable_digest"]
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -52,6 +57,27 @@ class _Identity:
 def computation_key(*objects) -> tuple:
     """A hashable description of ``objects`` (functions, NamedTuples of them, values)."""
     return tuple(_describe(obj, {}) for obj in objects)
+
+
+def stable_digest(key: tuple) -> str:
+    """A hex digest of a :func:`computation_key` that every process computes alike.
+
+    Objects the key compares by identity count by their qualified name (or their
+    type's), so two keys that differ only in which such object they hold share a
+    digest; code, closures, defaults and values all count.  Bytecode is Python's own,
+    so another Python version gives another digest.
+    """
+    return hashlib.sha256(repr(_portable(key)).encode()).hexdigest()[:32]
+
+
+def _portable(node: Any) -> Any:
+    if isinstance(node, _Identity):
+        obj = node.obj
+        named = obj if hasattr(obj, "__qualname__") else type(obj)
+        return ("named", getattr(named, "__module__", None), named.__qualname__)
+    if isinstance(node, tuple):
+        return tuple(_portable(item) for item in node)
+    return node
 
 
 def _describe(obj: Any, active: dict) -> Any:

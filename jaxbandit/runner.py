@@ -24,7 +24,15 @@ import numpy as np
 
 from jaxbandit import rng
 from jaxbandit.base import OWN_ARM, Policy, options_record
-from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, EngineCarry, cached_simulation, make_context, policy_key
+from jaxbandit.engine import (
+    DEFAULT_CHUNK_SIZE,
+    MAX_ROUNDS,
+    EngineCarry,
+    cached_simulation,
+    make_context,
+    policy_code,
+    policy_key,
+)
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import PolicyError, check_policy
@@ -396,10 +404,12 @@ class SimulationRun:
 
     def identity(self) -> dict:
         """What determines this simulation's results, as a JSON-able dict: scalars as
-        they are, arrays (instance, parameters, noise indices, times) as digests.
-        Chunk size, solve buffer and devices are left out: they never change results."""
+        they are, arrays (instance, parameters, noise indices, times) and the policy's
+        code (:func:`~jaxbandit.engine.policy_code`) as digests.  Chunk size, solve
+        buffer and devices are left out: they never change results."""
         return {
             "policy": self.policy.name,
+            "policy_code": policy_code(self.policy),
             "options": json.dumps(options_record(self.policy.options), sort_keys=True),
             "params": {k: _digest(v) for k, v in sorted(self.params.items())},
             "instance": _digest(self.instance.mu) + _digest(self.instance.sigma),

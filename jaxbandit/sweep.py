@@ -230,35 +230,53 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
 
 
 def _check_resolved_policies(cfg, manifest: dict, manifest_path: Path) -> None:
-    """Refuse a directory whose policies resolved to other parameters or options.
+    """Refuse a directory whose policies resolved to other parameters, options or code.
 
     The fingerprint covers the configuration as written; a factory default that
-    changed since (a user's ``module:factory``, a built-in in a new version) changes
-    the results of the same text.  A manifest of an earlier version, which has no
-    record of them, gets this one (its groups cannot be checked).
+    changed since, or an edited policy function (a user's ``module:factory``, a
+    built-in in a new version), changes the results of the same text.  A manifest of
+    an earlier version gets what it lacks of this record (what it lacks cannot be
+    checked).
     """
     resolved = cfg.resolved_policies()
     recorded = manifest.get("resolved_policies")
-    if recorded is None:
-        io.save_json(manifest_path, {**manifest, "resolved_policies": resolved})
-        return
     if recorded == resolved:
+        return
+    written_before_code = recorded is not None and recorded == _without_code(recorded) == _without_code(resolved)
+    if recorded is None or written_before_code:
+        io.save_json(manifest_path, {**manifest, "resolved_policies": resolved})
         return
     detail = "the policies differ"
     for i, (old, new) in enumerate(zip(recorded, resolved)):
         for kwargs, before, now in zip(cfg.policies[i].grid, old.get("grid", []), new["grid"]):
             if before != now:
                 written = f" with {kwargs}" if kwargs else ""
-                detail = f"policies[{i}] ({new['name']}{written}) resolved to {before}, now to {now}"
+                label = f"policies[{i}] ({new['name']}{written})"
+                if _without_code(before) == _without_code(now):
+                    detail = (
+                        f"the code of {label} changed (its functions were edited, or jaxbandit or Python "
+                        "is another version)"
+                    )
+                else:
+                    before, now = _without_code(before), _without_code(now)
+                    detail = f"{label} resolved to {before}, now to {now} (a factory default changed?)"
                 break
         else:
             continue
         break
     raise SweepMismatchError(
-        f"{manifest_path.parent} holds results of the same configuration with other policy parameters: "
-        f"{detail} (a factory default changed?). Refusing to mix them: use another output directory, "
-        f"or delete {manifest_path.parent} to start over."
+        f"{manifest_path.parent} holds results of the same configuration computed otherwise: {detail}. "
+        f"Refusing to mix them: use another output directory, or delete {manifest_path.parent} to start over."
     )
+
+
+def _without_code(record):
+    """A resolved-policies record (or one grid point of it) without its code digests."""
+    if isinstance(record, list):
+        return [_without_code(entry) for entry in record]
+    if "grid" in record:
+        return {**record, "grid": [_without_code(point) for point in record["grid"]]}
+    return {key: value for key, value in record.items() if key != "code"}
 
 
 def _save_config_text(out: Path, config) -> None:

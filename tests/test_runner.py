@@ -98,8 +98,9 @@ def test_compiling_ahead_leaves_nothing_to_compile_and_changes_nothing(reference
 
 
 def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
-    """A checkpoint names the simulation it belongs to: another instance, seed or
-    horizon is refused naming what differs, a dict without identity is refused, and
+    """A checkpoint names the simulation it belongs to: another instance, seed,
+    horizon or policy code is refused naming what differs, a dict without identity is
+    refused, and
     the same simulation resumes to the uninterrupted results, even from a checkpoint
     whose runs were padded for another device count (100 runs on 8 devices: 104)."""
     policy = jb.policies.make("ts_n")
@@ -111,6 +112,10 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
         jb.SimulationRun(policy, other, 1000, 100, seed=5).restore(saved)
     with pytest.raises(ValueError, match="does not say which simulation it belongs to"):
         jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4).restore({k: v for k, v in saved.items() if k != "identity"})
+    # the same name, other code (an edited function): the state would mix two policies
+    edited = policy._replace(diagnostics_fn=lambda state: {})
+    with pytest.raises(ValueError, match=r"another simulation: its policy_code differ"):
+        jb.SimulationRun(edited, GENERAL, 2500, 100, seed=4).restore(saved)
 
     padded = {k: np.concatenate([v, v[:, :4]], axis=1) if k.startswith("leaf_") and v.ndim >= 2 else v for k, v in saved.items()}
     resumed = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)

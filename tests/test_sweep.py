@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import config, io, policies, sweep
+from jaxbandit import config, engine, io, policies, sweep
 from jaxbandit.runner import SimulationRun
 from tests import sweep_fixtures as fx
 
@@ -198,17 +198,24 @@ def test_changed_config_is_refused(tmp_path, reference):
         sweep.run(fx.base_config(), tmp_path, progress=False)
 
 
-def test_a_changed_factory_default_is_refused(tmp_path, monkeypatch):
-    """The same configuration text whose policy now resolves to another default is a
-    different sweep; a manifest without the record (an earlier version) gets it.
-    Nothing compiles: shard 1/2 of one group is empty."""
+def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypatch):
+    """The same configuration text whose policy now resolves to another default, or
+    whose functions were edited, is a different sweep; a manifest without the record,
+    or without its code digests (earlier versions), gets them.  Nothing compiles:
+    shard 1/2 of one group is empty."""
     name, out = "test_default", tmp_path / "sweep"
     cfg = fx.base_config(policies=[{"name": name}])
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=1.0: fx.cases_policy(alpha))
     sweep.run(cfg, out, shard="1/2", progress=False)
     sweep.run(cfg, out, shard="1/2", progress=False)  # unchanged: accepted
     manifest = json.loads((out / "sweep.json").read_text())
-    assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}}]
+    code = engine.policy_code(fx.cases_policy(1.0))
+    assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}, "code": code}]
+    for record in manifest["resolved_policies"][0]["grid"]:
+        del record["code"]
+    io.save_json(out / "sweep.json", manifest)
+    sweep.run(cfg, out, shard="1/2", progress=False)
+    assert json.loads((out / "sweep.json").read_text())["resolved_policies"][0]["grid"][0]["code"] == code
     del manifest["resolved_policies"]
     io.save_json(out / "sweep.json", manifest)
     sweep.run(cfg, out, shard="1/2", progress=False)
@@ -216,6 +223,10 @@ def test_a_changed_factory_default_is_refused(tmp_path, monkeypatch):
 
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))
     with pytest.raises(sweep.SweepMismatchError, match=r"policies\[0\] \(test_default\) resolved to .*1\.0.*, now to .*2\.0"):
+        sweep.run(cfg, out, shard="1/2", progress=False)
+    edited = lambda alpha=1.0: fx.cases_policy(alpha)._replace(diagnostics_fn=lambda state: {})
+    monkeypatch.setitem(policies.REGISTRY, name, edited)
+    with pytest.raises(sweep.SweepMismatchError, match=r"the code of policies\[0\] \(test_default\) changed"):
         sweep.run(cfg, out, shard="1/2", progress=False)
 
 
