@@ -64,7 +64,7 @@ from jaxbandit import instances as instances_module
 from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit.base import options_record
-from jaxbandit.engine import MAX_ROUNDS, policy_code
+from jaxbandit.engine import MAX_ROUNDS, policy_code, policy_key
 from jaxbandit.instances import Instance
 from jaxbandit.result import geometric_times
 
@@ -624,8 +624,6 @@ def _split_by_computation(policy: PolicySpec) -> list:
     sets share a program only if their policies compute the same thing
     (:func:`jaxbandit.engine.policy_key`): a value captured in a closure splits them.
     """
-    from jaxbandit.engine import policy_key  # deferred: the engine pulls in jax
-
     parts: dict = {}
     for kwargs in policy.grid:
         built = policies_module.make(policy.name, **kwargs)
