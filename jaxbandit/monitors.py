@@ -84,9 +84,7 @@ def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> M
         outside, so far) and ``first_outside_alpha{a}`` (the first such round, 0 if none)
         for each ``a`` of ``alphas``.
     """
-    alphas = tuple(float(a) for a in alphas)
-    if not alphas or not all(math.isfinite(a) and a > 0 for a in alphas):
-        raise ValueError(f"alphas must be finite numbers > 0, got {alphas!r}.")
+    alphas = _check_alphas(alphas)
 
     def init_fn(ctx: Context) -> EstimatorDeviationState:
         zeros = jnp.zeros(len(alphas), jnp.int32)
@@ -112,11 +110,37 @@ def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> M
     def report_fn(state: EstimatorDeviationState) -> dict:
         out = {}
         for k, a in enumerate(alphas):
-            out[f"outside_rounds_alpha{a:g}"] = state.outside_rounds[k]
-            out[f"first_outside_alpha{a:g}"] = state.first_outside[k]
+            out[f"outside_rounds_alpha{_label(a)}"] = state.outside_rounds[k]
+            out[f"first_outside_alpha{_label(a)}"] = state.first_outside[k]
         return out
 
     return Monitor(init_fn, update_fn, report_fn, name="estimator_deviation")
+
+
+def _label(alpha: float) -> str:
+    return f"{alpha:g}"
+
+
+def _check_alphas(alphas) -> tuple:
+    """``alphas`` as a tuple of floats: a non-empty sequence of finite numbers > 0 whose
+    report names (``{alpha:g}``) differ, so that no alpha's counts replace another's."""
+    if isinstance(alphas, (str, bytes)) or not isinstance(alphas, (list, tuple, np.ndarray)):
+        raise ValueError(f"alphas must be a list of numbers > 0, got {alphas!r}.")
+    try:
+        values = tuple(float(a) for a in alphas)
+    except (TypeError, ValueError):
+        values = ()
+    if not values or not all(math.isfinite(a) and a > 0 for a in values) or any(isinstance(a, bool) for a in alphas):
+        raise ValueError(f"alphas must be a non-empty list of finite numbers > 0, got {alphas!r}.")
+    labels = [_label(a) for a in values]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        same = [a for a in values if _label(a) == repeated[0]]
+        raise ValueError(
+            f"alphas {same} would all be reported as alpha{repeated[0]}; give each alpha once, differing in its "
+            "first 6 significant digits."
+        )
+    return values
 
 
 def deviation_bound(t, alpha: float, num_arms: int = 1):

@@ -33,6 +33,7 @@ from jaxbandit.engine import (
     policy_code,
     policy_key,
 )
+from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import PolicyError, check_policy
@@ -405,7 +406,7 @@ class SimulationRun:
     def identity(self) -> dict:
         """What determines this simulation's results, as a JSON-able dict: scalars as
         they are, arrays (instance, parameters, noise indices, times) and the policy's
-        code (:func:`~jaxbandit.engine.policy_code`) as digests.  Chunk size, solve
+        and monitor's code (:func:`~jaxbandit.engine.policy_code`) as digests.  Chunk size, solve
         buffer and devices are left out: they never change results."""
         return {
             "policy": self.policy.name,
@@ -421,6 +422,7 @@ class SimulationRun:
             "first_run": self.first_run,
             "dtype": str(jnp.dtype(self.dtype)),
             "monitor": None if self.monitor is None else self.monitor.name,
+            "monitor_code": None if self.monitor is None else stable_digest(computation_key(self.monitor)),
         }
 
     def checkpoint(self) -> dict:

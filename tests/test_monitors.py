@@ -74,8 +74,16 @@ def test_a_monitor_needs_nothing_from_the_policy_but_where_its_estimator_is():
 
 
 def test_bad_monitors():
-    with pytest.raises(ValueError, match=r"alphas must be finite numbers > 0, got \(0.0,\)"):
+    with pytest.raises(ValueError, match=r"alphas must be a non-empty list of finite numbers > 0, got \(0,\)"):
         monitors.estimator_deviation(alphas=(0,))
+    # each alpha reports under its own name: two that print alike would overwrite one another
+    with pytest.raises(ValueError, match=r"alphas \[0.5, 0.5000001\] would all be reported as alpha0.5"):
+        monitors.estimator_deviation(alphas=(0.5, 0.5000001))
+    with pytest.raises(ValueError, match=r"alphas \[2.0, 2.0\] would all be reported as alpha2"):
+        monitors.estimator_deviation(alphas=[2, 2])
+    for alphas in ("45", 1.0, [True], [[1.0, 2.0]]):  # a string was read digit by digit
+        with pytest.raises(ValueError, match="alphas must be a"):
+            monitors.estimator_deviation(alphas=alphas)
     with pytest.raises(ValueError, match="unknown monitor 'nope'"):
         monitors.make("nope")
     with pytest.raises(ValueError, match="monitor must be a jaxbandit.monitors.Monitor or None"):
@@ -121,7 +129,21 @@ def test_bad_monitor_tables():
         ({"alphas": [1.0]}, r"key 'monitor.name': missing"),
         ({"name": "nope"}, r"key 'monitor.name': unknown monitor 'nope'"),
         ({"name": "estimator_deviation", "alpha": 1}, r"key 'monitor.alpha': unknown key"),
-        ({"name": "estimator_deviation", "alphas": [-1]}, r"key 'monitor.alphas': alphas must be finite numbers > 0"),
+        ({"name": "estimator_deviation", "alphas": [-1]}, r"key 'monitor.alphas': alphas must be a non-empty list of finite numbers > 0"),
+        ({"name": "estimator_deviation", "alphas": "45"}, r"key 'monitor.alphas': alphas must be a list of numbers > 0, got '45'"),
     ):
         with pytest.raises(jb.ConfigError, match=message):
             jb.config.load(dict(base, monitor=monitor))
+
+
+def test_a_checkpoint_resumes_only_with_the_monitor_it_was_taken_with():
+    """The same monitor name with other alphas counts something else: its checkpoint is
+    refused, where it used to go on counting the old alphas' rounds under the new names
+    (no chunk is run: the check is on the identities)."""
+    policy = jb.policies.make("ucb_n")
+    taken = jb.SimulationRun(policy, GENERAL, 512, 4, monitor=monitors.estimator_deviation(alphas=(0.1,)))
+    saved = taken.checkpoint()
+    other = jb.SimulationRun(policy, GENERAL, 512, 4, monitor=monitors.estimator_deviation(alphas=(8.0,)))
+    with pytest.raises(ValueError, match=r"another simulation: its monitor_code differ"):
+        other.restore(saved)
+    jb.SimulationRun(policy, GENERAL, 512, 4, monitor=monitors.estimator_deviation(alphas=(0.1,))).restore(saved)
