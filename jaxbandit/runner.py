@@ -270,8 +270,12 @@ class SimulationRun:
         self._sim = cached_simulation(policy, self.chunk_size, solve_batch, monitor)
         num_cells = self._env.mu.shape[0]
         noise_index = np.arange(num_cells) if noise_index is None else np.asarray(noise_index)
-        if noise_index.shape != (num_cells,) or np.any(noise_index < 0):
-            raise ValueError(f"noise_index must be {num_cells} non-negative integers, got {noise_index!r}.")
+        integers = noise_index.dtype != bool and np.issubdtype(noise_index.dtype, np.integer)
+        if noise_index.shape != (num_cells,) or not integers or np.any(noise_index < 0) or np.any(noise_index >= 2**32):
+            # a fraction, NaN or 2**32 would be cast onto another cell's noise stream
+            raise ValueError(
+                f"noise_index must hold one integer in [0, 2**32) per cell ({num_cells}), got {noise_index.tolist()!r}."
+            )
 
         # Pad the runs to a multiple of the device count; padded runs are real runs with
         # larger indices, simulated and then dropped, so they change nothing.

@@ -212,6 +212,16 @@ def test_params_name_only_the_policys_hyper_parameters():
         jb.SimulationRun(policy, GENERAL, 100, 2, params=[1.0])
 
 
+def test_noise_index_must_name_a_noise_stream():
+    """A fraction, a NaN or 2**32 was cast to uint32: the cell then ran on another
+    cell's noise (0.9, NaN and 2**32 all became stream 0)."""
+    policy = jb.policies.make("ucb_n")
+    for bad in ([0.9], [np.nan], [2**32], [-1], [True], [0, 1]):
+        with pytest.raises(ValueError, match=r"noise_index must hold one integer in \[0, 2\*\*32\) per cell \(1\), got"):
+            jb.SimulationRun(policy, GENERAL, 100, 2, noise_index=bad)
+    jb.SimulationRun(policy, GENERAL, 100, 2, noise_index=[2**32 - 1])
+
+
 def test_params_values_go_through_the_policys_own_check():
     """A grid given as ``params`` gets the ranges the factory checks: a negative
     exploration scale would otherwise run (its square root a NaN index nobody sees)."""
