@@ -152,19 +152,27 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
 
 
-def _unique_slugs(labels: Sequence[str]) -> dict:
-    """``{label: file-name part}``, distinct even where :func:`_slug` maps two labels
-    to one (``"a b"``, ``"a_b"``) or a case-insensitive filesystem would: a later
-    label gets its index appended."""
+_FIGURES = ("regret", "regret_log", "final", "case_mix")  # file-name stems, per instance and horizon
+
+
+def _unique_slugs(labels: Sequence[str], tags: Sequence[str] = ("",)) -> dict:
+    """``{label: file-name part}`` such that no two figures share a file: not where
+    :func:`_slug` maps two labels to one (``"a b"``, ``"a_b"``) or a case-insensitive
+    filesystem would, nor where a stem and a label run together alike
+    (``regret_`` + ``log_x`` is ``regret_log_`` + ``x``), nor with the horizon ``tags``
+    appended.  A later label gets its index appended."""
     slugs, taken = {}, set()
     for index, label in enumerate(labels):
         slug = candidate = _slug(label)
         repeat = 1
-        while candidate.lower() in taken:
+        while True:
+            names = {f"{stem}_{candidate}{tag}".lower() for stem in _FIGURES for tag in tags}
+            if not names & taken:
+                break
             candidate = f"{slug}_{index}" + (f"_{repeat}" if repeat > 1 else "")
             repeat += 1
         slugs[label] = candidate
-        taken.add(candidate.lower())
+        taken |= names
     return slugs
 
 
@@ -230,13 +238,14 @@ def plot_sweep(
     colors = _colors(results.policy_labels)
     multiple_horizons = len(results.horizons) > 1
     written = [io.write_summary_csv(results)]
-    slugs = _unique_slugs(results.instance_labels)
+    tags = {horizon: f"_T{horizon}" if multiple_horizons else "" for horizon in results.horizons}
+    slugs = _unique_slugs(results.instance_labels, list(tags.values()))
     for horizon in results.horizons:
         for instance in results.instance_labels:
             cells = results.select(instance=instance, horizon=horizon)
             if not cells:
                 continue
-            suffix = slugs[instance] + (f"_T{horizon}" if multiple_horizons else "")
+            suffix = slugs[instance] + tags[horizon]
             value = lower_bound_value(results.instances[instance]) if bound else None
             written += _instance_figures(cells, value, out, suffix, logx, distribution, formats, colors)
     return written

@@ -56,8 +56,11 @@ def test_violin_logx_and_formats(results, tmp_path):
 
 def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_path):
     """Labels with dots (``sigma0.5``, ``sigma0.7``) keep their end, and labels the file
-    names map to one (``a b``, ``a_b``) get distinct files: no figure overwrites another."""
-    renamed = {"sigma0.5": "bandit", "sigma0.7": "graph_star", "a b": "bandit", "a_b": "graph_star"}
+    names map to one (``a b``, ``a_b``), or that run together with a figure's stem
+    (``regret_`` + ``log_x`` is ``regret_log_`` + ``x``), get distinct files: no figure
+    overwrites another."""
+    renamed = {"sigma0.5": "bandit", "sigma0.7": "graph_star", "a b": "bandit", "a_b": "graph_star",
+               "x": "bandit", "log_x": "graph_star"}  # fmt: skip
     cells = [
         dataclasses.replace(cell, instance=label)
         for label, source in renamed.items()
@@ -69,9 +72,10 @@ def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_p
     )  # fmt: skip
     paths = plotting.plot_sweep(relabelled, tmp_path / "plots", formats=("png",), bound=False)
     figures = [p for p in paths if p.suffix == ".png"]
-    assert len(figures) == len(set(figures)) == 3 * 4
+    assert len(figures) == len(set(figures)) == 3 * 6
     names = {p.name for p in figures}
     assert {"regret_sigma0.5.png", "regret_sigma0.7.png", "final_a_b.png", "final_a_b_3.png"} <= names
+    assert {"regret_x.png", "regret_log_x.png", "regret_log_x_5.png", "regret_log_log_x_5.png"} <= names
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(names)
 
 
