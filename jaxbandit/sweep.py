@@ -32,6 +32,7 @@ import os
 import platform
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -389,13 +390,20 @@ def _new_simulation(cfg, group) -> tuple:
 
 
 def _read_checkpoint(path: Path) -> tuple:
-    """``(digest, arrays)`` of a checkpoint file; ``("none", None)`` if there is none."""
+    """``(digest, arrays)`` of a checkpoint file; ``("none", None)`` if there is none,
+    and ``(digest, None)`` with a warning if it cannot be read (a damaged copy): the
+    group then starts over rather than every rerun failing on it."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return "none", None
-    with np.load(_io.BytesIO(data), allow_pickle=False) as npz:
-        return hashlib.sha256(data).hexdigest()[:16], {k: npz[k] for k in npz.files}
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    try:
+        with np.load(_io.BytesIO(data), allow_pickle=False) as npz:
+            return digest, {k: npz[k] for k in npz.files}
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as error:
+        logger.warning("ignoring the checkpoint %s, which cannot be read (%s): its group starts over", path, error)
+        return digest, None
 
 
 def _resume(sim: SimulationRun, group, path: Path) -> _History:

@@ -162,8 +162,9 @@ def test_a_group_whose_arrays_are_gone_is_run_again(tmp_path, reference):
 
 def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, reference, caplog):
     """A checkpoint of the same configuration whose engine state does not fit this
-    version (here: a leaf missing) is ignored with a warning, not a crash, and the
-    group runs from the start to the same results."""
+    version (here: a leaf missing), or a damaged one (cut short), is ignored with a
+    warning, not a crash on every rerun, and the group runs from the start to the same
+    results."""
     ref_dir, _ = reference
     out = tmp_path / "sweep"
     cfg = fx.base_config()
@@ -174,6 +175,8 @@ def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, ref
 
     with pytest.raises(Interrupted):
         sweep.run(cfg, out, progress=False, after_chunk=stop)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
     path = out / "checkpoints" / "g000.npz"
     saved = io.read_npz(path)
     leaves = sorted(k for k in saved if k.startswith("leaf_"))
@@ -185,6 +188,13 @@ def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, ref
     assert started[0] == ("g000", 128)  # from the start, not from the checkpoint
     assert json.loads((out / "groups" / "g000.json").read_text())["resumed_from_round"] == 0
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
+
+    cut = damaged / "checkpoints" / "g000.npz"
+    cut.write_bytes(cut.read_bytes()[:-200])
+    with caplog.at_level("WARNING", logger="jaxbandit.sweep"):
+        sweep.run(cfg, damaged, progress=False)
+    assert f"ignoring the checkpoint {cut}, which cannot be read" in caplog.text
+    fx.assert_identical(fx.result_arrays(damaged), fx.result_arrays(ref_dir))
 
 
 def test_changed_config_is_refused(tmp_path, reference):
