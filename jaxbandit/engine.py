@@ -312,9 +312,9 @@ def _check_fits(name: str, value: np.ndarray, dtype) -> None:
 
 
 def _check_representable(mu: np.ndarray, sigma: np.ndarray, dtype) -> None:
-    """The instance means the same in ``dtype`` as in float64: finite means and gaps, and
-    no finite noise level whose precision ``1 / sigma**2`` would vanish (an observation
-    silently ignored)."""
+    """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
+    worse arm rounded onto the best mean, and no finite noise level whose precision
+    ``1 / sigma**2`` would vanish (an observation silently ignored)."""
     _check_fits("instance mu", mu, dtype)
     cast = mu.astype(dtype)
     with np.errstate(over="ignore", divide="ignore"):
@@ -325,6 +325,17 @@ def _check_representable(mu: np.ndarray, sigma: np.ndarray, dtype) -> None:
         gap = float((mu.max(axis=-1, keepdims=True) - mu)[overflows].flat[0])
         raise ValueError(
             f"instance gap (max(mu) - mu) = {gap!r} overflows {np.dtype(dtype).name}; rescale it or use dtype='float64'."
+        )
+    with np.errstate(over="ignore"):
+        merged = (mu.max(axis=-1, keepdims=True) - mu > 0) & (gaps <= 0)
+    if merged.any():
+        # the rounded means tie a worse arm with the best: its plays would count no regret
+        cell, arm = np.argwhere(merged)[0]
+        best = int(np.argmax(mu[cell]))
+        raise ValueError(
+            f"instance mu: arm {arm} ({float(mu[cell, arm])!r}) is below arm {best} ({float(mu[cell, best])!r}), but not in "
+            f"{np.dtype(dtype).name}, which rounds them to one value; subtract a common offset from mu (regret "
+            "depends on the gaps only) or use dtype='float64'."
         )
     if vanishing.any():
         raise ValueError(

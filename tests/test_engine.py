@@ -204,14 +204,16 @@ def test_the_engine_cache_is_bounded():
         (jb.instances.bandit([1e39, 0.0]), {}, r"instance mu = 1e\+39 overflows float32"),
         (jb.instances.bandit([2e38, -2e38]), {}, r"instance gap \(max\(mu\) - mu\) = 4e\+38 overflows float32"),
         (jb.Instance([1.0, 0.0], [[1.0, 2e19], [np.inf, 1.0]]), {}, r"instance sigma = 2e\+19 is finite but its precision"),
+        # float32 rounds both to 1e5: arm 0's plays counted no regret
+        (jb.instances.bandit([1e5, 1e5 + 1e-3]), {}, r"arm 0 \(100000.0\) is below arm 1 \(100000.001\), but not in float32"),
         (BANDIT, {"alpha": 1e39}, r"parameter 'alpha' = 1e\+39 overflows float32"),
         (BANDIT, {"alpha": float("nan")}, r"parameter 'alpha' must not be NaN"),
         (BANDIT, {"alpha": "fast"}, r"parameter 'alpha' must be a number or an array of numbers, got 'fast'"),
     ],
 )
 def test_values_float32_cannot_hold_are_refused(instance, params, message):
-    """Finite in float64 but not in the simulation's dtype: an error, not NaN regret or
-    an ``alpha`` of inf."""
+    """Finite or distinct in float64 but not in the simulation's dtype: an error, not
+    NaN or zero regret or an ``alpha`` of inf."""
     with pytest.raises(ValueError, match=message):
         engine.make_context(instance, params, 10, np.float32)
     with jax.enable_x64(True):
