@@ -113,6 +113,8 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
         raise ValueError(
             f"mu must have shape (K,) or (num_instances, K), got shape {mu_arr.shape}."
         )
+    if mu_arr.ndim == 2 and mu_arr.shape[0] == 0:
+        raise ValueError(f"mu must hold at least one instance, got an empty batch of shape {mu_arr.shape}.")
     num_arms = mu_arr.shape[-1]
     if num_arms < 2:
         raise ValueError(f"mu must have at least K=2 arms, got shape {mu_arr.shape}.")
@@ -159,11 +161,43 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
     return mu_arr, sigma_arr
 
 
-def _as_means(mu: ArrayLike) -> np.ndarray:
+def _floats(name: str, value, expected: str) -> np.ndarray:
+    """``value`` as a float64 array, or a ValueError naming the argument."""
     try:
-        mu_arr = np.asarray(mu, dtype=np.float64)
+        if np.asarray(value).dtype == object:  # None (or a list holding it) would read as NaN
+            raise TypeError
+        return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"mu must be a list of K numbers, got {mu!r}.") from None
+        raise ValueError(f"{name} must be {expected}, got {value!r}.") from None
+
+
+def _number(name: str, value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+
+
+def _integer(name: str, value, minimum: int) -> int:
+    try:
+        valid = int(value) == value and value >= minimum
+    except (TypeError, ValueError, OverflowError):
+        valid = False
+    if not valid:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _interval(name: str, value) -> tuple:
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be two numbers (low, high), got {value!r}.") from None
+    return low, high
+
+
+def _as_means(mu: ArrayLike) -> np.ndarray:
+    mu_arr = _floats("mu", mu, "a list of K numbers")
     if mu_arr.ndim != 1:
         raise ValueError(f"mu must have shape (K,), got shape {mu_arr.shape}.")
     return mu_arr
@@ -173,10 +207,7 @@ def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0) -> Instance:
     """Standard bandit: arm ``i`` reveals only itself, with noise ``sigma`` (scalar or (K,))."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    try:
-        diag = np.asarray(sigma, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"sigma must be a number or {k} numbers, got {sigma!r}.") from None
+    diag = _floats("sigma", sigma, f"a number or {k} numbers")
     if diag.shape not in ((), (k,)):
         raise ValueError(f"sigma must be a number or have shape ({k},) for the {k} arms, got shape {diag.shape}.")
     diag = np.broadcast_to(diag, (k,))
@@ -189,11 +220,7 @@ def full_information(mu: ArrayLike, sigma: float = 1.0) -> Instance:
     """Full information: every play reveals every arm with noise ``sigma``."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    try:
-        sigma = float(sigma)
-    except (TypeError, ValueError):
-        raise ValueError(f"sigma must be a number, got {sigma!r}.") from None
-    return Instance(mu_arr, np.full((k, k), sigma))
+    return Instance(mu_arr, np.full((k, k), _number("sigma", sigma)))
 
 
 def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
@@ -212,7 +239,7 @@ def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
     if not np.all(np.isin(adj, (0, 1))):
         raise ValueError(f"adjacency must be boolean or 0/1, got values {np.unique(adj).tolist()}.")
     adj = adj.astype(bool) | np.eye(k, dtype=bool)
-    return Instance(mu_arr, np.where(adj, float(sigma), np.inf))
+    return Instance(mu_arr, np.where(adj, _number("sigma", sigma), np.inf))
 
 
 def revealing_arm(
@@ -231,11 +258,12 @@ def revealing_arm(
     """
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0] + 1
-    reveal_sigma = sigma if reveal_sigma is None else reveal_sigma
+    sigma = _number("sigma", sigma)
+    reveal_sigma = sigma if reveal_sigma is None else _number("reveal_sigma", reveal_sigma)
     matrix = np.full((k, k), np.inf)
-    np.fill_diagonal(matrix, float(sigma))
-    matrix[-1, :] = float(reveal_sigma)
-    return Instance(np.append(mu_arr, float(reveal_mean)), matrix)
+    np.fill_diagonal(matrix, sigma)
+    matrix[-1, :] = reveal_sigma
+    return Instance(np.append(mu_arr, _number("reveal_mean", reveal_mean)), matrix)
 
 
 def random(
@@ -256,15 +284,16 @@ def random(
     Args:
         seed: integer seed or a ``numpy.random.Generator`` (host-side randomness).
         num_arms: K >= 2.
-        num_instances: if given, a batch ``(num_instances, K)`` is returned.
+        num_instances: if given (>= 1), a batch ``(num_instances, K)`` is returned.
     """
-    if int(num_arms) != num_arms or num_arms < 2:
-        raise ValueError(f"num_arms must be an integer >= 2, got {num_arms}.")
+    k = _integer("num_arms", num_arms, 2)
+    inf_prob = _number("inf_prob", inf_prob)
     if not 0.0 <= inf_prob < 1.0:
         raise ValueError(f"inf_prob must be in [0, 1), got {inf_prob}.")
+    mean_range = _interval("mean_range", mean_range)
+    log10_sigma_range = _interval("log10_sigma_range", log10_sigma_range)
+    shape = () if num_instances is None else (_integer("num_instances", num_instances, 1),)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    shape = () if num_instances is None else (int(num_instances),)
-    k = int(num_arms)
     mu = rng.uniform(*mean_range, size=shape + (k,))
     sigma = 10.0 ** rng.uniform(*log10_sigma_range, size=shape + (k, k))
     off_diag = ~np.eye(k, dtype=bool)
@@ -276,6 +305,9 @@ def stack(instances: list[Instance]) -> Instance:
     """Stack single instances with the same K into a batch (leading axis)."""
     if not instances:
         raise ValueError("instances must be a non-empty list.")
+    for i, inst in enumerate(instances):
+        if not isinstance(inst, Instance):
+            raise ValueError(f"instances[{i}] must be an Instance, got {type(inst).__name__} {inst!r}.")
     sizes = {inst.num_arms for inst in instances}
     if len(sizes) != 1 or any(inst.is_batch for inst in instances):
         raise ValueError(f"stack needs single instances with equal K, got K in {sorted(sizes)}.")

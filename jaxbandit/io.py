@@ -21,12 +21,14 @@ A directory may hold only some groups (shards still running, a killed sweep):
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io as _io
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -143,13 +145,47 @@ def visible_entries(directory) -> list:
 
 
 def read_json(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    """The JSON content of ``path``; a ValueError naming the file if it is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is not a readable JSON file ({err}).") from err
 
 
 def read_npz(path) -> dict:
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+    """The arrays of ``path``; a ValueError naming the file if it is not a readable ``.npz``."""
+    with _open_npz(path) as data:
+        try:
+            return {k: data[k] for k in data.files}
+        except (ValueError, EOFError, zipfile.BadZipFile) as err:  # a damaged member
+            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
+
+
+@contextlib.contextmanager
+def _open_npz(path):
+    """``np.load(path)`` of an ``.npz`` (its arrays are read on access); a ValueError
+    naming the file if it is something else, such as a truncated copy."""
+    # The file is opened here: np.load leaves its own handle open when it fails.
+    with open(path, "rb") as handle:
+        try:
+            data = np.load(handle, allow_pickle=False)
+        except (ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path} is not a readable .npz file (it holds a single array).")
+        with data:
+            yield data
+
+
+def _require(entry, keys, path, what: str, kind: type = dict) -> None:
+    """A ValueError naming ``path`` unless ``entry`` (``what`` in that file) is a
+    ``kind`` holding every one of ``keys``."""
+    if not isinstance(entry, kind):
+        raise ValueError(f"{path}: {what} must be a JSON {kind.__name__}, got {type(entry).__name__}.")
+    missing = [k for k in keys if k not in entry]
+    if missing:
+        raise ValueError(f"{path}: {what} lacks {', '.join(map(repr, missing))}.")
 
 
 # -- loading ------------------------------------------------------------------------
@@ -286,18 +322,64 @@ class SweepResults:
 
 def _finished_metadata(directory: Path, group_id: str, fingerprint: str) -> Optional[dict]:
     """The metadata of a finished group: its ``.json`` of this ``fingerprint`` and
-    its ``.npz`` both present; None otherwise."""
+    its ``.npz`` both present; None otherwise.  A ValueError if the ``.json`` is
+    unreadable."""
     meta_path = directory / "groups" / f"{group_id}.json"
     if not meta_path.is_file() or not (directory / "groups" / f"{group_id}.npz").is_file():
         return None
     meta = read_json(meta_path)
+    _require(meta, (), meta_path, "the group metadata")
     return meta if meta.get("fingerprint") == fingerprint else None
+
+
+def _group_array_names(meta: dict) -> list:
+    """The arrays a group's ``.npz`` must hold (``monitor/*`` ones are optional)."""
+    names = ["times", "regret", "counts", "diagnostic_times"]
+    for k in meta.get("diagnostics", []):
+        names += [f"diagnostics/{k}", f"diagnostic_history/{k}"]
+    return names
+
+
+def _check_group_arrays(path: Path, names, meta: dict) -> None:
+    missing = [k for k in _group_array_names(meta) if k not in names]
+    if missing:
+        raise ValueError(
+            f"{path} lacks {', '.join(map(repr, missing))}; running the sweep again computes the group anew."
+        )
 
 
 def group_finished(directory, group_id: str, fingerprint: str) -> bool:
     """True if the sweep in ``directory`` holds finished results of the group
-    ``group_id`` with ``fingerprint`` (what :func:`load` returns as finished)."""
-    return _finished_metadata(Path(directory), group_id, fingerprint) is not None
+    ``group_id`` with ``fingerprint`` (what :func:`load` returns as finished).
+
+    A group whose files are damaged (unreadable, arrays missing) is not finished,
+    so that running the sweep again computes it anew.
+    """
+    directory = Path(directory)
+    try:
+        meta = _finished_metadata(directory, group_id, fingerprint)
+        if meta is None:
+            return False
+        path = directory / "groups" / f"{group_id}.npz"
+        with _open_npz(path) as data:  # reads the list of arrays only
+            _check_group_arrays(path, data.files, meta)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_manifest(manifest, path: Path) -> None:
+    """A ValueError naming ``path`` if the manifest lacks what :func:`load` reads."""
+    _require(manifest, ("config", "fingerprint", "instances", "groups"), path, "the manifest")
+    _require(manifest["instances"], (), path, "'instances'")
+    for label, entry in manifest["instances"].items():
+        _require(entry, ("mu", "sigma"), path, f"instance {label!r}")
+    _require(manifest["groups"], (), path, "'groups'", kind=list)
+    for i, group in enumerate(manifest["groups"]):
+        _require(group, ("id", "fingerprint", "horizon", "cells"), path, f"groups[{i}]")
+        _require(group["cells"], (), path, f"groups[{i}].cells", kind=list)
+        for c, cell in enumerate(group["cells"]):
+            _require(cell, ("instance", "policy", "policy_name", "params"), path, f"groups[{i}].cells[{c}]")
 
 
 def load(directory) -> SweepResults:
@@ -318,6 +400,7 @@ def load(directory) -> SweepResults:
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{directory} is not a sweep directory: {MANIFEST} not found.")
     manifest = read_json(manifest_path)
+    _check_manifest(manifest, manifest_path)
     instances = {
         label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]))
         for label, entry in manifest["instances"].items()
@@ -331,6 +414,13 @@ def load(directory) -> SweepResults:
         data_path = directory / "groups" / f"{group['id']}.npz"
         groups[group["id"]] = meta
         arrays = read_npz(data_path)
+        _check_group_arrays(data_path, arrays, meta)
+        for name, array in arrays.items():
+            if name not in ("times", "diagnostic_times") and array.shape[:1] != (len(group["cells"]),):
+                raise ValueError(
+                    f"{data_path}: {name!r} has shape {array.shape}, not one row for each of the "
+                    f"group's {len(group['cells'])} cells."
+                )
         diag_names = meta.get("diagnostics", [])
         monitor_names = [k[len("monitor/"):] for k in arrays if k.startswith("monitor/")]
         for c, cell in enumerate(group["cells"]):

@@ -33,6 +33,7 @@ def test_valid_instance_and_precision():
         ([1.0, 0.5], [[1.0, -0.5], [1.0, 1.0]], r"sigma must be >= 0.*-0.5"),
         ([1.0, 0.5], [[1.0, INF], [1.0, INF]], r"arm 1 is observed by no row"),
         ("abc", np.ones((2, 2)), r"mu must be a numeric array"),
+        (np.zeros((0, 3)), np.ones((0, 3, 3)), r"mu must hold at least one instance, got an empty batch of shape \(0, 3\)"),
         # 1 / sigma**2 would be 0: read as "no information" though the sample is drawn
         ([1.0, 0.5], [[1.0, 1e160], [INF, 1.0]], r"sigma\[0, 1\] = 1e\+160 is finite but so large that its precision"),
     ],
@@ -46,6 +47,12 @@ def test_ties_rejected_only_when_asked():
     jb.Instance([1.0, 1.0], np.ones((2, 2)))
     with pytest.raises(ValueError, match="tie for the best mean"):
         jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties=False)
+
+
+def test_batch_of_one_from_random():
+    """num_instances=1 is a batch of one, not a single instance (only >= 1 is refused)."""
+    one = instances.random(0, 3, num_instances=1)
+    assert one.is_batch and one.num_instances == 1
 
 
 def test_batch_and_indexing():
@@ -92,6 +99,24 @@ def test_constructors():
         (lambda: instances.bandit([1.0, 0.5], sigma="x"), r"sigma must be a number or 2 numbers, got 'x'"),
         (lambda: instances.full_information([1.0, 0.5], sigma=[1, 2]), r"sigma must be a number, got \[1, 2\]"),
         (lambda: instances.bandit(["a", 0.5]), r"mu must be a list of K numbers, got \['a', 0.5\]"),
+        (lambda: instances.bandit([1.0, None]), r"mu must be a list of K numbers, got \[1.0, None\]"),
+        (lambda: instances.bandit([1.0, 0.5], sigma=None), r"sigma must be a number or 2 numbers, got None"),
+        (lambda: instances.full_information([1.0, 0.5], sigma=None), r"sigma must be a number, got None"),
+        (lambda: instances.graph([1.0, 0.5], np.eye(2), sigma=None), r"sigma must be a number, got None"),
+        (lambda: instances.revealing_arm(sigma=None), r"sigma must be a number, got None"),
+        (lambda: instances.revealing_arm(reveal_sigma="x"), r"reveal_sigma must be a number, got 'x'"),
+        (lambda: instances.revealing_arm(reveal_mean=None), r"reveal_mean must be a number, got None"),
+        (lambda: instances.random(0, None), r"num_arms must be an integer >= 2, got None"),
+        (lambda: instances.random(0, 3, num_instances=0), r"num_instances must be an integer >= 1, got 0"),
+        (lambda: instances.random(0, 3, num_instances=-1), r"num_instances must be an integer >= 1, got -1"),
+        (lambda: instances.random(0, 3, num_instances=2.5), r"num_instances must be an integer >= 1, got 2.5"),
+        (lambda: instances.random(0, 3, inf_prob=None), r"inf_prob must be a number, got None"),
+        (lambda: instances.random(0, 3, mean_range=None), r"mean_range must be two numbers \(low, high\), got None"),
+        (lambda: instances.random(0, 3, log10_sigma_range=(1.0,)), r"log10_sigma_range must be two numbers"),
+        (
+            lambda: instances.stack([instances.bandit([1.0, 0.0]), "x"]),
+            r"instances\[1\] must be an Instance, got str 'x'",
+        ),
     ],
 )
 def test_bad_constructor_arguments(call, message):

@@ -1,0 +1,147 @@
+"""Loading a damaged sweep directory: a ValueError naming the file and what is wrong,
+and a rerun of the sweep that computes the damaged group anew."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from jaxbandit import cli, io, sweep
+
+CONFIG = {
+    "seed": 0,
+    "runs": 2,
+    "horizon": 50,
+    "times": 5,
+    "instances": [{"type": "bandit", "name": "b", "mu": [1.0, 0.5]}],
+    "policies": [{"name": "ucb_n"}],
+}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished sweep directory (one group, g000); tests damage copies of it."""
+    out = tmp_path_factory.mktemp("finished") / "s"
+    sweep.run(CONFIG, out, progress=False)
+    return out
+
+
+@pytest.fixture
+def out(finished, tmp_path):
+    copy = tmp_path / "s"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def fingerprint(out) -> str:
+    return io.read_json(out / "sweep.json")["groups"][0]["fingerprint"]
+
+
+def rewrite_npz(path, **changes) -> None:
+    """Rewrite a group's arrays with ``changes`` (``None`` drops an array)."""
+    arrays = {**io.read_npz(path), **changes}
+    io.save_npz(path, {k: v for k, v in arrays.items() if v is not None})
+
+
+def test_intact_directory_loads(out):
+    results = io.load(out)
+    assert results.complete and len(results.cells) == 1
+    assert io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_truncated_group_arrays(out):
+    path = out / "groups" / "g000.npz"
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"groups/g000\.npz is not a readable \.npz file"):
+        io.load(out)
+    assert not io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_empty_group_arrays(out):
+    (out / "groups" / "g000.npz").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"groups/g000\.npz is not a readable \.npz file"):
+        io.load(out)
+    assert not io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_group_arrays_lacking_an_array(out):
+    rewrite_npz(out / "groups" / "g000.npz", regret=None)
+    with pytest.raises(ValueError, match=r"groups/g000\.npz lacks 'regret'"):
+        io.load(out)
+    assert not io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_group_arrays_of_the_wrong_shape(out):
+    path = out / "groups" / "g000.npz"
+    rewrite_npz(path, counts=io.read_npz(path)["counts"][0])  # the cell axis dropped
+    with pytest.raises(ValueError, match=r"groups/g000\.npz: 'counts' has shape \(2, 2\), not one row for each"):
+        io.load(out)
+
+
+def test_single_array_file_is_not_a_group(out):
+    with open(out / "groups" / "g000.npz", "wb") as handle:
+        np.save(handle, np.zeros(3))
+    with pytest.raises(ValueError, match=r"g000\.npz is not a readable \.npz file \(it holds a single array\)"):
+        io.read_npz(out / "groups" / "g000.npz")
+
+
+def test_group_metadata_not_json(out):
+    (out / "groups" / "g000.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"groups/g000\.json is not a readable JSON file"):
+        io.load(out)
+    assert not io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_group_metadata_not_an_object(out):
+    (out / "groups" / "g000.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"groups/g000\.json: the group metadata must be a JSON dict, got list"):
+        io.load(out)
+    assert not io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_missing_group_arrays_are_still_reported_missing(out):
+    (out / "groups" / "g000.npz").unlink()
+    assert io.load(out).missing == ("g000",)
+
+
+def test_manifest_not_json(out):
+    (out / "sweep.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"sweep\.json is not a readable JSON file"):
+        io.load(out)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda m: m.pop("instances"), r"the manifest lacks 'instances'"),
+        (lambda m: m["instances"]["b"].pop("sigma"), r"instance 'b' lacks 'sigma'"),
+        (lambda m: m.update(groups={}), r"'groups' must be a JSON list, got dict"),
+        (lambda m: m["groups"][0].pop("cells"), r"groups\[0\] lacks 'cells'"),
+        (lambda m: m["groups"][0]["cells"][0].pop("policy"), r"groups\[0\]\.cells\[0\] lacks 'policy'"),
+    ],
+)
+def test_manifest_lacking_a_key(out, damage, message):
+    manifest = json.loads((out / "sweep.json").read_text())
+    damage(manifest)
+    (out / "sweep.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"sweep\.json: " + message):
+        io.load(out)
+
+
+def test_rerun_computes_a_damaged_group_anew(out, finished):
+    path = out / "groups" / "g000.npz"
+    path.write_bytes(path.read_bytes()[:100])
+    results = sweep.run(CONFIG, out, progress=False)
+    assert results.complete
+    expected = io.read_npz(finished / "groups" / "g000.npz")
+    actual = io.read_npz(path)
+    assert sorted(actual) == sorted(expected)
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_cli_reports_a_damaged_directory(out, capsys):
+    (out / "groups" / "g000.npz").write_bytes(b"")
+    assert cli.main(["plot", str(out)]) != 0
+    assert "g000.npz is not a readable .npz file" in capsys.readouterr().err
