@@ -59,7 +59,7 @@ class EngineCarry(NamedTuple):
     regret: Array  # (C, R, P) regret at the recording times so far
     invalid_round: Array  # (C, R) int32 first round with an arm outside [0, K); 0 if none
     invalid_arm: Array  # (C, R) int32 the arm chosen then
-    nan_round: Array  # (C, R) int32 end of the first chunk after which the state held a NaN; 0 if none
+    nan_round: Array  # (C, R) int32 first round at which the state was seen to hold a NaN; 0 if none
     next_record: Array  # () int32 index into the recording times
     round: Array  # () int32 rounds done
     monitor_state: Any = None  # a monitor's state, leaves (C, R, ...)
@@ -223,16 +223,19 @@ def _make_chunk(one_round: Callable, record: Callable, consolidate: Optional[Cal
                 carry.next_record,
             )
             carry = carry._replace(regret=regret, monitor_record=monitor_record, next_record=next_record)
-            if consolidate is None:
-                return carry
-            state = jax.lax.cond(estimator.consolidation_due(stop), consolidate, lambda s: s, carry.state)
-            return carry._replace(state=state)
+            if consolidate is not None:
+                state = jax.lax.cond(estimator.consolidation_due(stop), consolidate, lambda s: s, carry.state)
+                carry = carry._replace(state=state)
+            # A NaN a policy wrote into its state is reported (by the runner) rather than
+            # steering its choices silently.  It is looked for at rounds fixed in advance,
+            # not per round (a pass over the whole state) nor at chunk ends (whether a
+            # passing NaN is seen would then depend on the chunk size).
+            looked = estimator.consolidation_due(stop) | (stop == horizon) | (pending & (stop == next_time))
+            first = looked & _holds_nan(carry.state) & (carry.nan_round == 0)
+            return carry._replace(nan_round=jnp.where(first, stop, carry.nan_round))
 
         carry = jax.lax.while_loop(lambda c: c.round < end, segment, carry)
-        # Once per chunk, not per round: a NaN a policy wrote into its state is reported
-        # (by the runner) rather than steering its choices silently.
-        first = _holds_nan(carry.state) & (carry.nan_round == 0)
-        return carry._replace(nan_round=jnp.where(first, end, carry.nan_round))
+        return carry
 
     return run_chunk
 

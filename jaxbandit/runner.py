@@ -47,7 +47,8 @@ class InvalidArmError(ValueError):
 
 
 class NaNStateError(ValueError):
-    """A policy's state held a NaN during a simulation (checked after every chunk)."""
+    """A policy's state held a NaN during a simulation (looked for after rounds 1, 2, 4,
+    ..., 128, every 256th after, every recording time and the last round)."""
 
 
 def _check_positive_int(name: str, value, maximum: Optional[int] = None) -> int:
@@ -346,7 +347,8 @@ class SimulationRun:
         Raises:
             InvalidArmError: the policy chose an arm outside ``[0, num_arms)`` in the
                 chunk just run (the simulation cannot continue).
-            NaNStateError: the policy's state held a NaN at the end of that chunk.
+            NaNStateError: the policy's state held a NaN at a round it is looked for
+                (see :class:`NaNStateError`) in the chunk just run.
         """
         chunks = 0
         while not self.done and (max_chunks is None or chunks < max_chunks):

@@ -173,18 +173,47 @@ def test_a_64_bit_arm_beyond_int32_does_not_wrap_into_the_arms():
 
 def test_a_nan_in_the_state_is_reported_with_its_chunk():
     """An update that writes NaN from round 300 on (a user's bug): the simulation stops
-    after that chunk instead of steering by NaN to the horizon."""
+    after the chunk where it is first looked for (round 512, the recording times being
+    100 and 2000) instead of steering by NaN to the horizon."""
     base = user_policies.fixed_arm(0)
 
     def update_fn(state, arm, values, ctx):
         state = base.update_fn(state, arm, values, ctx)
         return state._replace(zeta=jnp.where(state.counts.sum() >= 300, jnp.nan, state.zeta))
 
-    run = jb.SimulationRun(base._replace(update_fn=update_fn, name="leaky"), BANDIT, 2000, 3, chunk_size=256)
+    run = jb.SimulationRun(base._replace(update_fn=update_fn, name="leaky"), BANDIT, 2000, 3, times=[100, 2000], chunk_size=256)
     run.advance(max_chunks=1)  # rounds 1-256: no NaN yet
     with pytest.raises(jb.NaNStateError, match=r"policy 'leaky': its state held a NaN by round 512 \(run 0, cell 0\).*3 run\(s\)"):
         run.advance()
     assert run.rounds_done == 512
+
+
+def test_a_passing_nan_is_seen_or_not_whatever_the_chunk_size():
+    """A NaN held only after rounds 500-519 is looked for at round 512 (rounds fixed in
+    advance), so every chunk size reports it there; one held only after rounds 300-309
+    is seen by none.  It used to be looked for at chunk ends: chunks of 5 rounds saw
+    the second, chunks of 256 did not."""
+    base = user_policies.fixed_arm(0)
+
+    def update_fn(state, arm, values, ctx):
+        stats = base.update_fn(state[0], arm, values, ctx)
+        done = stats.counts.sum().astype(ctx.sigma.dtype)
+        window = (done >= ctx.params["start"]) & (done < ctx.params["start"] + 20)
+        return stats, jnp.where(window, jnp.nan, 0.0).astype(ctx.sigma.dtype)
+
+    policy = jb.Policy(
+        lambda ctx: (base.init_fn(ctx), jnp.zeros((), ctx.sigma.dtype)),
+        lambda key, state, t, ctx: base.select_fn(key, state[0], t, ctx),
+        update_fn,
+        consolidate_fn=lambda state: (estimator.consolidate(state[0]), state[1]),
+        name="passing", params={"start": 500.0},
+    )  # fmt: skip
+    for chunk_size in (5, 1000):
+        with pytest.raises(jb.NaNStateError, match=r"its state held a NaN by round 512 \(run 0, cell 0\)"):
+            jb.SimulationRun(policy, BANDIT, 1000, 2, times=[100, 1000], chunk_size=chunk_size).advance()
+        run = jb.SimulationRun(policy, BANDIT, 1000, 2, times=[100, 1000], chunk_size=chunk_size, params={"start": 300.0})
+        run.advance()
+        assert run.done
 
 
 def test_diagnostics_are_optional():
