@@ -54,9 +54,12 @@ class LowerBound(NamedTuple):
 
     def curve(self, times: ArrayLike) -> np.ndarray:
         """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``."""
-        times = np.asarray(times, dtype=np.float64)
-        if np.any(times < 1):
-            raise ValueError(f"times must be >= 1, got min {times.min()}.")
+        try:
+            times = np.asarray(times, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"times must be numbers >= 1, got {times!r}.") from None
+        if not np.all(times >= 1):  # NaN included
+            raise ValueError(f"times must be numbers >= 1, got {times.tolist()!r}.")
         return np.multiply.outer(np.asarray(self.value, np.float64), np.log(times))
 
 
@@ -202,7 +205,11 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
-    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+    try:
+        known = np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.float64))
+    except TypeError:
+        known = False
+    if not known:
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
     mu = np.atleast_2d(instance.mu)
     precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))

@@ -29,10 +29,12 @@ def check_times(times, horizon: int) -> np.ndarray:
     arr = np.asarray(times)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"times must be a non-empty 1-D sequence of rounds, got shape {arr.shape}.")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if not np.issubdtype(arr.dtype, np.number) or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise ValueError(f"times must be integers, got {arr.tolist()}.")
-        arr = arr.astype(np.int64)
+    if np.issubdtype(arr.dtype, np.integer):
+        if arr.max() > horizon or arr.min() < 1:  # before the cast: a uint64 beyond int64 would wrap
+            raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
+    elif not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+        raise ValueError(f"times must be integers, got {arr.tolist()}.")
+    arr = arr.astype(np.int64)  # signed: differences of unsigned times would wrap around
     if np.any(np.diff(arr) <= 0):
         raise ValueError(f"times must be strictly increasing, got {arr.tolist()}.")
     if arr[0] < 1 or arr[-1] > horizon:

@@ -350,6 +350,10 @@ class SimulationRun:
             NaNStateError: the policy's state held a NaN at a round it is looked for
                 (see :class:`NaNStateError`) in the chunk just run.
         """
+        if max_chunks is not None:
+            max_chunks = _check_positive_int("max_chunks", max_chunks)
+        if progress is not None and not callable(progress):
+            raise ValueError(f"progress must be a function (rounds_done, horizon) or None, got {progress!r}.")
         chunks = 0
         while not self.done and (max_chunks is None or chunks < max_chunks):
             start = time.perf_counter()

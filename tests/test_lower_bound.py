@@ -29,7 +29,7 @@ import pytest
 from scipy.optimize import linprog
 
 from jaxbandit import bound_lp, exact_lp, instances, lp
-from jaxbandit.bound import _batched_solve, _lanes, _on_lanes, _solve_batch, lower_bound
+from jaxbandit.bound import LowerBound, _batched_solve, _lanes, _on_lanes, _solve_batch, lower_bound
 from tests.approximate_division import approximate_division
 
 Status = bound_lp.LowerBoundStatus
@@ -451,6 +451,18 @@ def test_noise_free_observation_is_the_limit():
     exact = lower_bound(instances.Instance(mu, sigma))
     assert np.isfinite(exact.value) and exact.status == 0
     assert exact.value == pytest.approx(near, rel=1e-6)
+
+
+def test_host_api_argument_errors():
+    """Before any solve: an unknown dtype (was numpy's TypeError) and curve times that
+    are NaN (were returned as a NaN bound) or not numbers."""
+    with pytest.raises(ValueError, match="dtype must be float32 or float64, got 'bogus'"):
+        lower_bound(instances.bandit([1.0, 0.5]), dtype="bogus")
+    solved = LowerBound(np.array([0.0, 8.0]), np.array(4.0), np.array(0), np.array(0), np.array([0.0, 0.5]))
+    np.testing.assert_allclose(solved.curve([1, np.e]), [0.0, 4.0])
+    for times in ([np.nan, 10], [0.5, 10], ["x"]):
+        with pytest.raises(ValueError, match="times must be numbers >= 1"):
+            solved.curve(times)
 
 
 def test_ties_and_unobservable_arms():

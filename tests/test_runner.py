@@ -187,6 +187,11 @@ def test_noise_free_instance_never_produces_nan():
         ({"times": [5, 3]}, "times must be strictly increasing"),
         ({"times": [0, 3]}, r"times must lie in \[1, horizon=100\]"),
         ({"times": [3, 200]}, r"times must lie in \[1, horizon=100\]"),
+        # unsigned differences wrapped around: [8, 3] passed, and rounds 4-8 were played twice
+        ({"times": np.array([8, 3], np.uint32)}, r"times must be strictly increasing, got \[8, 3\]"),
+        ({"times": np.array([2**64 - 1], np.uint64)}, r"times must lie in \[1, horizon=100\]"),
+        ({"times": [3 + 7j, 8]}, "times must be integers"),  # the imaginary part was dropped
+        ({"progress": 5}, r"progress must be a function \(rounds_done, horizon\) or None, got 5"),
         ({"dtype": "int32"}, "dtype must be float32 or float64"),
         ({"dtype": "float64"}, "needs 64-bit JAX"),
         ({"chunk_size": 0}, "chunk_size must be a positive integer"),
@@ -201,6 +206,14 @@ def test_bad_simulate_arguments(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         jb.simulate(jb.policies.make("ucb"), GENERAL, **args)
+
+
+def test_bad_advance_arguments():
+    run = jb.SimulationRun(jb.policies.make("ucb"), GENERAL, 100, 2)
+    for bad in (-1, 0, "2", 1.5, True):  # -1 ran nothing, 1.5 ran two chunks, "2" a TypeError
+        with pytest.raises(ValueError, match=rf"max_chunks must be a positive integer, got {bad!r}"):
+            run.advance(max_chunks=bad)
+    assert run.rounds_done == 0
 
 
 def test_params_name_only_the_policys_hyper_parameters():
