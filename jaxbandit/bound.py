@@ -247,11 +247,12 @@ def _check_gaps(mu: np.ndarray, dtype) -> None:
         gaps = np.max(mu, axis=-1, keepdims=True) - mu
         positive = np.where(gaps > 0, gaps, np.inf)
         requirement = 2 / np.square(positive)
+    finite = np.isfinite(positive)
     problems = (
-        (~np.isfinite(requirement) & np.isfinite(positive), "is so small that 2 / gap**2 overflows float64"),
-        ((requirement < np.finfo(np.float64).tiny) & np.isfinite(positive), "is so large that 2 / gap**2 underflows float64"),
+        (~np.isfinite(requirement) & finite, "is so small that 2 / gap**2 overflows float64"),
+        ((requirement < np.finfo(np.float64).tiny) & finite, "is so large that 2 / gap**2 underflows float64"),
         (gaps > np.finfo(dtype).max, f"does not fit in {np.dtype(dtype).name}"),
-    )  # fmt: skip
+    )
     for flagged, problem in problems:
         if flagged.any():
             index = np.argwhere(flagged)[0]

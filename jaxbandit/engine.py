@@ -335,10 +335,11 @@ def _check_representable(mu: np.ndarray, sigma: np.ndarray, dtype) -> None:
         # the rounded means tie a worse arm with the best: its plays would count no regret
         cell, arm = np.argwhere(merged)[0]
         best = int(np.argmax(mu[cell]))
+        low, high = float(mu[cell, arm]), float(mu[cell, best])
         raise ValueError(
-            f"instance mu: arm {arm} ({float(mu[cell, arm])!r}) is below arm {best} ({float(mu[cell, best])!r}), but not in "
-            f"{np.dtype(dtype).name}, which rounds them to one value; subtract a common offset from mu (regret "
-            "depends on the gaps only) or use dtype='float64'."
+            f"instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {np.dtype(dtype).name}, "
+            "which rounds them to one value; subtract a common offset from mu (regret depends on the gaps only) "
+            "or use dtype='float64'."
         )
     if vanishing.any():
         raise ValueError(
