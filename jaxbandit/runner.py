@@ -415,9 +415,9 @@ class SimulationRun:
 
     def identity(self) -> dict:
         """What determines this simulation's results, as a JSON-able dict: scalars as
-        they are, arrays (instance, parameters, noise indices, times) and the policy's
-        and monitor's code (:func:`~jaxbandit.engine.policy_code`) as digests.  Chunk size, solve
-        buffer and devices are left out: they never change results."""
+        they are, arrays (instance, parameters, noise indices, times) and the code of
+        the policy and the monitor (:func:`~jaxbandit.engine.policy_code`) as digests.
+        Chunk size, solve buffer and devices are left out: they never change results."""
         return {
             "policy": self.policy.name,
             "policy_code": policy_code(self.policy),
