@@ -27,8 +27,8 @@ def ucb(alpha: float = 1.0) -> Policy:
     """UCB with own-arm feedback only.
 
     Args:
-        alpha: exploration constant > 0; ``alpha = 1`` is the asymptotically optimal
-            ``2 log t`` width, giving ``regret / log T -> alpha * sum 2 sigma_ii^2 / Delta_i``.
+        alpha: exploration constant > 0 (default 1, the asymptotically optimal ``2 log t``
+            width, giving ``regret / log T -> alpha * sum 2 sigma_ii^2 / Delta_i``).
     """
     params = _check_params({"alpha": alpha})
 
