@@ -130,12 +130,7 @@ def initialize(
     if coordinator is not None:
         _check_coordinator(coordinator)
         _check_counts(num_processes, process_id)
-    if isinstance(join_timeout, bool) or not isinstance(join_timeout, int) or join_timeout < 1:
-        raise ValueError(f"join_timeout must be a positive integer (seconds), got {join_timeout!r}.")
-    if heartbeat_timeout is not None and (
-        isinstance(heartbeat_timeout, bool) or not isinstance(heartbeat_timeout, int) or heartbeat_timeout < 1
-    ):
-        raise ValueError(f"heartbeat_timeout must be a positive integer (seconds), got {heartbeat_timeout!r}.")
+    _check_timeouts(heartbeat_timeout, join_timeout)
 
     # CPU devices of different processes exchange data over TCP; without this option
     # a CPU-only run of several processes has no cross-process collectives.
@@ -301,6 +296,15 @@ def add_cli_options(parser) -> None:
                        help="give up if not every process joined within SECONDS (default 300)")  # fmt: skip
 
 
+def _check_timeouts(heartbeat_timeout, join_timeout) -> None:
+    if isinstance(join_timeout, bool) or not isinstance(join_timeout, int) or join_timeout < 1:
+        raise ValueError(f"join_timeout must be a positive integer (seconds), got {join_timeout!r}.")
+    if heartbeat_timeout is not None and (
+        isinstance(heartbeat_timeout, bool) or not isinstance(heartbeat_timeout, int) or heartbeat_timeout < 1
+    ):
+        raise ValueError(f"heartbeat_timeout must be a positive integer (seconds), got {heartbeat_timeout!r}.")
+
+
 def initialize_from_cli(args) -> bool:
     """:func:`initialize` from :func:`add_cli_options` arguments; False if none was given.
 
@@ -312,6 +316,10 @@ def initialize_from_cli(args) -> bool:
     if args.distributed and given:
         raise ValueError(f"--distributed reads the settings from the cluster; drop {', '.join(given)} or --distributed.")
     if not args.distributed and not given:
+        try:  # checked here too: a bad value is a mistake even where it is not used
+            _check_timeouts(args.heartbeat_timeout, args.join_timeout)
+        except ValueError as error:
+            raise _naming_options(error) from None
         return False
     if given and len(given) < 3:
         missing = [name for name in explicit if name not in given]
@@ -322,11 +330,15 @@ def initialize_from_cli(args) -> bool:
             heartbeat_timeout=args.heartbeat_timeout, join_timeout=args.join_timeout,
         )  # fmt: skip
     except ValueError as error:
-        # name the command-line options rather than the function's arguments
-        message = str(error)
-        for name, option in (("coordinator", "--coordinator"), ("num_processes", "--num-processes"),
-                             ("process_id", "--process-id"), ("heartbeat_timeout", "--heartbeat-timeout"),
-                             ("join_timeout", "--join-timeout")):  # fmt: skip
-            message = message.replace(f"{name} must", f"{option} must")
-        raise type(error)(message) from None
+        raise _naming_options(error) from None
     return True
+
+
+def _naming_options(error: ValueError) -> ValueError:
+    """``error`` naming the command-line options rather than :func:`initialize`'s arguments."""
+    message = str(error)
+    for name, option in (("coordinator", "--coordinator"), ("num_processes", "--num-processes"),
+                         ("process_id", "--process-id"), ("heartbeat_timeout", "--heartbeat-timeout"),
+                         ("join_timeout", "--join-timeout")):  # fmt: skip
+        message = message.replace(f"{name} must", f"{option} must")
+    return type(error)(message)

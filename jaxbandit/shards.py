@@ -108,5 +108,10 @@ def assign(costs: Sequence[float], count: int) -> list:
 
 def select(groups: Sequence, runs: int, shard: Shard) -> list:
     """The groups (in plan order) that shard ``shard`` runs."""
-    chosen = assign([estimated_cost(g, runs) for g in groups], shard.count)[shard.index]
+    # With more shards than groups each group gets a shard of its own (every cost is
+    # positive), so the split over len(groups) shards is the same: no list per empty shard.
+    count = min(shard.count, len(groups))
+    if shard.index >= count:
+        return []
+    chosen = assign([estimated_cost(g, runs) for g in groups], count)[shard.index]
     return [groups[i] for i in chosen]

@@ -217,6 +217,9 @@ def test_processes_that_disagree_are_refused(tmp_path, launched):
         (["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"], "--process-id must be an integer in 0..1"),
         (["--coordinator", "h:1", "--num-processes", "0", "--process-id", "0"], "--num-processes must be an integer >= 1, got 0"),
         (["--distributed", "--process-id", "0"], "drop --process-id or --distributed"),
+        # without a distributed option too (the values ran unchecked)
+        (["--join-timeout", "0"], "--join-timeout must be a positive integer (seconds), got 0"),
+        (["--heartbeat-timeout", "-5"], "--heartbeat-timeout must be a positive integer (seconds), got -5"),
     ],
 )
 def test_bad_process_options_are_refused(tmp_path, capsys, options, message):
@@ -263,6 +266,12 @@ def test_the_split_is_balanced_and_deterministic():
     for count in (1, 2, 3, 5):
         parts = shards.assign([3, 1, 4, 1, 5, 9, 2, 6], count)
         assert sorted(i for part in parts for i in part) == list(range(8))
+    # more shards than groups: one group each, and no list per empty shard (10**20 of
+    # them overflowed; 10**7 took seconds and gigabytes)
+    assert [[g.id for g in shards.select(groups, 6, shards.Shard(i, 10**20))] for i in range(5)] == [
+        ["g000"], ["g001"], ["g002"], ["g003"], []
+    ]
+    assert [g.id for g in shards.select(groups, 6, shards.Shard(10**20 - 1, 10**20))] == []
 
 
 @pytest.mark.parametrize("spec", ["3/2", "2/2", "0/0", "a/b", "-1/2", "1/-2", "1", "1/2/3", ""])
