@@ -95,6 +95,7 @@ _INSTANCE_TYPES = ("bandit", "full_information", "graph", "revealing_arm", "rand
 _POLICY_RESERVED = {"name", "label"}
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
 _DEFAULT_TIMES = 100  # points of the default geometric grid of recording times
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class ConfigError(ValueError):
@@ -400,6 +401,8 @@ def load(config: Union[str, os.PathLike, dict, SweepConfig]) -> SweepConfig:
             text = handle.read().decode("utf-8")
     except OSError as err:
         raise ConfigError(path, "", f"cannot read the file: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(path, "", f"not UTF-8 text ({err.reason} at byte {err.start})") from err
     return loads(text, path)
 
 
@@ -419,6 +422,8 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
     if seed >= 2**64:
         check.fail("seed", f"must be < 2**64, got {seed}")
     runs = check.integer("runs", data["runs"], 1)
+    if runs > 2**32:
+        check.fail("runs", f"must be at most 2**32 (run indices are 32-bit), got {runs}")
     horizon = data["horizon"]
     if isinstance(horizon, list):
         if not horizon:
@@ -470,7 +475,7 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
         every_seconds = check.positive_number("checkpoint.every_seconds", every_seconds)
 
     instance_specs = _parse_instances(check, data["instances"])
-    policy_specs = _parse_policies(check, data["policies"])
+    policy_specs = _parse_policies(check, data["policies"], precision)
     monitor = _parse_monitor(check, data.get("monitor"))
 
     return SweepConfig(
@@ -569,7 +574,9 @@ def _parse_instances(check: _Checker, value) -> list:
             decoded = {}
             for name, arg in args.items():
                 decoded[name] = _decode_numbers(arg)
-                if name in ("mu", "sigma", "adjacency", "mean_range", "log10_sigma_range") and not _is_numeric_tree(decoded[name]):
+                # every constructor argument is a number or an array of them: true and
+                # "0.9" are not, even where float() would convert them
+                if not _is_numeric_tree(decoded[name]):
                     check.fail(f"{key}.{name}", f'must be numbers (or "inf" strings), got {arg!r}')
                 if isinstance(decoded[name], list):
                     try:
@@ -648,12 +655,20 @@ def _importable_beside(source: str):
         sys.path.remove(directory)
 
 
-def _parse_policies(check: _Checker, value) -> list:
+def _parse_policies(check: _Checker, value, precision: str) -> list:
     with _importable_beside(check.source):
-        return _parse_policy_entries(check, value)
+        return _parse_policy_entries(check, value, precision)
 
 
-def _parse_policy_entries(check: _Checker, value) -> list:
+def _grid_value(value):
+    """What makes two grid values one cell: numbers by value (1 and 1.0 alike), anything
+    else by its JSON text (true is not 1)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("number", float(value))
+    return ("json", json.dumps(value, sort_keys=True))
+
+
+def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
     specs: list = []
     labels: set = set()
     for i, entry in enumerate(_entries(check, "policies", value)):
@@ -680,7 +695,7 @@ def _parse_policy_entries(check: _Checker, value) -> list:
             for v in values:
                 if isinstance(v, (list, dict)):
                     check.fail(f"{key}.{param}", f"grid values must be scalars, got {_type_name(v)} {v!r}")
-            if len(set(json.dumps(v) for v in values)) != len(values):
+            if len({_grid_value(v) for v in values}) != len(values):
                 check.fail(f"{key}.{param}", f"grid has repeated values {values}")
             axes.append([(param, v) for v in values])
         grid = tuple(dict(combo) for combo in itertools.product(*axes))
@@ -693,14 +708,14 @@ def _parse_policy_entries(check: _Checker, value) -> list:
                 check.fail(f"{key}.{bad}" if bad else key, str(err).rstrip("."))
             numeric |= set(kwargs) & set(built.params)
         for param in sorted(numeric):
-            # true and "4.5" are not numbers, even where a factory would convert them;
-            # 1 and 1.0 are one value (one cell), however written
+            # true and "4.5" are not numbers, even where a factory would convert them
             values = params[param] if isinstance(params[param], list) else [params[param]]
             for v in values:
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
                     check.fail(f"{key}.{param}", f"must be a number (or an array of them), got {_type_name(v)} {v!r}")
-            if len(set(float(v) for v in values)) != len(values):
-                check.fail(f"{key}.{param}", f"grid has repeated values {values}")
+            huge = [v for v in values if precision == "float32" and math.isfinite(v) and abs(v) > _FLOAT32_MAX]
+            if huge:  # the engine casts the traced params to the simulation's precision
+                check.fail(f"{key}.{param}", f"{huge[0]!r} overflows float32 (precision); use precision = \"float64\"")
         if label in labels:
             check.fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
         labels.add(label)
