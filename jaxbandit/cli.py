@@ -281,14 +281,16 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
 
 def _parse_vector(text: str, name: str) -> np.ndarray:
-    try:
-        return np.array([float(v) for v in text.replace(" ", "").split(",") if v], dtype=np.float64)
+    try:  # an empty field ("1,,0.5") is an error, not a dropped arm
+        return np.array([float(v) for v in text.replace(" ", "").split(",")], dtype=np.float64)
     except ValueError as err:
         raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.") from err
 
 
 def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
-    rows = [r for r in text.replace(" ", "").split(";") if r]
+    rows = text.replace(" ", "").split(";")
+    if "" in rows:
+        raise ValueError(f"sigma must be rows of numbers separated by ';', got {text!r} (an empty row).")
     if len(rows) == 1 and "," not in rows[0]:  # one number: standard bandit
         value = _parse_vector(rows[0], "sigma")[0]
         matrix = np.full((num_arms, num_arms), np.inf)
@@ -302,7 +304,7 @@ def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
 
 def _as_float_array(value, name: str) -> np.ndarray:
     """JSON/TOML values with ``"inf"`` strings allowed (booleans are not numbers)."""
-    if _holds_bool(value):
+    if _holds_bool_or_null(value):
         raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.")
     try:
         return np.array(value, dtype=np.float64)
@@ -314,33 +316,25 @@ def _as_float_array(value, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.") from err
 
 
-def _holds_bool(value) -> bool:
+def _holds_bool_or_null(value) -> bool:
+    """``value`` (nested lists) holds a boolean or a null, which numpy would read as a number."""
     if isinstance(value, (list, tuple)):
-        return any(_holds_bool(v) for v in value)
-    return isinstance(value, bool)
+        return any(_holds_bool_or_null(v) for v in value)
+    return isinstance(value, bool) or value is None
 
 
 def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
-    if path.endswith(".npz"):
-        with np.load(path) as data:
-            missing = {"mu", "sigma"} - set(data.files)
-            if missing:
-                raise ValueError(f"{path} must contain arrays 'mu' and 'sigma', missing {sorted(missing)}.")
-            return np.array(data["mu"], np.float64), np.array(data["sigma"], np.float64)
-    if path.endswith(".json"):
-        with open(path) as f:
-            data = json.load(f)
-    elif path.endswith(".toml"):
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover
-            import tomli as tomllib
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    else:
+    if not path.endswith((".json", ".toml", ".npz")):
         raise ValueError(f"--file must end in .json, .toml or .npz, got {path!r}.")
+    try:
+        data = _load_file(path)
+    except (OSError, EOFError, ValueError) as err:  # JSON, TOML, UTF-8 and npz errors are ValueErrors
+        raise ValueError(f"{path}: cannot read it ({err}).") from err
     if not isinstance(data, dict) or "mu" not in data or "sigma" not in data:
         raise ValueError(f"{path} must define 'mu' and 'sigma'.")
+    unknown = sorted(set(data) - {"mu", "sigma"})
+    if unknown:  # a misspelt or unsupported setting would be ignored
+        raise ValueError(f"{path}: unknown keys {unknown}; an instance file holds only 'mu' and 'sigma'.")
     mu = _as_float_array(data["mu"], "mu")
     if mu.ndim != 1:
         raise ValueError(f"{path}: mu must be a list of K numbers, got {data['mu']!r}.")
@@ -348,6 +342,22 @@ def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
     if sigma.ndim == 0:
         sigma = _parse_sigma(str(float(sigma)), mu.shape[-1])
     return mu, sigma
+
+
+def _load_file(path: str) -> dict:
+    """The contents of a ``.json``, ``.toml`` or ``.npz`` instance file."""
+    if path.endswith(".npz"):
+        with np.load(path, allow_pickle=False) as data:
+            return {name: np.array(data[name], np.float64) for name in data.files}
+    if path.endswith(".json"):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    with open(path, "rb") as f:
+        return tomllib.load(f)
 
 
 def _json_number(value) -> Optional[float]:

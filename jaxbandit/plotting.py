@@ -74,7 +74,10 @@ def regret_over_log(ax, cells, *, bound: Optional[float] = None, colors: Optiona
             ax.fill_between(cell.times[keep], mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
     if bound is not None:
         ax.axhline(bound, color="black", linestyle="--", linewidth=1.2, label=f"LP lower bound ({bound:.3g})")
-    ax.set_xscale("log")
+    if any(np.any(cell.times >= 2) for cell in cells):
+        ax.set_xscale("log")
+    else:  # a horizon of 1: nothing to draw, and a log axis of nothing cannot be drawn
+        ax.text(0.5, 0.5, "no recorded round t >= 2", transform=ax.transAxes, ha="center", va="center")
     ax.set_xlabel("round t")
     ax.set_ylabel("regret / log t")
 

@@ -54,6 +54,17 @@ def test_violin_logx_and_formats(results, tmp_path):
         plotting.plot_sweep(results, tmp_path, distribution="bar")
 
 
+def test_a_horizon_of_one_round_plots(results, tmp_path):
+    """Regret / log t has no point t >= 2 to draw: the figure says so instead of
+    failing to draw a log axis of nothing (a sweep with horizon = 1 could not be plotted)."""
+    cell = results.cells[0]
+    one_round = dataclasses.replace(cell, times=cell.times[:1] * 0 + 1, regret=cell.regret[:, :1], horizon=1)
+    fig = Figure()
+    plotting.regret_over_log(fig.subplots(), [one_round])
+    fig.savefig(tmp_path / "one_round.png")
+    assert fig.axes[0].texts[0].get_text() == "no recorded round t >= 2"
+
+
 def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_path):
     """Labels with dots (``sigma0.5``, ``sigma0.7``) keep their end, and labels the file
     names map to one (``a b``, ``a_b``), or that run together with a figure's stem
