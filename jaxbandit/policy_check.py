@@ -48,9 +48,11 @@ def _evaluate(name: str, fn: Callable, params: dict, *args):
     except KeyError as err:
         missing = err.args[0] if err.args else None
         if isinstance(missing, str) and missing not in params:
+            # the failed lookup may be ctx.params or any dict the function reads: say both
             raise PolicyError(
-                f"{name} reads the hyper-parameter {missing!r}, which the policy's params do not "
-                f"define (params: {sorted(params)}); add it to Policy(params=...)."
+                f"{name} failed on one run's abstract inputs: KeyError: {missing!r}. If that is a "
+                f"hyper-parameter (ctx.params[{missing!r}]), the policy's params do not define it "
+                f"(params: {sorted(params)}); add it to Policy(params=...)."
             ) from err
         raise PolicyError(f"{name} failed on one run's abstract inputs: KeyError: {err}") from err
     except Exception as err:  # noqa: BLE001 - any failure of user code is reported with its function
@@ -76,8 +78,10 @@ def _same_state(name: str, expected, got) -> None:
 
 
 def _scalar(name: str, what: str, value, kind: str) -> None:
-    ok_dtype = jnp.issubdtype(value.dtype, jnp.integer) if kind == "integer" else value.dtype == jnp.bool_
-    if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != () or not ok_dtype:
+    is_array = isinstance(value, jax.ShapeDtypeStruct)  # None or a tuple has no dtype to look at
+    integer = is_array and jnp.issubdtype(value.dtype, jnp.integer)
+    ok_dtype = integer if kind == "integer" else is_array and value.dtype == jnp.bool_
+    if not is_array or value.shape != () or not ok_dtype:
         article = "an" if kind[0] in "aeiou" else "a"
         raise PolicyError(f"{name} returned {what} = {_describe(value)}; expected {article} {kind} scalar (shape ()).")
 

@@ -27,6 +27,9 @@ def test_select_must_return_a_decision_with_an_integer_scalar_arm():
     )
     _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(jnp.zeros(3, jnp.int32))), r"Decision.arm = int32\[3\]")
     _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), jnp.int32(0))), r"Decision.needs_solve = int32\[\]; expected a bool scalar")
+    # no dtype to look at: these were an AttributeError from the check itself
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), None)), r"Decision.needs_solve = NoneType None; expected a bool scalar")
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision((jnp.int32(0),), jnp.asarray(False))), r"Decision.arm = .*; expected an integer scalar")
 
 
 def test_the_state_keeps_its_structure_shapes_and_dtypes():
@@ -44,8 +47,11 @@ def test_the_state_keeps_its_structure_shapes_and_dtypes():
 
 
 def test_a_hyper_parameter_missing_from_params_is_named():
+    """The key is named, and the params suggested without claiming that the lookup was
+    in ctx.params (a typo in a key of the state reads the same)."""
     _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(jnp.int32(c.params["alpha"]))),
-           r"select_fn reads the hyper-parameter 'alpha', which the policy's params do not define \(params: \[\]\)")  # fmt: skip
+           r"select_fn failed on one run's abstract inputs: KeyError: 'alpha'. If that is a hyper-parameter "
+           r"\(ctx.params\['alpha'\]\), the policy's params do not define it \(params: \[\]\)")  # fmt: skip
 
 
 def test_a_failing_function_is_named_with_its_error():
