@@ -105,6 +105,7 @@ def late_time(name: str, inst: jb.Instance, runs: int, start: int, rounds: int):
     """Seconds for rounds ``start + 1 .. start + rounds`` of one run (compiled and
     advanced to ``start`` first, untimed), and the counts of those rounds."""
     sim = _run(jb.policies.make(name), inst, start + rounds, runs, 0, rounds)
+    sim.compile()  # START = 0 would otherwise time the compilation with the first chunk
     while sim.rounds_done < start:
         sim.advance(1)
     return timed_chunk(sim)
