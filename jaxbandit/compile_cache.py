@@ -40,8 +40,19 @@ def _environment_value() -> Optional[str]:
 
 
 def _directory(text: str) -> Optional[Path]:
-    """A directory as the user wrote it, made absolute; ``None`` for ``off``."""
-    return None if text.lower() == OFF else Path(text).expanduser().absolute()
+    """A directory as the user wrote it, made absolute; ``None`` for ``off``.
+
+    Raises:
+        ValueError: ``~user`` names no user, or the text holds a NUL byte.
+    """
+    if text.lower() == OFF:
+        return None
+    if "\0" in text:
+        raise ValueError(f"compile cache directory {text!r} holds a NUL byte.")
+    try:
+        return Path(text).expanduser().absolute()
+    except RuntimeError as err:  # pathlib: "Could not determine home directory."
+        raise ValueError(f"compile cache directory {text!r}: {err}") from err
 
 
 def default_directory() -> Optional[Path]:
@@ -81,7 +92,9 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
     """
     explicit = directory is not None or _environment_value() is not None
     if directory is not None:
-        text = str(directory).strip()
+        if not isinstance(directory, (str, os.PathLike)):  # str(3) or str(b"...") would be a directory name
+            raise ValueError(f"compile cache directory must be a path or 'off', got {directory!r}.")
+        text = os.fspath(directory).strip()
         if not text:
             raise ValueError("compile cache directory must not be empty (use 'off' to turn the cache off).")
         path = _directory(text)

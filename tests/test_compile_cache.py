@@ -3,6 +3,7 @@ option, and a second process that loads what the first one compiled."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,13 @@ def test_directories_that_cannot_be_used(no_cache_settings, monkeypatch, capsys)
     blocker.write_text("")
     with pytest.raises(ValueError, match=r"compile cache directory '.*a_file' cannot be used"):
         compile_cache.enable(blocker)
+    # not paths: 3 and b"..." became directories named "3" and "b'...'"; the others a
+    # RuntimeError and an unnamed ValueError from pathlib and os
+    for bad, message in ((3, "must be a path or 'off', got 3"), (b"/tmp/x", "must be a path or 'off', got b'/tmp/x'"),
+                         ("~no_such_user_here/x", "'~no_such_user_here/x': Could not determine home directory"),
+                         ("/tmp/a\0b", "holds a NUL byte")):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(message)):
+            compile_cache.enable(bad)
     with pytest.raises(ValueError, match="must not be empty"):
         compile_cache.enable(" ")
     argv = ["run", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "out"), "--compile-cache", str(blocker)]
