@@ -180,11 +180,11 @@ def run_warm_case(num_arms, batch, dtype, repeat, loop_lps):
     }
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arms", type=int, nargs="+", default=[5, 10, 20, 50])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 100, 10_000])
-    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "float64"], default=["float32", "float64"])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--reference-size", type=int, default=300)
     parser.add_argument("--no-warm", action="store_true")
@@ -206,7 +206,20 @@ def main():
         action="store_true",
         help="CPU only: float32 division off by up to 2.5 ulp, as a GPU's (tests/approximate_division.py)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    # Every count is checked before anything runs: a zero would divide by zero in the
+    # speed-ups or take the best of no timings.
+    for option, values, smallest in (
+        ("--arms", args.arms, 2),
+        ("--batches", args.batches, 1),
+        ("--warm-batches", args.warm_batches or [], 1),
+        ("--repeat", [args.repeat], 1),
+        ("--reference-size", [args.reference_size], 1),
+        ("--loop-lps", [args.loop_lps], 1),
+        ("--chunk", [args.chunk], 0),
+    ):
+        if min(values, default=smallest) < smallest:
+            parser.error(f"{option}: must be >= {smallest}, got {min(values)}")
     info = machine()
     if args.approximate_division and jax.default_backend() != "cpu":
         parser.error("--approximate-division emulates a GPU's division on the CPU; on a GPU leave it out")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -61,7 +62,24 @@ print(json.dumps({
 """
 
 
-def main() -> None:
+def horizon_list(parser, text: str) -> list:
+    """``"1e4,20000"`` -> ``[10000, 20000]``: whole numbers >= 1, in either notation (empty
+    items skipped); a parser error naming the value for anything else, or for no horizon."""
+    horizons = []
+    for item in filter(str.strip, text.split(",")):
+        try:
+            value = float(item)
+        except ValueError:
+            value = math.nan
+        if not (value.is_integer() and value >= 1):
+            parser.error(f"--horizons: every value must be a whole number >= 1, got {text!r}")
+        horizons.append(int(value))
+    if not horizons:
+        parser.error("--horizons: give at least one horizon")
+    return horizons
+
+
+def main(argv=None) -> None:
     sys.path.insert(0, REPO)
     from benchmarks._common import emit, machine
 
@@ -69,8 +87,10 @@ def main() -> None:
     parser.add_argument("--horizons", default="1e4,1e5,1e6", help="comma-separated horizons")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--policy", default="ucb_n", help="a registered policy name")
-    args = parser.parse_args()
-    horizons = [int(float(h)) for h in args.horizons.split(",")]
+    args = parser.parse_args(argv)
+    horizons = horizon_list(parser, args.horizons)
+    if args.runs < 1:
+        parser.error(f"--runs: must be >= 1, got {args.runs}")
     description = machine()
     for horizon in horizons:
         with tempfile.TemporaryDirectory() as out:

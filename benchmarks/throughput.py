@@ -88,9 +88,25 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.arms, args.runs, args.rounds = "10", "1000", 1024
+    # Every option is checked before anything runs: an empty list would time nothing, a
+    # zero count divides by zero in the ratios.
     arm_counts = int_list(parser, "--arms", args.arms, 2)
     run_counts = int_list(parser, "--runs", args.runs, 1)
-    policies = [name for name in args.policies.split(",") if name.strip()]
+    if not arm_counts:
+        parser.error("--arms: give at least one arm count")
+    if not run_counts:
+        parser.error("--runs: give at least one run count")
+    for option, rounds in (("--rounds", args.rounds), ("--numpy-rounds", args.numpy_rounds)):
+        if rounds < 1:
+            parser.error(f"{option}: must be >= 1, got {rounds}")
+    policies = [name.strip() for name in args.policies.split(",") if name.strip()]
+    if not policies:
+        parser.error(f"--policies: give at least one policy name, got {args.policies!r}")
+    for name in policies:
+        try:
+            jb.policies.resolve(name)
+        except ValueError as err:
+            parser.error(f"--policies: {err}")
     if REFERENCE not in policies:
         policies.insert(0, REFERENCE)
     info = machine()

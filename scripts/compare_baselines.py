@@ -76,13 +76,23 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
-    jb.compile_cache.enable()  # as the jaxbandit command: a resumed run loads what it compiled
-
+    # Every name is checked before anything runs: a study with no cell would have no
+    # row to write.
+    if args.policies == []:
+        parser.error("--policies: give at least one policy name (leave the option out for every policy)")
+    if not args.instances:
+        parser.error("--instances: give at least one instance name")
     names = args.policies or jb.policies.names()
+    for name in names:
+        try:
+            jb.policies.resolve(name)
+        except ValueError as err:
+            parser.error(f"--policies: {err}")
     available = instances.default_instances()
     unknown = sorted(set(args.instances) - set(available))
     if unknown:
         parser.error(f"unknown instance(s) {unknown}; known: {sorted(available)}")
+    jb.compile_cache.enable()  # as the jaxbandit command: a resumed run loads what it compiled
     args.out.mkdir(parents=True, exist_ok=True)
 
     rows, curves = [], {}
@@ -117,6 +127,9 @@ def main(argv=None) -> int:
                 flush=True,
             )
 
+    if not rows:
+        print("every cell failed: no results to write", file=sys.stderr)
+        return 1
     csv_path = args.out / "final_regret.csv"
     with open(csv_path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))

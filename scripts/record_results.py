@@ -15,6 +15,7 @@ each array that differs and exits with status 1 if any does.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -56,10 +57,21 @@ def main(argv=None) -> int:
     group.add_argument("--out", help="write the recording to this .npz file")
     group.add_argument("--compare", help="compare with a recording made earlier")
     args = parser.parse_args(argv)
+    # Both files are checked before the recording, which takes minutes.
+    if args.out is not None:
+        if not os.path.basename(args.out) or not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+            parser.error(f"--out: expected a file name in an existing directory, got {args.out!r}")
+        # np.savez_compressed would add the suffix itself: the path printed is the one written.
+        out = args.out if args.out.endswith(".npz") else args.out + ".npz"
+    else:
+        try:
+            open(args.compare, "rb").close()
+        except OSError as err:
+            parser.error(f"--compare: cannot read {args.compare!r} ({err.strerror})")
     arrays = record()
-    if args.out:
-        np.savez_compressed(args.out, **arrays)
-        print(f"{len(arrays)} arrays written to {args.out}")
+    if args.out is not None:
+        np.savez_compressed(out, **arrays)
+        print(f"{len(arrays)} arrays written to {out}")
         return 0
     with np.load(args.compare) as saved:
         before = {k: saved[k] for k in saved.files}

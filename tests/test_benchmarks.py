@@ -5,9 +5,12 @@ field a script documents is there with its type; each ratio is finite, positive 
 the one its own record's seconds or rates give; case counts add up to the rounds; and
 where a script sets the NumPy + HiGHS loop against the engine, both ran the same
 algorithm.  Each script runs in its own process, as a user runs it, so a script's own
-settings (x64, sys.path) cannot leak into other tests.
+settings (x64, sys.path) cannot leak into other tests; only the option checks, which
+each script's ``main`` makes before any work, are called in this process.
 """
 
+import argparse
+import importlib
 import json
 import math
 import os
@@ -200,6 +203,33 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
 def test_benchmarks_reject_bad_lists(script, args, message):
     proc = _launch(script, *args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        ("throughput", ["--runs", ""], "--runs: give at least one run count"),
+        ("throughput", ["--numpy-rounds", "0"], "--numpy-rounds: must be >= 1, got 0"),
+        ("throughput", ["--policies", "greedy,nonexistent"], "--policies: unknown policy name 'nonexistent'"),
+        ("lp", ["--arms", "3", "--batches", "1", "--reference-size", "0"], "--reference-size: must be >= 1, got 0"),
+        ("lp", ["--arms", "3", "--batches", "1", "--repeat", "0"], "--repeat: must be >= 1, got 0"),
+        ("memory", ["--horizons", "1e3,abc"], "--horizons: every value must be a whole number >= 1, got '1e3,abc'"),
+        ("memory", ["--horizons", "500.7", "--runs", "2"], "--horizons: every value must be a whole number >= 1, got '500.7'"),
+        ("memory", ["--horizons", ""], "--horizons: give at least one horizon"),
+    ],
+)
+def test_benchmarks_refuse_bad_options_before_any_work(script, args, message, capsys):
+    main = importlib.import_module(f"benchmarks.{script}").main
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_memory_horizons_in_either_notation():
+    from benchmarks.memory import horizon_list
+
+    assert horizon_list(argparse.ArgumentParser(), "1e3, 2000,") == [1000, 2000]
 
 
 def test_throughput_benchmark():
