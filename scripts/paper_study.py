@@ -125,10 +125,20 @@ def load_finished(parser: argparse.ArgumentParser, option: str, directory: str):
 
 def finished_or_run(parser: argparse.ArgumentParser, option: str, configs: dict, out: str, report_only: bool) -> dict:
     """``{name: SweepResults}`` of ``configs`` in ``out``: loaded (``--report-only``; a
-    usage error naming ``option`` if one is not there) or run (or resumed)."""
-    if report_only:
-        return {name: load_finished(parser, option, os.path.join(out, name)) for name in configs}
-    return run_sweeps(configs, out)
+    usage error naming ``option`` if one is not there, or if it holds a sweep of another
+    configuration, which the report would describe with these arguments) or run (or
+    resumed)."""
+    if not report_only:
+        return run_sweeps(configs, out)
+    loaded = {}
+    for name, config in configs.items():
+        directory = os.path.join(out, name)
+        loaded[name] = load_finished(parser, option, directory)
+        if jb.config.load(loaded[name].config).fingerprint() != jb.config.load(config).fingerprint():
+            held = {key: loaded[name].config.get(key) for key in ("horizon", "runs", "seed")}
+            parser.error(f"{option}: {directory!r} holds a sweep of another configuration ({held}); "
+                         "give the arguments it was run with")  # fmt: skip
+    return loaded
 
 
 def part_configs() -> dict:
@@ -523,7 +533,8 @@ def main(argv=None) -> int:
     configs = sweep_configs(args.horizon, args.runs, args.seed)
     results = finished_or_run(parser, "--report-only", configs, args.out, args.report_only)
     command = "python scripts/paper_study.py" + "".join(
-        f" --{k} {v}" for k, v in (("horizon", args.horizon), ("runs", args.runs)) if v != parser.get_default(k)
+        f" --{k} {v}" for k, v in (("horizon", args.horizon), ("runs", args.runs), ("seed", args.seed))
+        if v != parser.get_default(k)
     )
     if longer:
         command += " --longer " + " ".join(longer)
