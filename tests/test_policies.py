@@ -57,6 +57,11 @@ def test_a_registered_name_is_not_replaced_silently():
         ("ucb", {"alpha": 0}, r"alpha must be a finite number > 0, got 0"),
         ("ucb_n", {"alpha": -1.0}, r"alpha must be a finite number > 0, got -1.0"),
         ("ucb_n", {"alpha": "big"}, r"alpha must be a number > 0, got 'big'"),
+        # float() takes these, as 1.0 and 2.0: not numbers a user meant
+        ("ucb", {"alpha": True}, r"alpha must be a number > 0, got True"),
+        ("ucb_n", {"alpha": "2"}, r"alpha must be a number > 0, got '2'"),
+        ("ossb", {"gamma": False}, r"gamma must be a number >= 0, got False"),
+        ("lp_explore", {"gamma": True}, r"gamma must be a number in \(0, 1\), got True"),
         ("eps_greedy", {"c": float("inf")}, r"c must be a finite number > 0, got inf"),
         ("ts", {"alpha": 1.0}, r"policy 'ts' got unknown parameter\(s\) \['alpha'\]; it accepts none"),
         ("ucb", {"exploration": 2.0}, r"unknown parameter\(s\) \['exploration'\]; it accepts \['alpha'\]"),

@@ -49,7 +49,8 @@ def register(name: str, factory: Callable[..., Policy], *, replace: bool = False
     replacing it silently would run another policy under a name the results record.
 
     Raises:
-        ValueError: ``name`` is not a non-empty identifier-like string without ``":"``,
+        ValueError: ``name`` is not a non-empty string without ``":"`` (which marks an
+            import path),
             ``factory`` is not callable, or ``name`` is taken and ``replace`` is False.
     """
     if not isinstance(name, str) or not name or ":" in name:

@@ -6,6 +6,7 @@ import math
 from typing import Callable, Mapping, NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxbandit import estimator
 from jaxbandit._types import Array
@@ -54,39 +55,40 @@ def log_round(t: Array, dtype) -> Array:
     return jnp.log(jnp.asarray(t, dtype))
 
 
+def _number(name: str, value, requirement: str) -> float:
+    """``value`` as a float; a ``ValueError`` naming ``name`` for anything that is not a
+    number (``True`` and ``"2"`` are not, though ``float`` would take them)."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise ValueError(f"{name} must be a number {requirement}, got {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a number {requirement}, got {value!r}.") from err
+
+
 def check_positive(name: str, value) -> float:
     """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and > 0."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number > 0, got {value!r}.") from err
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
-    return value
+    number = _number(name, value, "> 0")
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {number!r}.")
+    return number
 
 
 def check_nonnegative(name: str, value) -> float:
     """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and >= 0."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}.") from err
+    number = _number(name, value, ">= 0")
     if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+        raise ValueError(f"{name} must be a finite number >= 0, got {number!r}.")
     return number
 
 
 def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
     """``value`` as a float in (0, 1) (``(0, 1]`` if ``closed``), or a ``ValueError``."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}.") from err
-    ok = (0 < value <= 1) if closed else (0 < value < 1)
-    if not ok:
-        interval = "(0, 1]" if closed else "(0, 1)"
-        raise ValueError(f"{name} must be in {interval}, got {value!r}.")
-    return value
+    interval = "(0, 1]" if closed else "(0, 1)"
+    number = _number(name, value, f"in {interval}")
+    if not ((0 < number <= 1) if closed else (0 < number < 1)):
+        raise ValueError(f"{name} must be in {interval}, got {number!r}.")
+    return number
 
 
 def params_check(**rules: Callable) -> Callable[[Mapping], dict]:

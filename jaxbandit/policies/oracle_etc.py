@@ -16,9 +16,9 @@ ordinary policy may do.  There are no initial rounds (a feasible ``c*`` observes
 arm).  ``c*(mu)`` comes from :func:`jaxbandit.bound_lp.solve_lower_bound`, solved
 once per cell at ``init_fn`` with the project's LP solver; the LP status is reported in
 the diagnostics (``lp_status``, 0 = optimal).  If the solve is not optimal (e.g. a tie
-for the best mean, where the LP has no finite solution) the quotas are empty and the
-policy commits at once to ``argmax mu_hat`` of an empty estimator (arm 0): check
-``lp_status``.
+for the best mean, where the LP has no finite solution) the quotas are empty: the
+policy plays arm 0 in round 1 and commits to ``argmax mu_hat`` of what that play
+revealed (among tied arms a sample decides, so runs differ): check ``lp_status``.
 
 Diagnostics: ``exploration_rounds`` (rounds spent on quotas), ``committed_arm`` (``-1``
 while exploring), ``lp_status``.
