@@ -161,8 +161,10 @@ BAD = [
     (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 0.25]"), "policies[0].alpha", "repeated"),
     (("alpha = [0.25, 1, 4.01]", "alpha = []"), "policies[0].alpha", "empty grid"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 1, 1.0]"), "policies[0].alpha", "repeated values [0.25, 1, 1.0]"),
-    (("alpha = [0.25, 1, 4.01]", "alpha = true"), "policies[0].alpha", "must be a number (or an array of them), got boolean True"),
-    (("alpha = [0.25, 1, 4.01]", 'alpha = [1, "4.5"]'), "policies[0].alpha", "must be a number (or an array of them), got string '4.5'"),
+    # the built-in factory refuses these itself; the configuration's own check covers a
+    # user's factory that would take them (test_bad_config_dicts_and_missing_files)
+    (("alpha = [0.25, 1, 4.01]", "alpha = true"), "policies[0].alpha", "alpha must be a number > 0, got True"),
+    (("alpha = [0.25, 1, 4.01]", 'alpha = [1, "4.5"]'), "policies[0].alpha", "alpha must be a number > 0, got '4.5'"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [[1, 2]]"), "policies[0].alpha", "must be scalars"),
     (("alpha = [0.25, 1, 4.01]", "beta = 2"), "policies[0].beta", "unknown key"),
     (('label = "TS-N"', 'label = "TS-N"\noptional = true'), "policies[1].optional", "unknown key"),
@@ -205,6 +207,10 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
                        ({"type": "random", "seed": 1, "num_arms": 3, "inf_prob": "0.5"}, "inf_prob")):  # fmt: skip
         with pytest.raises(ConfigError, match=rf"key 'instances\[0\].{key}': must be numbers"):
             config.load({"runs": 1, "horizon": 5, "instances": [entry], "policies": [{"name": "ucb"}]})
+    # a user's factory that checks nothing: true is still not a number for its params
+    lax = {"name": "tests.user_policies:traced_threshold", "eps": [0.5, True]}
+    with pytest.raises(ConfigError, match=r"key 'policies\[0\].eps': must be a number \(or an array of them\), got boolean True"):
+        config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [lax]})
     # a parameter the policy keeps in its closure: 1 and 1.0 made two identical cells
     static = {"name": "tests.user_policies:fixed_arm", "arm": [1, 1.0]}
     with pytest.raises(ConfigError, match=r"key 'policies\[0\].arm': grid has repeated values \[1, 1.0\]"):
