@@ -223,19 +223,19 @@ def _make_chunk(one_round: Callable, record: Callable, consolidate: Optional[Cal
                 carry.next_record,
             )
             carry = carry._replace(regret=regret, monitor_record=monitor_record, next_record=next_record)
+            due = estimator.consolidation_due(stop)
             if consolidate is not None:
-                state = jax.lax.cond(estimator.consolidation_due(stop), consolidate, lambda s: s, carry.state)
+                state = jax.lax.cond(due, consolidate, lambda s: s, carry.state)
                 carry = carry._replace(state=state)
             # A NaN a policy wrote into its state is reported (by the runner) rather than
             # steering its choices silently.  It is looked for at rounds fixed in advance,
             # not per round (a pass over the whole state) nor at chunk ends (whether a
             # passing NaN is seen would then depend on the chunk size).
-            looked = estimator.consolidation_due(stop) | (stop == horizon) | (pending & (stop == next_time))
+            looked = due | (stop == horizon) | (pending & (stop == next_time))
             first = looked & _holds_nan(carry.state) & (carry.nan_round == 0)
             return carry._replace(nan_round=jnp.where(first, stop, carry.nan_round))
 
-        carry = jax.lax.while_loop(lambda c: c.round < end, segment, carry)
-        return carry
+        return jax.lax.while_loop(lambda c: c.round < end, segment, carry)
 
     return run_chunk
 
