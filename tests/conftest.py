@@ -16,6 +16,7 @@ import tempfile
 import jax
 
 SESSION_CACHE = "JAXBANDIT_TEST_SESSION_CACHE"  # set by the first process, inherited by the rest
+MIN_COMPILE_TIME = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # read by JAX in subprocesses
 
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # a developer's own JAX cache is never used
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -29,6 +30,10 @@ def use_session_cache() -> None:
 
     directory = os.environ[SESSION_CACHE]
     os.environ[compile_cache.ENV_VAR] = directory
+    # Every program is kept, not only those over JAX's one-second default: the workers
+    # and the commands the tests start compile many of the same small programs.
+    os.environ[MIN_COMPILE_TIME] = "0"
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     compile_cache.enable(directory)
 
 

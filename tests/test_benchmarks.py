@@ -193,21 +193,11 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
 @pytest.mark.parametrize(
     "script, args, message",
     [
-        ("lp_explore.py", ["--long-arms", "x"], "--long-arms: expected comma-separated integers, got 'x'"),
-        ("lp_explore.py", ["--arms", "1"], "--arms: every value must be >= 2, got '1'"),
-        ("lp_explore.py", ["--runs", ""], "--runs: give at least one run count"),
-        ("lp_explore.py", ["--late", "1000,100,64"], "--late: expected RUNS,START,ROUNDS"),
-        ("throughput.py", ["--runs", "0"], "--runs: every value must be >= 1, got '0'"),
-    ],
-)
-def test_benchmarks_reject_bad_lists(script, args, message):
-    proc = _launch(script, *args)
-    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
-
-
-@pytest.mark.parametrize(
-    "script, args, message",
-    [
+        ("lp_explore", ["--long-arms", "x"], "--long-arms: expected comma-separated integers, got 'x'"),
+        ("lp_explore", ["--arms", "1"], "--arms: every value must be >= 2, got '1'"),
+        ("lp_explore", ["--runs", ""], "--runs: give at least one run count"),
+        ("lp_explore", ["--late", "1000,100,64"], "--late: expected RUNS,START,ROUNDS"),
+        ("throughput", ["--runs", "0"], "--runs: every value must be >= 1, got '0'"),
         ("throughput", ["--runs", ""], "--runs: give at least one run count"),
         ("throughput", ["--numpy-rounds", "0"], "--numpy-rounds: must be >= 1, got 0"),
         ("throughput", ["--policies", "greedy,nonexistent"], "--policies: unknown policy name 'nonexistent'"),

@@ -116,20 +116,24 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
     def bound(*argv):
         return cli.main(["bound", *argv])
 
-    # K = 2 throughout: one compiled LP per precision serves every case
-    assert bound("--mu", "1,0.5", "--sigma", "1,inf;inf,1", "--json") == 0
+    # K = 3 throughout: one compiled LP per precision serves every case (the float64
+    # one is also test_lower_bound's single-instance program)
+    assert bound("--mu", "1,0.5,0.75", "--sigma", "1,inf,inf;inf,1,inf;inf,inf,1", "--json") == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["status"] == 0 and printed["value"] == pytest.approx(4.0)  # 2 / 0.5
+    assert printed["status"] == 0 and printed["value"] == pytest.approx(12.0)  # 2 / 0.5 + 2 / 0.25
     path = tmp_path / "instance.json"
-    path.write_text(json.dumps({"mu": [1, 0.5], "sigma": [[1, "inf"], ["inf", 2]]}))
+    sigma = [[1, "inf", "inf"], ["inf", 2, "inf"], ["inf", "inf", 1]]
+    path.write_text(json.dumps({"mu": [1, 0.5, 0.75], "sigma": sigma}))
     assert bound("--file", str(path)) == 0
-    assert "value: 16 " in capsys.readouterr().out  # 2 sigma_1^2 / Delta_1 = 2 * 4 / 0.5
+    assert "value: 24 " in capsys.readouterr().out  # sum of 2 sigma_i^2 / Delta_i = 2 * 4 / 0.5 + 2 / 0.25
     toml = tmp_path / "instance.toml"
-    toml.write_text('mu = [1.0, 0.5]\nsigma = [[1.0, "inf"], ["inf", 2.0]]\n')
+    toml.write_text('mu = [1.0, 0.5, 0.75]\nsigma = [[1.0, "inf", "inf"], ["inf", 2.0, "inf"], ["inf", "inf", 1.0]]\n')
     assert bound("--file", str(toml), "--dtype", "float32") == 0
+    assert "value: 24 " in capsys.readouterr().out
     npz = tmp_path / "instance.npz"
-    np.savez(npz, mu=np.array([1.0, 0.5]), sigma=np.array([[1.0, np.inf], [np.inf, 2.0]]))
+    np.savez(npz, mu=np.array([1.0, 0.5, 0.75]), sigma=np.diag([1.0, 2.0, 1.0]) + np.where(np.eye(3), 0, np.inf))
     assert bound("--file", str(npz)) == 0
+    assert "value: 24 " in capsys.readouterr().out
     capsys.readouterr()
     for argv in (
         ["--mu", "1,x", "--sigma", "1"],
