@@ -424,40 +424,11 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
     runs = check.integer("runs", data["runs"], 1)
     if runs > 2**32:
         check.fail("runs", f"must be at most 2**32 (run indices are 32-bit), got {runs}")
-    horizon = data["horizon"]
-    if isinstance(horizon, list):
-        if not horizon:
-            check.fail("horizon", "must be an integer >= 1 or a non-empty array of them, got []")
-        horizons = tuple(check.integer(f"horizon[{i}]", h, 1) for i, h in enumerate(horizon))
-        if len(set(horizons)) != len(horizons):
-            check.fail("horizon", f"has repeated values {list(horizons)}")
-    else:
-        horizons = (check.integer("horizon", horizon, 1),)
-    if max(horizons) > MAX_ROUNDS:
-        check.fail("horizon", f"must be at most {MAX_ROUNDS}, got {max(horizons)}")
+    horizons = _parse_horizons(check, data["horizon"])
     precision = data.get("precision", "float32")
     if precision not in ("float32", "float64"):
         check.fail("precision", f'must be "float32" or "float64", got {precision!r}')
-    times = data.get("times", _DEFAULT_TIMES)
-    if isinstance(times, list):
-        if not times:
-            check.fail("times", "an explicit grid must list at least one round")
-        values = tuple(check.integer(f"times[{i}]", t, 1) for i, t in enumerate(times))
-        if any(b <= a for a, b in zip(values, values[1:])):
-            check.fail("times", f"explicit rounds must be strictly increasing, got {list(values)}")
-        if values[-1] > max(horizons):
-            check.fail("times", f"explicit rounds must be <= the horizon {max(horizons)}, got {values[-1]}")
-        times = values
-    elif isinstance(times, int) and not isinstance(times, bool):
-        times = check.integer("times", times, 2)
-        # A grid records each round at most once: more points than rounds only cost
-        # memory (the grid is built in full before its repeats are dropped).
-        limit = max(max(horizons), _DEFAULT_TIMES)
-        if times > limit:
-            check.fail("times", f"must be at most {limit} grid points (the longest horizon, or "
-                                f"{_DEFAULT_TIMES} if that is larger), got {times}")  # fmt: skip
-    else:
-        check.fail("times", f"must be a number of grid points (integer >= 2) or an array of rounds, got {_type_name(times)} {times!r}")
+    times = _parse_times(check, data.get("times", _DEFAULT_TIMES), horizons)
     chunk_size = check.integer("chunk_size", data.get("chunk_size", 1024), 1)
     if chunk_size > MAX_ROUNDS:
         check.fail("chunk_size", f"must be at most {MAX_ROUNDS}, got {chunk_size}")
@@ -465,14 +436,7 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
     if solve_batch is not None:
         solve_batch = check.integer("solve_batch", solve_batch, 1)
 
-    checkpoint = check.table("checkpoint", data.get("checkpoint", {}))
-    check.unknown("checkpoint", checkpoint, _CHECKPOINT_KEYS)
-    every_chunks = checkpoint.get("every_chunks")
-    if every_chunks is not None:
-        every_chunks = check.integer("checkpoint.every_chunks", every_chunks, 1)
-    every_seconds = checkpoint.get("every_seconds", None if every_chunks is not None else 60.0)
-    if every_seconds is not None:
-        every_seconds = check.positive_number("checkpoint.every_seconds", every_seconds)
+    every_chunks, every_seconds = _parse_checkpoint(check, data.get("checkpoint", {}))
 
     instance_specs = _parse_instances(check, data["instances"])
     policy_specs = _parse_policies(check, data["policies"], precision)
@@ -495,6 +459,59 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
         policies=tuple(policy_specs),
         monitor=monitor,
     )
+
+
+def _parse_horizons(check: _Checker, horizon) -> tuple:
+    """``horizon``: an integer or a non-empty array of distinct integers, each in
+    ``[1, MAX_ROUNDS]``."""
+    if isinstance(horizon, list):
+        if not horizon:
+            check.fail("horizon", "must be an integer >= 1 or a non-empty array of them, got []")
+        horizons = tuple(check.integer(f"horizon[{i}]", h, 1) for i, h in enumerate(horizon))
+        if len(set(horizons)) != len(horizons):
+            check.fail("horizon", f"has repeated values {list(horizons)}")
+    else:
+        horizons = (check.integer("horizon", horizon, 1),)
+    if max(horizons) > MAX_ROUNDS:
+        check.fail("horizon", f"must be at most {MAX_ROUNDS}, got {max(horizons)}")
+    return horizons
+
+
+def _parse_times(check: _Checker, times, horizons: tuple):
+    """``times``: a number of grid points (an int) or the explicit rounds (a tuple)."""
+    if isinstance(times, list):
+        if not times:
+            check.fail("times", "an explicit grid must list at least one round")
+        values = tuple(check.integer(f"times[{i}]", t, 1) for i, t in enumerate(times))
+        if any(b <= a for a, b in zip(values, values[1:])):
+            check.fail("times", f"explicit rounds must be strictly increasing, got {list(values)}")
+        if values[-1] > max(horizons):
+            check.fail("times", f"explicit rounds must be <= the horizon {max(horizons)}, got {values[-1]}")
+        return values
+    if isinstance(times, int) and not isinstance(times, bool):
+        times = check.integer("times", times, 2)
+        # A grid records each round at most once: more points than rounds only cost
+        # memory (the grid is built in full before its repeats are dropped).
+        limit = max(max(horizons), _DEFAULT_TIMES)
+        if times > limit:
+            check.fail("times", f"must be at most {limit} grid points (the longest horizon, or "
+                                f"{_DEFAULT_TIMES} if that is larger), got {times}")  # fmt: skip
+        return times
+    check.fail("times", f"must be a number of grid points (integer >= 2) or an array of rounds, got {_type_name(times)} {times!r}")
+
+
+def _parse_checkpoint(check: _Checker, value) -> tuple:
+    """``[checkpoint]``: ``(every_chunks, every_seconds)``, either may be None; every
+    60 s unless ``every_chunks`` alone is given."""
+    checkpoint = check.table("checkpoint", value)
+    check.unknown("checkpoint", checkpoint, _CHECKPOINT_KEYS)
+    every_chunks = checkpoint.get("every_chunks")
+    if every_chunks is not None:
+        every_chunks = check.integer("checkpoint.every_chunks", every_chunks, 1)
+    every_seconds = checkpoint.get("every_seconds", None if every_chunks is not None else 60.0)
+    if every_seconds is not None:
+        every_seconds = check.positive_number("checkpoint.every_seconds", every_seconds)
+    return every_chunks, every_seconds
 
 
 def _parse_monitor(check: _Checker, value) -> Optional[dict]:
