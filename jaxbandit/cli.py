@@ -139,7 +139,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def cache_option(p):
         p.add_argument("--compile-cache", default=None, metavar="DIR", help=(
-            "keep compiled programs in DIR for later runs ('off': do not; default: "
+            "keep compiled programs in DIR (or a URL such as gs://bucket/xla) for later "
+            "runs ('off': do not; default: "
             "$JAXBANDIT_COMPILE_CACHE, else $JAX_COMPILATION_CACHE_DIR, else "
             "$XDG_CACHE_HOME/jaxbandit/xla, i.e. ~/.cache/jaxbandit/xla)"))  # fmt: skip
 

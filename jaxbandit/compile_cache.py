@@ -11,7 +11,8 @@ Which directory, first match wins: the ``directory`` given to :func:`enable`
 (``--compile-cache``), the ``JAXBANDIT_COMPILE_CACHE`` environment variable, a
 directory the user gave JAX itself (``JAX_COMPILATION_CACHE_DIR``), else
 ``$XDG_CACHE_HOME/jaxbandit/xla`` (``~/.cache/jaxbandit/xla``).  ``off`` in the first
-two turns the cache off.  Entries are never evicted (JAX's size limit needs the
+two turns the cache off.  A URL such as ``gs://bucket/cache`` goes to JAX as written
+(JAX reads and writes it through ``etils.epath``; nothing is checked here).  Entries are never evicted (JAX's size limit needs the
 ``filelock`` package): delete the directory to clear it, or if JAX warns that it
 cannot read an entry (one cut short by an interrupted write).  The cache is trusted
 code: keep it in a directory only you can write to.
@@ -20,6 +21,7 @@ code: keep it in a directory only you can write to.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Optional, Union
@@ -31,6 +33,9 @@ __all__ = ["ENV_VAR", "OFF", "default_directory", "enable"]
 
 ENV_VAR = "JAXBANDIT_COMPILE_CACHE"
 OFF = "off"
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # gs://..., s3://...: not a local path
+
+Location = Union[Path, str]  # a local directory, or a URL kept as written
 
 
 def _environment_value() -> Optional[str]:
@@ -39,8 +44,9 @@ def _environment_value() -> Optional[str]:
     return value or None
 
 
-def _directory(text: str) -> Optional[Path]:
-    """A directory as the user wrote it, made absolute; ``None`` for ``off``.
+def _directory(text: str) -> Optional[Location]:
+    """A directory as the user wrote it, made absolute (a URL as written); ``None``
+    for ``off``.
 
     Raises:
         ValueError: ``~user`` names no user, or the text holds a NUL byte.
@@ -49,13 +55,15 @@ def _directory(text: str) -> Optional[Path]:
         return None
     if "\0" in text:
         raise ValueError(f"compile cache directory {text!r} holds a NUL byte.")
+    if _URL.match(text):  # pathlib would make gs://b/c the local directory gs:/b/c
+        return text
     try:
         return Path(text).expanduser().absolute()
     except RuntimeError as err:  # pathlib: "Could not determine home directory."
         raise ValueError(f"compile cache directory {text!r}: {err}") from err
 
 
-def default_directory() -> Optional[Path]:
+def default_directory() -> Optional[Location]:
     """The directory :func:`enable` uses when given none (``None``: the cache is off).
 
     Raises:
@@ -65,7 +73,8 @@ def default_directory() -> Optional[Path]:
     if value is not None:
         return _directory(value)
     if jax.config.jax_compilation_cache_dir:  # the user's own JAX setting
-        return Path(jax.config.jax_compilation_cache_dir)
+        own = jax.config.jax_compilation_cache_dir
+        return own if _URL.match(own) else Path(own)
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
     return (Path(base) / "jaxbandit" / "xla").absolute()
 
@@ -75,7 +84,7 @@ def _turn_off() -> None:
     compilation_cache.reset_cache()
 
 
-def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
+def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Location]:
     """Keep compiled programs in ``directory`` (default: :func:`default_directory`).
 
     Programs compiled after this call are saved there and loaded from there by later
@@ -83,7 +92,7 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
     (a directory set earlier, or through JAX's own setting, included).
 
     Returns:
-        The directory in use, or ``None`` when the cache is off.
+        The directory in use (a URL as a string), or ``None`` when the cache is off.
 
     Raises:
         ValueError: the directory asked for (``directory`` or the environment variable)
@@ -109,6 +118,10 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Path]:
     if path is None:
         _turn_off()
         return None
+    if isinstance(path, str):  # a URL: JAX opens it when it first compiles
+        compilation_cache.set_cache_dir(path)
+        compilation_cache.reset_cache()
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
         if not os.access(path, os.W_OK | os.X_OK):

@@ -50,6 +50,24 @@ def test_enable_then_off(no_cache_settings):
     assert not (tmp_path / "xdg").exists()  # "off" creates nothing
 
 
+def test_a_url_goes_to_jax_as_written(no_cache_settings, monkeypatch):
+    """gs://bucket/xla was made the local directory gs:/bucket/xla (pathlib), created
+    under the working directory; JAX's own URL setting was replaced by that too.  No
+    program is compiled here, so nothing reads the bucket."""
+    tmp_path = no_cache_settings
+    monkeypatch.chdir(tmp_path)
+    url = "gs://bucket/xla"
+    assert compile_cache.enable(url) == url
+    assert jax.config.jax_compilation_cache_dir == url
+    monkeypatch.setenv(compile_cache.ENV_VAR, "s3://other/cache")
+    assert compile_cache.enable() == "s3://other/cache"
+    monkeypatch.delenv(compile_cache.ENV_VAR)
+    jax.config.update("jax_compilation_cache_dir", url)  # the user's own JAX setting
+    assert compile_cache.default_directory() == url
+    assert compile_cache.enable() == url and jax.config.jax_compilation_cache_dir == url
+    assert sorted(os.listdir(tmp_path)) == []  # no local "gs:" or "s3:" directory
+
+
 def test_directories_that_cannot_be_used(no_cache_settings, monkeypatch, capsys):
     tmp_path = no_cache_settings
     blocker = tmp_path / "a_file"
