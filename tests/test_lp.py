@@ -2,7 +2,7 @@
 
 The bandit-LP sweep over instance families lives in test_lower_bound.py; here: the
 standard form on hand-made and random dense LPs (mixed signs, infeasible ones), the
-status codes, the canonical-solution rule, jit/vmap equivalence and the basis check.
+status codes, the canonical-solution rule, vmap against single solves and the basis check.
 
 Nearly all of this module's time is XLA compiling the solver, so the batched cold
 solves share programs: every one has ``LANES`` lanes (:func:`solve_lps`), and the LPs
@@ -158,15 +158,17 @@ def test_canonical_solution_is_lexicographic_minimum():
         np.testing.assert_allclose(out.x[k], expected, rtol=1e-6, atol=1e-8)
 
 
-def test_jit_equals_eager_and_vmap_equals_loop():
+def test_vmap_equals_a_loop_of_single_solves():
+    """The vmapped solve against ``lp.solve`` called on each LP alone (itself jitted:
+    an op-by-op run of the pivot loops would compile each operation)."""
     cost, matrix, rhs = _random_lps(7, 4, 4, 6)
     cost, matrix, rhs = (a.astype(np.float32) for a in (cost, matrix, rhs))
     batched = solve_lps(cost, matrix, rhs)
     for k in range(4):
-        eager = lp.solve(cost[k], matrix[k], rhs[k])
+        single = lp.solve(cost[k], matrix[k], rhs[k])
         for name in ("status", "num_iterations", "basis"):
-            np.testing.assert_array_equal(getattr(batched, name)[k], getattr(eager, name))
-        np.testing.assert_allclose(batched.x[k], eager.x, rtol=1e-6, atol=0)
+            np.testing.assert_array_equal(getattr(batched, name)[k], getattr(single, name))
+        np.testing.assert_allclose(batched.x[k], single.x, rtol=1e-6, atol=0)
 
 
 def test_check_basis_accepts_the_optimal_basis_only():

@@ -68,8 +68,10 @@ def test_a_monitor_needs_nothing_from_the_policy_but_where_its_estimator_is():
     monitor = monitors.estimator_deviation(alphas=(0.5,), estimator_fn=lambda stats: stats)
     batch = jb.instances.stack([GENERAL, jb.instances.full_information(GENERAL.mu)])
     result = jb.simulate(user_policies.fixed_arm(1), batch, 300, 4, seed=0, monitor=monitor)
-    assert result.monitor["outside_rounds_alpha0.5"].shape == (2, 4, len(result.times))
-    assert np.all(np.diff(result.monitor["outside_rounds_alpha0.5"], axis=-1) >= 0)
+    outside = result.monitor["outside_rounds_alpha0.5"]
+    assert outside.shape == (2, 4, len(result.times))
+    assert np.all(np.diff(outside, axis=-1) >= 0)
+    assert np.all(outside[..., -1].sum(axis=1) > 0)  # counted in both cells (a monitor of zeros passed)
     assert jb.simulate(user_policies.fixed_arm(1), batch, 300, 4, seed=0).monitor == {}
 
 

@@ -55,6 +55,10 @@ def test_record_results_writes_and_names_the_npz_file(record_results, tmp_path, 
     assert capsys.readouterr().out == f"1 arrays written to {written}\n"
     assert record_results.main(["--compare", str(written)]) == 0
     assert capsys.readouterr().out == "1 arrays compared, 0 differ\n"
+    # a recording that differs is reported, with a non-zero exit
+    np.savez(written, **{"case/regret": np.array([0.0, 1.0, 2.5])})
+    assert record_results.main(["--compare", str(written)]) != 0
+    assert "1 arrays compared, 1 differ" in capsys.readouterr().out
 
 
 def test_record_results_checks_its_files_before_recording(record_results, monkeypatch, tmp_path, capsys):
