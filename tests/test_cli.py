@@ -149,7 +149,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         (tmp_path / name).write_text(text)
         assert bound("--file", str(tmp_path / name)) == cli.EXIT_USAGE, name
         assert "must be" in capsys.readouterr().err, name
-    # each was read as something else, or failed without naming the file
+    # each refused, naming the value or the file, rather than read as something else
     for argv, message in (
         (["--mu", "1,,0.5", "--sigma", "1"], "mu must be comma-separated numbers, got '1,,0.5'"),  # read as K = 2
         (["--mu", "1,0.5", "--sigma", "1,inf;;inf,1"], "(an empty row)"),
@@ -157,8 +157,8 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         assert bound(*argv) == cli.EXIT_USAGE, argv
         assert message in capsys.readouterr().err, argv
     for name, text, message in (
-        ("extra.json", '{"mu": [1, 0.5], "sigma": 1, "dtype": "float32"}', "unknown keys ['dtype']"),  # was ignored
-        ("null.json", '{"mu": [1, 0.5], "sigma": null}', "sigma must be numbers (or 'inf'), got None"),  # was "NaN"
+        ("extra.json", '{"mu": [1, 0.5], "sigma": 1, "dtype": "float32"}', "unknown keys ['dtype']"),  # not ignored
+        ("null.json", '{"mu": [1, 0.5], "sigma": null}', "sigma must be numbers (or 'inf'), got None"),  # not read as NaN
         ("broken.json", '{"mu": [1, 0.5], "sigma": 1', "broken.json: cannot read it (Expecting ','"),
         ("broken.toml", "mu = [1.0, 0.5\n", "broken.toml: cannot read it ("),
         ("text.npz", "not an archive", "text.npz: cannot read it ("),

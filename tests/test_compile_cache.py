@@ -51,9 +51,9 @@ def test_enable_then_off(no_cache_settings):
 
 
 def test_a_url_goes_to_jax_as_written(no_cache_settings, monkeypatch):
-    """gs://bucket/xla was made the local directory gs:/bucket/xla (pathlib), created
-    under the working directory; JAX's own URL setting was replaced by that too.  No
-    program is compiled here, so nothing reads the bucket."""
+    """A URL reaches JAX as written: never a local directory (pathlib reads
+    gs://bucket/xla as gs:/bucket/xla under the working directory), and JAX's own URL
+    setting is kept.  No program is compiled here, so nothing reads the bucket."""
     tmp_path = no_cache_settings
     monkeypatch.chdir(tmp_path)
     url = "gs://bucket/xla"
@@ -74,7 +74,7 @@ def test_directories_that_cannot_be_used(no_cache_settings, monkeypatch, capsys)
     blocker.write_text("")
     with pytest.raises(ValueError, match=r"compile cache directory '.*a_file' cannot be used"):
         compile_cache.enable(blocker)
-    # not paths: 3 and b"..." became directories named "3" and "b'...'"; the others a
+    # not paths: 3 and b"..." would make directories named "3" and "b'...'"; the others a
     # RuntimeError and an unnamed ValueError from pathlib and os
     for bad, message in ((3, "must be a path or 'off', got 3"), (b"/tmp/x", "must be a path or 'off', got b'/tmp/x'"),
                          ("~no_such_user_here/x", "'~no_such_user_here/x': Could not determine home directory"),

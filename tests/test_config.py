@@ -127,7 +127,7 @@ BAD = [
     (("runs = 10", "runs = 10\nrun = 3"), "run", "unknown key"),
     (("runs = 10", 'runs = "10"'), "runs", "must be an integer >= 1, got string '10'"),
     (("runs = 10", "runs = 0"), "runs", "must be an integer >= 1"),
-    # accepted by check, refused by run (after the directory was written)
+    # refused by check, not only by run (which writes the directory first)
     (("runs = 10", "runs = 1000000000000"), "runs", "must be at most 2**32 (run indices are 32-bit), got 1000000000000"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 1e39]"), "policies[0].alpha", '1e+39 overflows float32 (precision); use precision = "float64"'),
     (("seed = 1", "seed = true"), "seed", "got boolean"),
@@ -202,7 +202,7 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     (tmp_path / "latin1.toml").write_bytes(b'runs = 4\nname = "\xff"\n')
     with pytest.raises(ConfigError, match=r"latin1.toml: top level: not UTF-8 text \(invalid start byte at byte 17\)"):
         config.load(tmp_path / "latin1.toml")
-    # a revealing arm's mean of true was 1.0 (a tie with the best arm), inf_prob false 0
+    # not numbers, whatever float() makes of them (true is 1.0: a tie with the best arm)
     for entry, key in (({"type": "revealing_arm", "mu": [1.0, 0.5], "reveal_mean": True}, "reveal_mean"),
                        ({"type": "random", "seed": 1, "num_arms": 3, "inf_prob": "0.5"}, "inf_prob")):  # fmt: skip
         with pytest.raises(ConfigError, match=rf"key 'instances\[0\].{key}': must be numbers"):

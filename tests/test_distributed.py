@@ -217,7 +217,7 @@ def test_processes_that_disagree_are_refused(tmp_path, launched):
         (["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"], "--process-id must be an integer in 0..1"),
         (["--coordinator", "h:1", "--num-processes", "0", "--process-id", "0"], "--num-processes must be an integer >= 1, got 0"),
         (["--distributed", "--process-id", "0"], "drop --process-id or --distributed"),
-        # without a distributed option too (the values ran unchecked)
+        # without a distributed option too (checked, though unused)
         (["--join-timeout", "0"], "--join-timeout must be a positive integer (seconds), got 0"),
         (["--heartbeat-timeout", "-5"], "--heartbeat-timeout must be a positive integer (seconds), got -5"),
     ],
@@ -266,8 +266,8 @@ def test_the_split_is_balanced_and_deterministic():
     for count in (1, 2, 3, 5):
         parts = shards.assign([3, 1, 4, 1, 5, 9, 2, 6], count)
         assert sorted(i for part in parts for i in part) == list(range(8))
-    # more shards than groups: one group each, and no list per empty shard (10**20 of
-    # them overflowed; 10**7 took seconds and gigabytes)
+    # more shards than groups: one group each, and no list per empty shard (a list for
+    # each of 10**20 shards cannot be built)
     assert [[g.id for g in shards.select(groups, 6, shards.Shard(i, 10**20))] for i in range(5)] == [
         ["g000"], ["g001"], ["g002"], ["g003"], []
     ]

@@ -191,8 +191,8 @@ def test_a_nan_in_the_state_is_reported_with_its_chunk():
 def test_a_passing_nan_is_seen_or_not_whatever_the_chunk_size():
     """A NaN held only after rounds 500-519 is looked for at round 512 (rounds fixed in
     advance), so every chunk size reports it there; one held only after rounds 300-309
-    is seen by none.  It used to be looked for at chunk ends: chunks of 5 rounds saw
-    the second, chunks of 256 did not."""
+    is seen by none.  (Looked for at chunk ends instead, chunks of 5 rounds would see
+    the second and chunks of 256 would not.)"""
     base = user_policies.fixed_arm(0)
 
     def update_fn(state, arm, values, ctx):

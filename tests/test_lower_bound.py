@@ -454,8 +454,8 @@ def test_noise_free_observation_is_the_limit():
 
 
 def test_host_api_argument_errors():
-    """Before any solve: an unknown dtype (was numpy's TypeError) and curve times that
-    are NaN (were returned as a NaN bound) or not numbers."""
+    """Before any solve, errors that name the argument: an unknown dtype (not numpy's
+    TypeError) and curve times that are NaN (not a NaN bound) or not numbers."""
     with pytest.raises(ValueError, match="dtype must be float32 or float64, got 'bogus'"):
         lower_bound(instances.bandit([1.0, 0.5]), dtype="bogus")
     solved = LowerBound(np.array([0.0, 8.0]), np.array(4.0), np.array(0), np.array(0), np.array([0.0, 0.5]))

@@ -71,7 +71,7 @@ def test_a_monitor_needs_nothing_from_the_policy_but_where_its_estimator_is():
     outside = result.monitor["outside_rounds_alpha0.5"]
     assert outside.shape == (2, 4, len(result.times))
     assert np.all(np.diff(outside, axis=-1) >= 0)
-    assert np.all(outside[..., -1].sum(axis=1) > 0)  # counted in both cells (a monitor of zeros passed)
+    assert np.all(outside[..., -1].sum(axis=1) > 0)  # counted in both cells: a monitor of zeros fails
     assert jb.simulate(user_policies.fixed_arm(1), batch, 300, 4, seed=0).monitor == {}
 
 
@@ -83,7 +83,7 @@ def test_bad_monitors():
         monitors.estimator_deviation(alphas=(0.5, 0.5000001))
     with pytest.raises(ValueError, match=r"alphas \[2.0, 2.0\] would all be reported as alpha2"):
         monitors.estimator_deviation(alphas=[2, 2])
-    for alphas in ("45", 1.0, [True], [[1.0, 2.0]]):  # a string was read digit by digit
+    for alphas in ("45", 1.0, [True], [[1.0, 2.0]]):  # "45" is not alphas 4 and 5
         with pytest.raises(ValueError, match="alphas must be a"):
             monitors.estimator_deviation(alphas=alphas)
     with pytest.raises(ValueError, match="unknown monitor 'nope'"):
@@ -140,8 +140,8 @@ def test_bad_monitor_tables():
 
 def test_a_checkpoint_resumes_only_with_the_monitor_it_was_taken_with():
     """The same monitor name with other alphas counts something else: its checkpoint is
-    refused, where it used to go on counting the old alphas' rounds under the new names
-    (no chunk is run: the check is on the identities)."""
+    refused rather than resumed, which would count the old alphas' rounds under the new
+    names (no chunk is run: the check is on the identities)."""
     policy = jb.policies.make("ucb_n")
     taken = jb.SimulationRun(policy, GENERAL, 512, 4, monitor=monitors.estimator_deviation(alphas=(0.1,)))
     saved = taken.checkpoint()

@@ -27,7 +27,7 @@ def test_select_must_return_a_decision_with_an_integer_scalar_arm():
     )
     _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(jnp.zeros(3, jnp.int32))), r"Decision.arm = int32\[3\]")
     _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), jnp.int32(0))), r"Decision.needs_solve = int32\[\]; expected a bool scalar")
-    # no dtype to look at: these were an AttributeError from the check itself
+    # no dtype to look at: the check names them too, without an AttributeError of its own
     _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), None)), r"Decision.needs_solve = NoneType None; expected a bool scalar")
     _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision((jnp.int32(0),), jnp.asarray(False))), r"Decision.arm = .*; expected an integer scalar")
 

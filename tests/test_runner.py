@@ -187,10 +187,10 @@ def test_noise_free_instance_never_produces_nan():
         ({"times": [5, 3]}, "times must be strictly increasing"),
         ({"times": [0, 3]}, r"times must lie in \[1, horizon=100\]"),
         ({"times": [3, 200]}, r"times must lie in \[1, horizon=100\]"),
-        # unsigned differences wrapped around: [8, 3] passed, and rounds 4-8 were played twice
+        # unsigned differences wrap around: [8, 3] would pass a difference test and replay rounds 4-8
         ({"times": np.array([8, 3], np.uint32)}, r"times must be strictly increasing, got \[8, 3\]"),
         ({"times": np.array([2**64 - 1], np.uint64)}, r"times must lie in \[1, horizon=100\]"),
-        ({"times": [3 + 7j, 8]}, "times must be integers"),  # the imaginary part was dropped
+        ({"times": [3 + 7j, 8]}, "times must be integers"),  # not their real part
         ({"progress": 5}, r"progress must be a function \(rounds_done, horizon\) or None, got 5"),
         ({"dtype": "int32"}, "dtype must be float32 or float64"),
         ({"dtype": "float64"}, "needs 64-bit JAX"),
@@ -210,7 +210,7 @@ def test_bad_simulate_arguments(kwargs, message):
 
 def test_bad_advance_arguments():
     run = jb.SimulationRun(jb.policies.make("ucb"), GENERAL, 100, 2)
-    for bad in (-1, 0, "2", 1.5, True):  # -1 ran nothing, 1.5 ran two chunks, "2" a TypeError
+    for bad in (-1, 0, "2", 1.5, True):  # not "nothing" for -1 or "two chunks" for 1.5
         with pytest.raises(ValueError, match=rf"max_chunks must be a positive integer, got {bad!r}"):
             run.advance(max_chunks=bad)
     assert run.rounds_done == 0
@@ -226,8 +226,8 @@ def test_params_name_only_the_policys_hyper_parameters():
 
 
 def test_noise_index_must_name_a_noise_stream():
-    """A fraction, a NaN or 2**32 was cast to uint32: the cell then ran on another
-    cell's noise (0.9, NaN and 2**32 all became stream 0)."""
+    """Only integers in [0, 2**32) name a stream: cast to uint32, 0.9, NaN and 2**32
+    would all become stream 0, another cell's noise."""
     policy = jb.policies.make("ucb_n")
     for bad in ([0.9], [np.nan], [2**32], [-1], [True], [0, 1]):
         with pytest.raises(ValueError, match=r"noise_index must hold one integer in \[0, 2\*\*32\) per cell \(1\), got"):
