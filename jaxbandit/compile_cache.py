@@ -3,8 +3,9 @@
 Compiling the engine is a fixed cost per process, large for the policies with LP
 stages (``lp_explore``, ``ossb``) and small for the index policies.  JAX can keep
 compiled executables on disk and load them in later processes: a resumed or repeated
-sweep, or a second script on the same shapes, then pays only for tracing and loading.  The ``jaxbandit`` command enables this by default; Python code opts
-in with :func:`enable`.  Programs that compile in under a second (JAX's
+sweep, or a second script on the same shapes, then pays only for tracing and
+loading.  The ``jaxbandit`` command enables this by default; Python code opts in with
+:func:`enable`.  Programs that compile in under a second (JAX's
 ``jax_persistent_cache_min_compile_time_secs``) are not kept.
 
 Which directory, first match wins: the ``directory`` given to :func:`enable`
@@ -12,9 +13,10 @@ Which directory, first match wins: the ``directory`` given to :func:`enable`
 directory the user gave JAX itself (``JAX_COMPILATION_CACHE_DIR``), else
 ``$XDG_CACHE_HOME/jaxbandit/xla`` (``~/.cache/jaxbandit/xla``).  ``off`` in the first
 two turns the cache off.  A URL such as ``gs://bucket/cache`` goes to JAX as written
-(JAX reads and writes it through ``etils.epath``; nothing is checked here).  Entries are never evicted (JAX's size limit needs the
-``filelock`` package): delete the directory to clear it, or if JAX warns that it
-cannot read an entry (one cut short by an interrupted write).  The cache is trusted
+(JAX reads and writes it through ``etils.epath``; nothing is checked here).  Entries
+are never evicted (JAX's size limit needs the ``filelock`` package): delete the
+directory to clear it, or if JAX warns that it cannot read an entry (one cut short by
+an interrupted write).  The cache is trusted
 code: keep it in a directory only you can write to.
 """
 

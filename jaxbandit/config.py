@@ -497,7 +497,8 @@ def _parse_times(check: _Checker, times, horizons: tuple):
             check.fail("times", f"must be at most {limit} grid points (the longest horizon, or "
                                 f"{_DEFAULT_TIMES} if that is larger), got {times}")  # fmt: skip
         return times
-    check.fail("times", f"must be a number of grid points (integer >= 2) or an array of rounds, got {_type_name(times)} {times!r}")
+    check.fail("times", "must be a number of grid points (integer >= 2) or an array of rounds, "
+                        f"got {_type_name(times)} {times!r}")  # fmt: skip
 
 
 def _parse_checkpoint(check: _Checker, value) -> tuple:
