@@ -91,7 +91,7 @@ def test_status_codes_never_nan():
             out = lp.solve(args["cost"], args["matrix"], args["rhs"])
             assert int(out.status) == Status.INVALID_INPUT
             assert np.all(np.isfinite(out.x)) and not np.isnan(out.objective)
-        # (2 x 2 like the cases above, so that one program serves them all)
+        # 2 x 2 as above: a given budget makes a program of its own, the smaller the better
         capped = lp.solve(np.ones(2), np.ones((2, 2)) + np.eye(2), np.ones(2), max_iterations=0)
         assert int(capped.status) == Status.MAX_ITERATIONS
         assert np.all(np.isfinite(capped.x))
