@@ -16,8 +16,8 @@ two turns the cache off.  A URL such as ``gs://bucket/cache`` goes to JAX as wri
 (JAX reads and writes it through ``etils.epath``; nothing is checked here).  Entries
 are never evicted (JAX's size limit needs the ``filelock`` package): delete the
 directory to clear it, or if JAX warns that it cannot read an entry (one cut short by
-an interrupted write).  The cache is trusted
-code: keep it in a directory only you can write to.
+an interrupted write).  The cache is trusted code: keep it in a directory only you
+can write to.
 """
 
 from __future__ import annotations

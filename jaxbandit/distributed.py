@@ -297,12 +297,12 @@ def add_cli_options(parser) -> None:
 
 
 def _check_timeouts(heartbeat_timeout, join_timeout) -> None:
-    if isinstance(join_timeout, bool) or not isinstance(join_timeout, int) or join_timeout < 1:
-        raise ValueError(f"join_timeout must be a positive integer (seconds), got {join_timeout!r}.")
-    if heartbeat_timeout is not None and (
-        isinstance(heartbeat_timeout, bool) or not isinstance(heartbeat_timeout, int) or heartbeat_timeout < 1
-    ):
-        raise ValueError(f"heartbeat_timeout must be a positive integer (seconds), got {heartbeat_timeout!r}.")
+    """Both timeouts positive integers (seconds); ``heartbeat_timeout`` may be None."""
+    for name, value in (("join_timeout", join_timeout), ("heartbeat_timeout", heartbeat_timeout)):
+        if value is None and name == "heartbeat_timeout":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer (seconds), got {value!r}.")
 
 
 def initialize_from_cli(args) -> bool:

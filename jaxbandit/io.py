@@ -153,9 +153,13 @@ def read_json(path):
         raise ValueError(f"{path} is not a readable JSON file ({err}).") from err
 
 
-def read_npz(path) -> dict:
-    """The arrays of ``path``; a ValueError naming the file if it is not a readable ``.npz``."""
-    with _open_npz(path) as data:
+def read_npz(path, content: Optional[bytes] = None) -> dict:
+    """The arrays of ``path``; a ValueError naming the file if it is not a readable ``.npz``.
+
+    ``content``: the file's bytes, where the caller has read them already (to digest
+    them), so that the file is not read twice.
+    """
+    with _open_npz(path, content) as data:
         try:
             return {k: data[k] for k in data.files}
         except (ValueError, EOFError, zipfile.BadZipFile) as err:  # a damaged member
@@ -163,11 +167,12 @@ def read_npz(path) -> dict:
 
 
 @contextlib.contextmanager
-def _open_npz(path):
-    """``np.load(path)`` of an ``.npz`` (its arrays are read on access); a ValueError
-    naming the file if it is something else, such as a truncated copy."""
+def _open_npz(path, content: Optional[bytes] = None):
+    """``np.load(path)`` of an ``.npz`` (its arrays are read on access), or of its bytes
+    ``content`` if given; a ValueError naming the file if it is something else, such as
+    a truncated copy."""
     # The file is opened here: np.load leaves its own handle open when it fails.
-    with open(path, "rb") as handle:
+    with open(path, "rb") if content is None else _io.BytesIO(content) as handle:
         try:
             data = np.load(handle, allow_pickle=False)
         except (ValueError, EOFError, zipfile.BadZipFile) as err:

@@ -25,14 +25,12 @@ import contextlib
 import dataclasses
 import datetime
 import hashlib
-import io as _io
 import json
 import logging
 import os
 import platform
 import sys
 import time
-import zipfile
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -399,10 +397,10 @@ def _read_checkpoint(path: Path) -> tuple:
         return "none", None
     digest = hashlib.sha256(data).hexdigest()[:16]
     try:
-        with np.load(_io.BytesIO(data), allow_pickle=False) as npz:
-            return digest, {k: npz[k] for k in npz.files}
-    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as error:
-        logger.warning("ignoring the checkpoint %s, which cannot be read (%s): its group starts over", path, error)
+        return digest, io.read_npz(path, data)
+    except (ValueError, OSError) as error:
+        reason = error.__cause__ or error  # read_npz's message names the file again
+        logger.warning("ignoring the checkpoint %s, which cannot be read (%s): its group starts over", path, reason)
         return digest, None
 
 
