@@ -100,14 +100,8 @@ class Instance:
 
 
 def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
-    try:
-        mu_arr = np.array(mu, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"mu must be a numeric array, got {mu!r}.") from err
-    try:
-        sigma_arr = np.array(sigma, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"sigma must be a numeric array, got {sigma!r}.") from err
+    mu_arr = _floats("mu", mu, "a numeric array")
+    sigma_arr = _floats("sigma", sigma, "a numeric array")
 
     if mu_arr.ndim not in (1, 2):
         raise ValueError(
@@ -161,26 +155,45 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
     return mu_arr, sigma_arr
 
 
+def _is_not_a_number(value) -> bool:
+    """True for what ``float`` reads as a number but a user did not mean as one: a
+    boolean (``True`` would be 1.0) or a string."""
+    return isinstance(value, (bool, np.bool_, str, bytes))
+
+
 def _floats(name: str, value, expected: str) -> np.ndarray:
-    """``value`` as a float64 array, or a ValueError naming the argument."""
-    try:
-        if np.asarray(value).dtype == object:  # None (or a list holding it) would read as NaN
-            raise TypeError
-        return np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be {expected}, got {value!r}.") from None
+    """``value`` as a new float64 array, or a ValueError naming the argument.
+
+    Booleans and strings are refused, not converted: a boolean matrix given as ``sigma``
+    (an adjacency matrix, say) would make every ``False`` a noise-free observation.
+    """
+    array = np.asarray(value) if hasattr(value, "dtype") else np.array(value, dtype=object)
+    if array.dtype == object:
+        # None would read as NaN; bools and strings are checked one by one, because
+        # numpy would promote a list mixing them with numbers to float silently.
+        refused = any(v is None or _is_not_a_number(v) for v in array.ravel().tolist())
+    else:
+        refused = array.dtype.kind not in "iuf"
+    if not refused:
+        try:
+            return np.array(array, dtype=np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise ValueError(f"{name} must be {expected}, got {value!r}. Booleans and strings are not taken as numbers.")
 
 
 def _number(name: str, value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+    if not _is_not_a_number(value):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    raise ValueError(f"{name} must be a number, got {value!r}.")
 
 
 def _integer(name: str, value, minimum: int) -> int:
     try:
-        valid = int(value) == value and value >= minimum
+        valid = not _is_not_a_number(value) and int(value) == value and value >= minimum
     except (TypeError, ValueError, OverflowError):
         valid = False
     if not valid:
@@ -189,11 +202,15 @@ def _integer(name: str, value, minimum: int) -> int:
 
 
 def _interval(name: str, value) -> tuple:
+    """``(low, high)`` as floats; a string is refused (it would be read character by
+    character: ``"05"`` as ``(0.0, 5.0)``)."""
     try:
-        low, high = (float(v) for v in value)
+        low, high = value
+        if _is_not_a_number(value):
+            raise ValueError
+        return _number(name, low), _number(name, high)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be two numbers (low, high), got {value!r}.") from None
-    return low, high
 
 
 def _as_means(mu: ArrayLike) -> np.ndarray:

@@ -33,6 +33,11 @@ def test_valid_instance_and_precision():
         ([1.0, 0.5], [[1.0, -0.5], [1.0, 1.0]], r"sigma must be >= 0.*-0.5"),
         ([1.0, 0.5], [[1.0, INF], [1.0, INF]], r"arm 1 is observed by no row"),
         ("abc", np.ones((2, 2)), r"mu must be a numeric array"),
+        # float() would take these; a boolean sigma would make each False noise-free
+        ([True, False], np.ones((2, 2)), r"mu must be a numeric array, got \[True, False\]\. Booleans"),
+        ([1.0, True], np.ones((2, 2)), r"mu must be a numeric array, got \[1.0, True\]"),
+        (["1.0", "0.5"], np.ones((2, 2)), r"mu must be a numeric array, got \['1.0', '0.5'\]"),
+        ([1.0, 0.5], np.eye(2, dtype=bool), r"sigma must be a numeric array, got array\(\[\[ True, False\]"),
         (np.zeros((0, 3)), np.ones((0, 3, 3)), r"mu must hold at least one instance, got an empty batch of shape \(0, 3\)"),
         # 1 / sigma**2 would be 0: read as "no information" though the sample is drawn
         ([1.0, 0.5], [[1.0, 1e160], [INF, 1.0]], r"sigma\[0, 1\] = 1e\+160 is finite but so large that its precision"),
@@ -113,6 +118,14 @@ def test_constructors():
         (lambda: instances.random(0, 3, inf_prob=None), r"inf_prob must be a number, got None"),
         (lambda: instances.random(0, 3, mean_range=None), r"mean_range must be two numbers \(low, high\), got None"),
         (lambda: instances.random(0, 3, log10_sigma_range=(1.0,)), r"log10_sigma_range must be two numbers"),
+        # booleans and strings are not numbers, though float() would take them
+        (lambda: instances.revealing_arm(reveal_mean=True), r"reveal_mean must be a number, got True"),
+        (lambda: instances.bandit([1.0, 0.5], sigma=True), r"sigma must be a number or 2 numbers, got True"),
+        (lambda: instances.graph([1.0, 0.5], np.eye(2), sigma="1"), r"sigma must be a number, got '1'"),
+        (lambda: instances.random(0, 3, inf_prob="0.5"), r"inf_prob must be a number, got '0.5'"),
+        (lambda: instances.random(0, 3, num_instances=True), r"num_instances must be an integer >= 1, got True"),
+        (lambda: instances.random(0, 3, mean_range="05"), r"mean_range must be two numbers \(low, high\), got '05'"),
+        (lambda: instances.random(0, 3, mean_range=(0, "1")), r"mean_range must be two numbers \(low, high\), got \(0, '1'\)"),
         (
             lambda: instances.stack([instances.bandit([1.0, 0.0]), "x"]),
             r"instances\[1\] must be an Instance, got str 'x'",
