@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import exact_lp, lp
+from jaxbandit._numbers import float_array
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.bound_lp import (
     LowerBoundSolution,
@@ -54,10 +55,7 @@ class LowerBound(NamedTuple):
 
     def curve(self, times: ArrayLike) -> np.ndarray:
         """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``."""
-        try:
-            times = np.asarray(times, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"times must be numbers >= 1, got {times!r}.") from None
+        times = float_array("times", times, "numbers >= 1")
         if not np.all(times >= 1):  # NaN included
             raise ValueError(f"times must be numbers >= 1, got {times.tolist()!r}.")
         return np.multiply.outer(np.asarray(self.value, np.float64), np.log(times))

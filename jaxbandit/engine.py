@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import compaction, environment, estimator
+from jaxbandit._numbers import float_array
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.fingerprint import computation_key, stable_digest
@@ -367,10 +368,7 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
     num_cells = mu.shape[0]
     cell_params = {}
     for name, value in params.items():
-        try:
-            value = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"parameter {name!r} must be a number or an array of numbers, got {value!r}.") from None
+        value = float_array(f"parameter {name!r}", value, "a number or an array of numbers")
         if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != num_cells):
             raise ValueError(
                 f"parameter {name!r} must be a scalar or have one value per cell ({num_cells}), got shape {value.shape}."

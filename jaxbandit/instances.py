@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxbandit._numbers import float_array, not_a_number
 from jaxbandit._types import ArrayLike
 
 __all__ = [
@@ -100,8 +101,8 @@ class Instance:
 
 
 def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
-    mu_arr = _floats("mu", mu, "a numeric array")
-    sigma_arr = _floats("sigma", sigma, "a numeric array")
+    mu_arr = float_array("mu", mu, "a numeric array")
+    sigma_arr = float_array("sigma", sigma, "a numeric array")
 
     if mu_arr.ndim not in (1, 2):
         raise ValueError(
@@ -155,35 +156,8 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
     return mu_arr, sigma_arr
 
 
-def _is_not_a_number(value) -> bool:
-    """True for what ``float`` reads as a number but a user did not mean as one: a
-    boolean (``True`` would be 1.0) or a string."""
-    return isinstance(value, (bool, np.bool_, str, bytes))
-
-
-def _floats(name: str, value, expected: str) -> np.ndarray:
-    """``value`` as a new float64 array, or a ValueError naming the argument.
-
-    Booleans and strings are refused, not converted: a boolean matrix given as ``sigma``
-    (an adjacency matrix, say) would make every ``False`` a noise-free observation.
-    """
-    array = np.asarray(value) if hasattr(value, "dtype") else np.array(value, dtype=object)
-    if array.dtype == object:
-        # None would read as NaN; bools and strings are checked one by one, because
-        # numpy would promote a list mixing them with numbers to float silently.
-        refused = any(v is None or _is_not_a_number(v) for v in array.ravel().tolist())
-    else:
-        refused = array.dtype.kind not in "iuf"
-    if not refused:
-        try:
-            return np.array(array, dtype=np.float64)
-        except (TypeError, ValueError):
-            pass
-    raise ValueError(f"{name} must be {expected}, got {value!r}. Booleans and strings are not taken as numbers.")
-
-
 def _number(name: str, value) -> float:
-    if not _is_not_a_number(value):
+    if not not_a_number(value):
         try:
             return float(value)
         except (TypeError, ValueError):
@@ -193,7 +167,7 @@ def _number(name: str, value) -> float:
 
 def _integer(name: str, value, minimum: int) -> int:
     try:
-        valid = not _is_not_a_number(value) and int(value) == value and value >= minimum
+        valid = not not_a_number(value) and int(value) == value and value >= minimum
     except (TypeError, ValueError, OverflowError):
         valid = False
     if not valid:
@@ -206,7 +180,7 @@ def _interval(name: str, value) -> tuple:
     character: ``"05"`` as ``(0.0, 5.0)``)."""
     try:
         low, high = value
-        if _is_not_a_number(value):
+        if not_a_number(value):
             raise ValueError
         return _number(name, low), _number(name, high)
     except (TypeError, ValueError):
@@ -214,7 +188,7 @@ def _interval(name: str, value) -> tuple:
 
 
 def _as_means(mu: ArrayLike) -> np.ndarray:
-    mu_arr = _floats("mu", mu, "a list of K numbers")
+    mu_arr = float_array("mu", mu, "a list of K numbers")
     if mu_arr.ndim != 1:
         raise ValueError(f"mu must have shape (K,), got shape {mu_arr.shape}.")
     return mu_arr
@@ -224,7 +198,7 @@ def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0) -> Instance:
     """Standard bandit: arm ``i`` reveals only itself, with noise ``sigma`` (scalar or (K,))."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    diag = _floats("sigma", sigma, f"a number or {k} numbers")
+    diag = float_array("sigma", sigma, f"a number or {k} numbers")
     if diag.shape not in ((), (k,)):
         raise ValueError(f"sigma must be a number or have shape ({k},) for the {k} arms, got shape {diag.shape}.")
     diag = np.broadcast_to(diag, (k,))

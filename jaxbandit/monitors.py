@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import estimator
+from jaxbandit._numbers import float_array, holds_non_numbers, not_a_number
 from jaxbandit._types import Array
 from jaxbandit.base import Context
 
@@ -85,6 +86,8 @@ def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> M
         for each ``a`` of ``alphas``.
     """
     alphas = _check_alphas(alphas)
+    if not callable(estimator_fn):
+        raise ValueError(f"estimator_fn must be a function (policy_state) -> EstimatorState, got {estimator_fn!r}.")
 
     def init_fn(ctx: Context) -> EstimatorDeviationState:
         zeros = jnp.zeros(len(alphas), jnp.int32)
@@ -127,10 +130,10 @@ def _check_alphas(alphas) -> tuple:
     if isinstance(alphas, (str, bytes)) or not isinstance(alphas, (list, tuple, np.ndarray)):
         raise ValueError(f"alphas must be a list of numbers > 0, got {alphas!r}.")
     try:
-        values = tuple(float(a) for a in alphas)
+        values = () if holds_non_numbers(alphas) else tuple(float(a) for a in alphas)
     except (TypeError, ValueError):
         values = ()
-    if not values or not all(math.isfinite(a) and a > 0 for a in values) or any(isinstance(a, bool) for a in alphas):
+    if not values or not all(math.isfinite(a) and a > 0 for a in values):
         raise ValueError(f"alphas must be a non-empty list of finite numbers > 0, got {alphas!r}.")
     labels = [_label(a) for a in values]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
@@ -149,8 +152,16 @@ def deviation_bound(t, alpha: float, num_arms: int = 1):
 
     Args:
         t: rounds ``>= 2`` (array-like).
+        alpha: the interval's ``alpha``, finite and > 0.
+        num_arms: the number of arms counted, an integer >= 1.
     """
-    t = np.asarray(t, dtype=np.float64)
+    t = float_array("t", t, "rounds >= 2")
+    if not np.all(np.isfinite(t) & (t >= 2)):  # NaN included
+        raise ValueError(f"t must be finite rounds >= 2, got {t.tolist()!r}.")
+    if not_a_number(alpha) or not np.isscalar(alpha) or not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}.")
+    if not_a_number(num_arms) or not isinstance(num_arms, (int, np.integer)) or num_arms < 1:
+        raise ValueError(f"num_arms must be an integer >= 1, got {num_arms!r}.")
     per_arm = 2 * np.ceil(np.log2(np.maximum(t - 1, 1))) * t ** (-alpha / 2)
     return np.minimum(1.0, num_arms * per_arm)
 

@@ -1,11 +1,13 @@
-"""Check a policy against the contract of :mod:`jaxbandit.base` before a long run starts.
+"""Check a policy against the contract of :mod:`jaxbandit.base` (and a monitor against
+that of :mod:`jaxbandit.monitors`) before a long run starts.
 
 One abstract evaluation (``jax.eval_shape``: nothing is computed) of every function
 of the policy on one run's shapes catches what would otherwise surface as an
 obscure tracing error deep in the engine, or not at all: a ``select_fn`` that returns
 a float or a vector, a state whose structure or dtypes change between ``init_fn`` and
-``update_fn``, a hyper-parameter the functions read but ``params`` lacks.  Each error
-names the function, what it returned and what was expected.
+``update_fn``, a hyper-parameter the functions read but ``params`` lacks, a monitor
+report that is not one scalar per run (the engine would record it in the wrong
+places).  Each error names the function, what it returned and what was expected.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import numpy as np
 from jaxbandit.base import BATCHING, Context, Decision, Policy, Solver, Stage
 from jaxbandit.estimator import EstimatorState
 
-__all__ = ["PolicyError", "check_policy"]
+__all__ = ["PolicyError", "check_monitor", "check_policy"]
 
 
 class PolicyError(ValueError):
-    """A policy breaks the contract of :mod:`jaxbandit.base` (the message names the function)."""
+    """A policy breaks the contract of :mod:`jaxbandit.base`, or a monitor that of
+    :mod:`jaxbandit.monitors` (the message names the function)."""
 
 
 def _describe(tree) -> str:
@@ -190,3 +193,31 @@ def check_policy(policy: Any, ctx: Context) -> None:
                 raise PolicyError(
                     f"diagnostics_fn returned {key_name!r} = {_describe(value)}; expected a scalar per run."
                 )
+
+
+def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
+    """Raise :class:`PolicyError` if ``monitor`` breaks the contract of
+    :class:`~jaxbandit.monitors.Monitor` on ``ctx``'s shapes, watching ``policy``
+    (already checked by :func:`check_policy`).
+
+    Args:
+        monitor: a :class:`~jaxbandit.monitors.Monitor`.
+        policy: the policy whose state it watches.
+        ctx: the :class:`~jaxbandit.base.Context` of ONE cell, as for :func:`check_policy`.
+    """
+    params = dict(ctx.params)
+    state = _evaluate("monitor init_fn", monitor.init_fn, params, ctx)
+    policy_state = jax.eval_shape(policy.init_fn, ctx)
+    t = jax.ShapeDtypeStruct((), np.int32)
+    updated = _evaluate("monitor update_fn", monitor.update_fn, params, state, policy_state, t, ctx)
+    _same_state("monitor update_fn", state, updated)
+    report = _evaluate("monitor report_fn", monitor.report_fn, params, state)
+    if not isinstance(report, dict) or not report:
+        raise PolicyError(f"monitor report_fn returned {_describe(report)}; expected a non-empty dict of scalars.")
+    for name, value in report.items():
+        if not isinstance(name, str):
+            raise PolicyError(f"monitor report_fn returned the key {name!r}; expected names that are strings.")
+        if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != ():
+            raise PolicyError(
+                f"monitor report_fn returned {name!r} = {_describe(value)}; expected a scalar per run (shape ())."
+            )

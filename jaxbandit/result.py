@@ -6,15 +6,24 @@ import dataclasses
 
 import numpy as np
 
+from jaxbandit._numbers import holds_non_numbers, not_a_number
+
 __all__ = ["Result", "geometric_times", "check_times"]
 
 
 def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
     """About ``num_points`` distinct rounds from 1 to ``horizon``, geometrically spaced.
 
+    Args:
+        horizon: the last round, an integer >= 1.
+        num_points: an integer >= 2.
+
     Returns:
         ``(P,)`` int64, strictly increasing, ``P <= num_points``, last == ``horizon``.
     """
+    for name, value, minimum in (("horizon", horizon, 1), ("num_points", num_points, 2)):
+        if not_a_number(value) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
     grid = np.geomspace(1, horizon, num_points)
     times = np.unique(np.round(grid).astype(np.int64))
     times = times[(times >= 1) & (times <= horizon)]
@@ -26,6 +35,8 @@ def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
 def check_times(times, horizon: int) -> np.ndarray:
     """``times`` as ``(P,)`` int64 rounds in ``[1, horizon]``, strictly increasing, with
     ``horizon`` appended if missing (the final regret is always recorded)."""
+    if holds_non_numbers(times):  # numpy would read [True, 5] as rounds 1 and 5
+        raise ValueError(f"times must be integers, got {times!r}.")
     arr = np.asarray(times)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"times must be a non-empty 1-D sequence of rounds, got shape {arr.shape}.")

@@ -36,7 +36,7 @@ from jaxbandit.engine import (
 from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
-from jaxbandit.policy_check import PolicyError, check_policy
+from jaxbandit.policy_check import PolicyError, check_monitor, check_policy
 from jaxbandit.result import Result, check_times, geometric_times
 
 __all__ = ["InvalidArmError", "NaNStateError", "SimulationRun", "simulate"]
@@ -146,16 +146,21 @@ def _fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:
     return np.concatenate([saved, filler], axis=1)
 
 
-_CHECKED: set = set()  # (computation, shapes) pairs whose policy passed check_policy
+_CHECKED: set = set()  # (computations, shapes) whose policy (and monitor) passed their checks
 
 
-def _check_policy_once(policy: Policy, ctx) -> None:
-    """:func:`~jaxbandit.policy_check.check_policy` on one cell, once per computation and shapes."""
+def _check_policy_once(policy: Policy, ctx, monitor: Optional[Monitor]) -> None:
+    """:func:`~jaxbandit.policy_check.check_policy` (and
+    :func:`~jaxbandit.policy_check.check_monitor`) on one cell, once per computation and
+    shapes."""
     one_cell = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), ctx)
     shapes = jax.tree_util.tree_map(lambda s: (s.shape, str(s.dtype)), one_cell)
-    key = (policy_key(policy), jax.tree_util.tree_structure(shapes), tuple(jax.tree_util.tree_leaves(shapes)))
+    monitor_key = None if monitor is None else computation_key(monitor)
+    key = (policy_key(policy), monitor_key, jax.tree_util.tree_structure(shapes), tuple(jax.tree_util.tree_leaves(shapes)))
     if key not in _CHECKED:
         check_policy(policy, one_cell)
+        if monitor is not None:
+            check_monitor(monitor, policy, one_cell)
         _CHECKED.add(key)
 
 
@@ -251,22 +256,23 @@ class SimulationRun:
             solve_batch = _check_positive_int("solve_batch", solve_batch)
         if isinstance(first_run, bool) or not isinstance(first_run, (int, np.integer)) or first_run < 0:
             raise ValueError(f"first_run must be a non-negative integer, got {first_run!r}.")
-        if first_run + runs > 2**32:
-            raise ValueError(f"run indices must stay below 2**32, got first_run + runs = {first_run + runs}.")
+        first_run = int(first_run)  # a numpy integer would wrap around in the sum below
+        if first_run + self.runs > 2**32:
+            raise ValueError(f"run indices must stay below 2**32, got first_run + runs = {first_run + self.runs}.")
         rng.seed_words(seed)  # validates the seed
         self.seed = int(seed)
         self.dtype = _check_dtype(dtype)
         self.devices = _check_devices(devices)
-        self.first_run = int(first_run)
+        self.first_run = first_run
         self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
         self.params = dict(policy.params if params is None else _check_params(params, policy))
         _check_feedback(policy, instance)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
         _check_param_values(policy, self.params, self._env.mu.shape[0])
         self._ctx_local = self._ctx  # the initial state is computed in each process
-        _check_policy_once(policy, self._ctx)
         if monitor is not None and not isinstance(monitor, Monitor):
             raise ValueError(f"monitor must be a jaxbandit.monitors.Monitor or None, got {monitor!r}.")
+        _check_policy_once(policy, self._ctx, monitor)
         self.monitor = monitor
         self._sim = cached_simulation(policy, self.chunk_size, solve_batch, monitor)
         num_cells = self._env.mu.shape[0]
@@ -468,11 +474,13 @@ class SimulationRun:
             raise ValueError(f"the checkpoint is of another simulation: its {', '.join(details)} differ.")
         leaves, treedef = jax.tree_util.tree_flatten(self.carry)
         saved_leaves = sorted(k for k in arrays if k.startswith("leaf_"))
-        if len(saved_leaves) != len(leaves):
+        if saved_leaves != [f"leaf_{i:04d}" for i in range(len(leaves))]:
             raise ValueError(
                 f"the checkpoint holds {len(saved_leaves)} engine arrays, this simulation {len(leaves)} "
                 "(a different engine state layout)."
             )
+        if "wall_time" not in arrays:  # checked before anything is restored
+            raise ValueError("the checkpoint has no 'wall_time' entry, which checkpoint() always writes.")
         restored = []
         for i, leaf in enumerate(leaves):
             saved = np.asarray(arrays[f"leaf_{i:04d}"])

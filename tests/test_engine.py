@@ -238,6 +238,11 @@ def test_the_engine_cache_is_bounded():
         (BANDIT, {"alpha": 1e39}, r"parameter 'alpha' = 1e\+39 overflows float32"),
         (BANDIT, {"alpha": float("nan")}, r"parameter 'alpha' must not be NaN"),
         (BANDIT, {"alpha": "fast"}, r"parameter 'alpha' must be a number or an array of numbers, got 'fast'"),
+        # float() or numpy would take these as 1.0, 2.0 and 1.0 (recording the value as given)
+        (BANDIT, {"alpha": True}, r"parameter 'alpha' must be a number or an array of numbers, got True"),
+        (BANDIT, {"alpha": "2"}, r"parameter 'alpha' must be a number or an array of numbers, got '2'"),
+        (BANDIT, {"alpha": np.array([1 + 2j])}, r"parameter 'alpha' must be a number or an array of numbers, got array\(\[1.\+2.j\]\)"),
+        (BANDIT, {"alpha": None}, r"parameter 'alpha' must be a number or an array of numbers, got None"),
     ],
 )
 def test_values_float32_cannot_hold_are_refused(instance, params, message):

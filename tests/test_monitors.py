@@ -4,11 +4,13 @@ computation, its bound, and its plumbing through the engine."""
 import types
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxbandit as jb
 from jaxbandit import monitors
+from jaxbandit.policy_check import PolicyError
 from tests import reference
 
 INF = np.inf
@@ -83,13 +85,58 @@ def test_bad_monitors():
         monitors.estimator_deviation(alphas=(0.5, 0.5000001))
     with pytest.raises(ValueError, match=r"alphas \[2.0, 2.0\] would all be reported as alpha2"):
         monitors.estimator_deviation(alphas=[2, 2])
-    for alphas in ("45", 1.0, [True], [[1.0, 2.0]]):  # "45" is not alphas 4 and 5
+    # "45" is not alphas 4 and 5; numpy booleans, strings and complex values are not numbers
+    for alphas in ("45", 1.0, [True], [[1.0, 2.0]], [np.True_], np.array([True]), ["2"], [np.complex128(2 + 1j)]):
         with pytest.raises(ValueError, match="alphas must be a"):
             monitors.estimator_deviation(alphas=alphas)
+    with pytest.raises(ValueError, match="estimator_fn must be a function"):
+        monitors.estimator_deviation(estimator_fn=1)
     with pytest.raises(ValueError, match="unknown monitor 'nope'"):
         monitors.make("nope")
     with pytest.raises(ValueError, match="monitor must be a jaxbandit.monitors.Monitor or None"):
         jb.simulate(jb.policies.make("ucb_n"), GENERAL, 10, 2, monitor="estimator_deviation")
+
+
+def _counting_monitor(report_fn):
+    """Counts the rounds of a run; ``report_fn`` reports the count."""
+    return monitors.Monitor(lambda ctx: jnp.zeros((), jnp.float32), lambda state, policy_state, t, ctx: state + 1, report_fn, name="count")
+
+
+@pytest.mark.parametrize(
+    "monitor, message",
+    [
+        # a report of shape (1,) would be written into the wrong recording slots
+        (_counting_monitor(lambda state: {"n": state[None]}), r"monitor report_fn returned 'n' = float32\[1\]; expected a scalar per run"),
+        (_counting_monitor(lambda state: state), r"monitor report_fn returned float32\[\]; expected a non-empty dict of scalars"),
+        (_counting_monitor(lambda state: {1: state}), r"monitor report_fn returned the key 1; expected names that are strings"),
+        (
+            monitors.Monitor(lambda ctx: jnp.zeros((), jnp.int32), lambda s, p, t, ctx: s.astype(jnp.float32), lambda s: {"n": s}),
+            r"monitor update_fn changed the state leaf state: got float32\[\].*expected int32\[\]",
+        ),
+        (monitors.Monitor(1, 2, 3), r"monitor init_fn must be a function, got 1"),
+    ],
+)
+def test_a_monitor_that_breaks_its_contract_is_refused_before_the_run(monitor, message):
+    with pytest.raises(PolicyError, match=message):
+        jb.SimulationRun(jb.policies.make("ucb_n"), GENERAL, 20, 2, monitor=monitor)
+
+
+def test_a_custom_monitor_reports_at_every_recording_time():
+    monitor = _counting_monitor(lambda state: {"n": state})
+    result = jb.simulate(jb.policies.make("ucb_n"), GENERAL, 20, 2, times=[5, 10, 20], monitor=monitor)
+    np.testing.assert_array_equal(result.monitor["n"], [[5, 10, 20]] * 2)
+
+
+def test_deviation_bound_arguments():
+    for t in (0, 1, [2, np.nan], "10", [True, 3]):
+        with pytest.raises(ValueError, match=r"t must be"):
+            monitors.deviation_bound(t, 4.5)
+    for alpha in (-4.5, 0, np.inf, "4.5", True, [4.5]):
+        with pytest.raises(ValueError, match=r"alpha must be a finite number > 0"):
+            monitors.deviation_bound(10, alpha)
+    for num_arms in (-3, 0, 2.5, True, "2"):  # not a negative probability, not 2.5 arms
+        with pytest.raises(ValueError, match=r"num_arms must be an integer >= 1"):
+            monitors.deviation_bound(10, 4.5, num_arms=num_arms)
 
 
 def test_the_default_monitor_finds_the_estimator_or_says_where_to_look():

@@ -61,6 +61,7 @@ def test_a_registered_name_is_not_replaced_silently():
         ("ucb", {"alpha": True}, r"alpha must be a number > 0, got True"),
         ("ucb_n", {"alpha": "2"}, r"alpha must be a number > 0, got '2'"),
         ("ossb", {"gamma": False}, r"gamma must be a number >= 0, got False"),
+        ("ucb", {"alpha": np.complex128(2 + 3j)}, r"alpha must be a number > 0, got np.complex128\(2\+3j\)"),
         ("lp_explore", {"gamma": True}, r"gamma must be a number in \(0, 1\), got True"),
         ("eps_greedy", {"c": float("inf")}, r"c must be a finite number > 0, got inf"),
         ("ts", {"alpha": 1.0}, r"policy 'ts' got unknown parameter\(s\) \['alpha'\]; it accepts none"),

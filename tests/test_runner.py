@@ -71,8 +71,8 @@ def test_results_do_not_depend_on_run_count_or_chunk_size(reference_runs):
     more = jb.simulate(jb.policies.make("ts_n"), GENERAL, 2500, 300, seed=4, chunk_size=333)
     np.testing.assert_array_equal(more.regret[:100], reference_runs.regret)
     np.testing.assert_array_equal(more.counts[:100], reference_runs.counts)
-    # runs simulated separately (first_run) are the same runs
-    tail = jb.simulate(jb.policies.make("ts_n"), GENERAL, 2500, 50, seed=4, first_run=50)
+    # runs simulated separately (first_run) are the same runs, numpy integers as Python's
+    tail = jb.simulate(jb.policies.make("ts_n"), GENERAL, 2500, np.uint8(50), seed=4, first_run=np.int8(50))
     np.testing.assert_array_equal(tail.regret, reference_runs.regret[50:])
     # a different seed gives different runs
     other = jb.simulate(jb.policies.make("ts_n"), GENERAL, 2500, 100, seed=5)
@@ -116,6 +116,13 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
     edited = policy._replace(diagnostics_fn=lambda state: {})
     with pytest.raises(ValueError, match=r"another simulation: its policy_code differ"):
         jb.SimulationRun(edited, GENERAL, 2500, 100, seed=4).restore(saved)
+    # an incomplete checkpoint is refused before anything of it is restored
+    untouched = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)
+    with pytest.raises(ValueError, match="the checkpoint has no 'wall_time' entry"):
+        untouched.restore({k: v for k, v in saved.items() if k != "wall_time"})
+    assert untouched.rounds_done == 0
+    with pytest.raises(ValueError, match="engine arrays"):
+        untouched.restore({k: v for k, v in saved.items() if k != "leaf_0001"})
 
     padded = {k: np.concatenate([v, v[:, :4]], axis=1) if k.startswith("leaf_") and v.ndim >= 2 else v for k, v in saved.items()}
     resumed = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)
@@ -191,6 +198,10 @@ def test_noise_free_instance_never_produces_nan():
         ({"times": np.array([8, 3], np.uint32)}, r"times must be strictly increasing, got \[8, 3\]"),
         ({"times": np.array([2**64 - 1], np.uint64)}, r"times must lie in \[1, horizon=100\]"),
         ({"times": [3 + 7j, 8]}, "times must be integers"),  # not their real part
+        ({"times": [True, 8]}, r"times must be integers, got \[True, 8\]"),  # not round 1
+        # in uint32 arithmetic first_run + runs wraps to 1: runs 2**32 - 1 and 0 would be
+        # simulated, and run 0 twice
+        ({"first_run": np.uint32(2**32 - 1)}, r"run indices must stay below 2\*\*32, got first_run \+ runs = 4294967297"),
         ({"progress": 5}, r"progress must be a function \(rounds_done, horizon\) or None, got 5"),
         ({"dtype": "int32"}, "dtype must be float32 or float64"),
         ({"dtype": "float64"}, "needs 64-bit JAX"),

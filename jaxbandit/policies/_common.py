@@ -6,9 +6,9 @@ import math
 from typing import Callable, Mapping, NamedTuple
 
 import jax.numpy as jnp
-import numpy as np
 
 from jaxbandit import estimator
+from jaxbandit._numbers import not_a_number
 from jaxbandit._types import Array
 from jaxbandit.base import OWN_ARM, Context, Policy
 
@@ -57,8 +57,8 @@ def log_round(t: Array, dtype) -> Array:
 
 def _number(name: str, value, requirement: str) -> float:
     """``value`` as a float; a ``ValueError`` naming ``name`` for anything that is not a
-    number (``True`` and ``"2"`` are not, though ``float`` would take them)."""
-    if isinstance(value, (bool, np.bool_, str, bytes)):
+    number (``True``, ``"2"`` and complex values are not, though ``float`` takes them)."""
+    if not_a_number(value):
         raise ValueError(f"{name} must be a number {requirement}, got {value!r}.")
     try:
         return float(value)

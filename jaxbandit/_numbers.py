@@ -1,0 +1,45 @@
+"""What the argument checks take as a number.
+
+``float`` and numpy convert more than users mean as numbers: ``True`` becomes 1.0,
+``"2"`` 2.0, and numpy's complex values lose their imaginary part.  Every check of a
+numeric argument refuses those (booleans, strings, complex values) instead, so that a
+mistaken argument is an error naming it rather than a run on other numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NOT_NUMBERS = (bool, np.bool_, str, bytes, complex, np.complexfloating)
+
+
+def not_a_number(value) -> bool:
+    """True for a scalar that ``float`` would take but is not meant as a number: a
+    boolean, a string or a complex value (arrays: a dtype other than int or float)."""
+    if isinstance(value, _NOT_NUMBERS):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and np.dtype(dtype).kind not in "iuf"
+
+
+def holds_non_numbers(value) -> bool:
+    """True if ``value`` (a scalar, an array or nested lists) holds None or anything
+    :func:`not_a_number` refuses.  Lists are looked at entry by entry: numpy would
+    promote ``[1.0, True]`` to a float array silently."""
+    if hasattr(value, "dtype"):
+        return not_a_number(value)
+    entries = np.array(value, dtype=object).ravel().tolist()
+    return any(entry is None or not_a_number(entry) for entry in entries)
+
+
+def float_array(name: str, value, expected: str) -> np.ndarray:
+    """``value`` as a new float64 array, or a ``ValueError`` naming ``name``, saying it
+    must be ``expected`` and showing the value."""
+    if not holds_non_numbers(value):
+        try:
+            return np.array(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise ValueError(
+        f"{name} must be {expected}, got {value!r}. Booleans, strings and complex values are not taken as numbers."
+    )
