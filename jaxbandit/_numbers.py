@@ -43,3 +43,14 @@ def float_array(name: str, value, expected: str) -> np.ndarray:
     raise ValueError(
         f"{name} must be {expected}, got {value!r}. Booleans, strings and complex values are not taken as numbers."
     )
+
+
+def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """A finite ``value`` must stay finite in ``dtype`` (float32 overflows past 3.4e38);
+    the error suggests ``remedy``, the caller's name for a wider dtype."""
+    with np.errstate(over="ignore"):
+        overflows = np.isfinite(value) & ~np.isfinite(value.astype(dtype))
+    if overflows.any():
+        raise ValueError(
+            f"{name} = {float(value[overflows].flat[0])!r} overflows {np.dtype(dtype).name}; rescale it or use {remedy}."
+        )

@@ -65,7 +65,7 @@ from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit.base import options_record
 from jaxbandit.engine import MAX_ROUNDS, policy_code, policy_key
-from jaxbandit.instances import Instance
+from jaxbandit.instances import Instance, check_representable
 from jaxbandit.result import geometric_times
 
 if sys.version_info >= (3, 11):
@@ -438,7 +438,7 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
 
     every_chunks, every_seconds = _parse_checkpoint(check, data.get("checkpoint", {}))
 
-    instance_specs = _parse_instances(check, data["instances"])
+    instance_specs = _parse_instances(check, data["instances"], precision)
     policy_specs = _parse_policies(check, data["policies"], precision)
     monitor = _parse_monitor(check, data.get("monitor"))
 
@@ -554,7 +554,7 @@ _CONSTRUCTORS = {
 }
 
 
-def _parse_instances(check: _Checker, value) -> list:
+def _parse_instances(check: _Checker, value, precision: str) -> list:
     specs: list = []
     labels: set = set()
     defaults = None
@@ -619,6 +619,11 @@ def _parse_instances(check: _Checker, value) -> list:
         for label, inst in built:
             if label in labels:
                 check.fail(f"{key}.name", f"duplicate instance name {label!r}; names must be unique")
+            try:  # here rather than when its group runs, after the sweep directory is written
+                check_representable(inst.mu[None], inst.sigma[None], precision, 'precision = "float64"')
+            except ValueError as err:
+                where = f"{label}: " if len(built) > 1 else ""  # which of random's instances
+                check.fail(key, f"{where}{err}".rstrip("."))
             labels.add(label)
             specs.append(InstanceSpec(label=label, index=len(specs), instance=inst, entry=dict(entry)))
     return specs
@@ -686,6 +691,38 @@ def _grid_value(value):
     return ("json", json.dumps(value, sort_keys=True))
 
 
+def _check_held_in_float32(check: _Checker, key: str, values: list, precision: str) -> None:
+    """A grid's values stay distinct and non-zero as the engine holds them: two values
+    float32 rounds to one would run the same numbers as two labelled cells."""
+    if precision != "float32":
+        return
+    held = [float(np.float32(v)) for v in values]
+    if len(set(held)) != len(held):
+        check.fail(key, f"grid values {values} are not all distinct in float32 (precision); use precision = \"float64\"")
+    vanishing = [v for v, h in zip(values, held) if v != 0 and h == 0]
+    if vanishing:
+        check.fail(key, f"{vanishing[0]!r} is 0 in float32 (precision); use precision = \"float64\"")
+
+
+def _check_rounded_policies(check: _Checker, key: str, name: str, grid: tuple, numeric: set) -> None:
+    """Each cell's policy built again from its numbers as float32 holds them, so that a
+    value it rounds out of the policy's range (``gamma = 0.99999999`` to 1.0) is refused
+    here, not run."""
+    for kwargs in grid:
+        rounded = {k: float(np.float32(v)) for k, v in kwargs.items() if k in numeric and float(np.float32(v)) != v}
+        if not rounded:
+            continue
+        try:
+            policies_module.make(name, **{**kwargs, **rounded})
+        except (ValueError, TypeError) as err:
+            param = _blame(rounded, str(err)) or next(iter(rounded))
+            check.fail(
+                f"{key}.{param}",
+                f"{kwargs[param]!r} is {rounded[param]!r} in float32 (precision), where {str(err).rstrip('.')}; "
+                'use precision = "float64"',
+            )
+
+
 def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
     specs: list = []
     labels: set = set()
@@ -734,6 +771,9 @@ def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
             huge = [v for v in values if precision == "float32" and math.isfinite(v) and abs(v) > _FLOAT32_MAX]
             if huge:  # the engine casts the traced params to the simulation's precision
                 check.fail(f"{key}.{param}", f"{huge[0]!r} overflows float32 (precision); use precision = \"float64\"")
+            _check_held_in_float32(check, f"{key}.{param}", values, precision)
+        if precision == "float32":
+            _check_rounded_policies(check, key, name, grid, numeric)
         if label in labels:
             check.fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
         labels.add(label)

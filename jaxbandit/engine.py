@@ -26,11 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import compaction, environment, estimator
-from jaxbandit._numbers import float_array
+from jaxbandit._numbers import check_fits, float_array
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.fingerprint import computation_key, stable_digest
-from jaxbandit.instances import Instance
+from jaxbandit.instances import Instance, check_representable
 from jaxbandit.monitors import Monitor
 
 __all__ = [
@@ -305,50 +305,6 @@ def cached_simulation(
     return _SIMULATIONS[key]
 
 
-def _check_fits(name: str, value: np.ndarray, dtype) -> None:
-    """A finite ``value`` must stay finite in ``dtype`` (float32 overflows past 3.4e38)."""
-    with np.errstate(over="ignore"):
-        overflows = np.isfinite(value) & ~np.isfinite(value.astype(dtype))
-    if overflows.any():
-        raise ValueError(
-            f"{name} = {float(value[overflows].flat[0])!r} overflows {np.dtype(dtype).name}; rescale it or use dtype='float64'."
-        )
-
-
-def _check_representable(mu: np.ndarray, sigma: np.ndarray, dtype) -> None:
-    """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
-    worse arm rounded onto the best mean, and no finite noise level whose precision
-    ``1 / sigma**2`` would vanish (an observation silently ignored)."""
-    _check_fits("instance mu", mu, dtype)
-    cast = mu.astype(dtype)
-    with np.errstate(over="ignore", divide="ignore"):
-        gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
-        vanishing = np.isfinite(sigma) & (1 / np.square(sigma.astype(dtype)) == 0)
-    overflows = ~np.isfinite(gaps)
-    if overflows.any():
-        gap = float((mu.max(axis=-1, keepdims=True) - mu)[overflows].flat[0])
-        raise ValueError(
-            f"instance gap (max(mu) - mu) = {gap!r} overflows {np.dtype(dtype).name}; rescale it or use dtype='float64'."
-        )
-    with np.errstate(over="ignore"):
-        merged = (mu.max(axis=-1, keepdims=True) - mu > 0) & (gaps <= 0)
-    if merged.any():
-        # the rounded means tie a worse arm with the best: its plays would count no regret
-        cell, arm = np.argwhere(merged)[0]
-        best = int(np.argmax(mu[cell]))
-        low, high = float(mu[cell, arm]), float(mu[cell, best])
-        raise ValueError(
-            f"instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {np.dtype(dtype).name}, "
-            "which rounds them to one value; subtract a common offset from mu (regret depends on the gaps only) "
-            "or use dtype='float64'."
-        )
-    if vanishing.any():
-        raise ValueError(
-            f"instance sigma = {float(sigma[vanishing].flat[0])!r} is finite but its precision 1 / sigma**2 is 0 in "
-            f"{np.dtype(dtype).name} (the sample would be ignored); use np.inf for no information, or dtype='float64'."
-        )
-
-
 def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple[environment.EnvParams, Context]:
     """Device-side instance parameters and policy context, with a leading cell axis.
 
@@ -363,7 +319,7 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
     """
     mu = np.atleast_2d(instance.mu)
     sigma = instance.sigma if instance.is_batch else instance.sigma[None]
-    _check_representable(mu, sigma, dtype)
+    check_representable(mu, sigma, dtype)
     env = environment.make_params(mu, sigma, dtype)
     num_cells = mu.shape[0]
     cell_params = {}
@@ -373,7 +329,13 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
             raise ValueError(
                 f"parameter {name!r} must be a scalar or have one value per cell ({num_cells}), got shape {value.shape}."
             )
-        _check_fits(f"parameter {name!r}", value, dtype)
+        check_fits(f"parameter {name!r}", value, dtype)
+        vanishing = (value != 0) & (value.astype(dtype) == 0)
+        if vanishing.any():
+            raise ValueError(
+                f"parameter {name!r} = {float(value[vanishing].flat[0])!r} is 0 in {np.dtype(dtype).name}; "
+                "rescale it or use dtype='float64'."
+            )
         if np.isnan(value).any():
             raise ValueError(f"parameter {name!r} must not be NaN, got {value.tolist()!r}.")
         cell_params[name] = jnp.asarray(np.broadcast_to(value, (num_cells,)), dtype)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxbandit._numbers import float_array, not_a_number
+from jaxbandit._numbers import check_fits, float_array, not_a_number
 from jaxbandit._types import ArrayLike
 
 __all__ = [
@@ -25,6 +25,8 @@ __all__ = [
     "revealing_arm",
     "random",
     "stack",
+    "check_precisions",
+    "check_representable",
     "DEFAULT_INSTANCES",
     "default_instances",
 ]
@@ -156,6 +158,52 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
     return mu_arr, sigma_arr
 
 
+def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
+    worse arm rounded onto the best mean, and no finite noise level whose precision
+    ``1 / sigma**2`` would vanish (:func:`check_precisions`).  Errors suggest
+    ``remedy``, the caller's name for a wider dtype.
+
+    Args:
+        mu: ``(C, K)`` means, float64.
+        sigma: ``(C, K, K)`` noise levels, float64.
+    """
+    name = np.dtype(dtype).name
+    check_fits("instance mu", mu, dtype, remedy)
+    cast = mu.astype(dtype)
+    with np.errstate(over="ignore"):
+        gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
+    overflows = ~np.isfinite(gaps)
+    if overflows.any():
+        gap = float((mu.max(axis=-1, keepdims=True) - mu)[overflows].flat[0])
+        raise ValueError(f"instance gap (max(mu) - mu) = {gap!r} overflows {name}; rescale it or use {remedy}.")
+    with np.errstate(over="ignore"):
+        merged = (mu.max(axis=-1, keepdims=True) - mu > 0) & (gaps <= 0)
+    if merged.any():
+        # the rounded means tie a worse arm with the best: its plays would count no regret
+        cell, arm = np.argwhere(merged)[0]
+        best = int(np.argmax(mu[cell]))
+        low, high = float(mu[cell, arm]), float(mu[cell, best])
+        raise ValueError(
+            f"instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {name}, which rounds "
+            f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}."
+        )
+    check_precisions(sigma, dtype, remedy)
+
+
+def check_precisions(sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """No finite noise level in ``sigma`` (any shape) has a precision ``1 / sigma**2``
+    that vanishes in ``dtype``: that observation would be silently ignored (an
+    estimator that never learns from it, a lower-bound row that looks unobserved)."""
+    with np.errstate(over="ignore", divide="ignore"):
+        vanishing = np.isfinite(sigma) & (1 / np.square(sigma.astype(dtype)) == 0)
+    if vanishing.any():
+        raise ValueError(
+            f"instance sigma = {float(sigma[vanishing].flat[0])!r} is finite but its precision 1 / sigma**2 is 0 in "
+            f"{np.dtype(dtype).name} (the sample would be ignored); use np.inf for no information, or {remedy}."
+        )
+
+
 def _number(name: str, value) -> float:
     if not not_a_number(value):
         try:
@@ -182,9 +230,12 @@ def _interval(name: str, value) -> tuple:
         low, high = value
         if not_a_number(value):
             raise ValueError
-        return _number(name, low), _number(name, high)
+        low, high = _number(name, low), _number(name, high)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be two numbers (low, high), got {value!r}.") from None
+    if not low <= high:  # NaN included
+        raise ValueError(f"{name} must be two numbers with low <= high, got {value!r}.")
+    return low, high
 
 
 def _as_means(mu: ArrayLike) -> np.ndarray:

@@ -194,27 +194,38 @@ def _check_params(params, policy: Policy) -> dict:
     return params
 
 
-def _check_param_values(policy: Policy, params: dict, num_cells: int) -> None:
+def _check_param_values(policy: Policy, params: dict, held: dict) -> None:
     """Every cell's hyper-parameters through the policy's own check
-    (:attr:`~jaxbandit.base.Policy.check_params`), which names a value it cannot use."""
+    (:attr:`~jaxbandit.base.Policy.check_params`), which names a value it cannot use:
+    as given, then as the engine holds them (``held``: ``{name: (C,)}`` in the
+    simulation's dtype), because float32 can round a valid value onto an invalid one
+    (``gamma = 0.99999999`` onto 1.0)."""
     if policy.check_params is None or not params:
         return
     if not callable(policy.check_params):
         raise PolicyError(f"check_params must be a function or None, got {policy.check_params!r}.")
+    num_cells = next(iter(held.values())).shape[0]
     columns = {name: np.broadcast_to(np.asarray(value, np.float64), (num_cells,)) for name, value in params.items()}
     for cell in range(num_cells):
-        try:
-            policy.check_params({name: float(column[cell]) for name, column in columns.items()})
-        except ValueError as err:
-            where = f" of cell {cell}" if num_cells > 1 else ""
-            raise ValueError(f"params{where} for policy {policy.name!r}: {err}") from None
+        where = f" of cell {cell}" if num_cells > 1 else ""
+        given = {name: float(column[cell]) for name, column in columns.items()}
+        kept = {name: float(held[name][cell]) for name in given}
+        rounded = [f"{name} = {given[name]!r} is {kept[name]!r} in {held[name].dtype}" for name in given if kept[name] != given[name]]
+        for values, note in ((given, ""), (kept, f" ({', '.join(rounded)}; use dtype='float64')")):
+            try:
+                policy.check_params(values)
+            except ValueError as err:
+                raise ValueError(f"params{where} for policy {policy.name!r}: {err}{note}") from None
+            if not rounded:
+                break
 
 
 class SimulationRun:
     """A simulation in progress: advance it chunk by chunk, checkpoint it, resume it.
 
     A *cell* is one instance with one set of policy hyper-parameters: pass a batch
-    ``instance`` (one per cell) and/or ``params`` with one value per cell.
+    ``instance`` (one per cell) and/or ``params`` with one value per cell (a
+    hyper-parameter that ``params`` does not name keeps the policy's value).
     ``noise_index`` gives each cell's index in the noise stream (cells that share an
     instance should share it, so that they see the same noise).  Other arguments are
     those of :func:`simulate`.
@@ -265,10 +276,11 @@ class SimulationRun:
         self.devices = _check_devices(devices)
         self.first_run = first_run
         self.times = geometric_times(self.horizon) if times is None else check_times(times, self.horizon)
-        self.params = dict(policy.params if params is None else _check_params(params, policy))
+        # params named here replace the policy's own values; the others keep them
+        self.params = {**policy.params, **({} if params is None else _check_params(params, policy))}
         _check_feedback(policy, instance)
         self._env, self._ctx = make_context(instance, self.params, self.horizon, self.dtype)
-        _check_param_values(policy, self.params, self._env.mu.shape[0])
+        _check_param_values(policy, self.params, {k: np.asarray(v) for k, v in self._ctx.params.items()})
         self._ctx_local = self._ctx  # the initial state is computed in each process
         if monitor is not None and not isinstance(monitor, Monitor):
             raise ValueError(f"monitor must be a jaxbandit.monitors.Monitor or None, got {monitor!r}.")

@@ -166,6 +166,12 @@ BAD = [
     (("alpha = [0.25, 1, 4.01]", "alpha = true"), "policies[0].alpha", "alpha must be a number > 0, got True"),
     (("alpha = [0.25, 1, 4.01]", 'alpha = [1, "4.5"]'), "policies[0].alpha", "alpha must be a number > 0, got '4.5'"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [[1, 2]]"), "policies[0].alpha", "must be scalars"),
+    # as float32 (the precision) holds them: two cells of one value, or a value of 0
+    (("alpha = [0.25, 1, 4.01]", "alpha = [4.5, 4.5000001]"), "policies[0].alpha", "grid values [4.5, 4.5000001] are not all distinct in float32"),
+    (("alpha = [0.25, 1, 4.01]", "alpha = [1, 1e-46]"), "policies[0].alpha", '1e-46 is 0 in float32 (precision); use precision = "float64"'),
+    # what the engine would refuse when the group runs, after sweep.json is written
+    (("mu = [1.0, 0.5, 0.2]", "mu = [100000001.0, 100000000.0, 0.2]"), "instances[1]", "arm 1 (100000000.0) is below arm 0 (100000001.0), but not in float32"),
+    (("sigma = 1.0\n", "sigma = 1e25\n"), "instances[1]", 'its precision 1 / sigma**2 is 0 in float32 (the sample would be ignored); use np.inf for no information, or precision = "float64"'),
     (("alpha = [0.25, 1, 4.01]", "beta = 2"), "policies[0].beta", "unknown key"),
     (('label = "TS-N"', 'label = "TS-N"\noptional = true'), "policies[1].optional", "unknown key"),
     (('label = "TS-N"', 'label = "ucb_n"'), "policies[1].label", "duplicate policy label"),
@@ -207,6 +213,14 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
                        ({"type": "random", "seed": 1, "num_arms": 3, "inf_prob": "0.5"}, "inf_prob")):  # fmt: skip
         with pytest.raises(ConfigError, match=rf"key 'instances\[0\].{key}': must be numbers"):
             config.load({"runs": 1, "horizon": 5, "instances": [entry], "policies": [{"name": "ucb"}]})
+    # float32 rounds 0.99999999 to 1.0, outside lp_explore's range: refused, not run as 1.0
+    rounded = {"name": "lp_explore", "gamma": [0.5, 0.99999999]}
+    with pytest.raises(ConfigError, match=r"key 'policies\[0\].gamma': 0.99999999 is 1.0 in float32 \(precision\), where gamma must be in \(0, 1\), got 1.0"):
+        config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [rounded]})
+    config.load({"runs": 1, "horizon": 5, "precision": "float64", "instances": [{"type": "default", "name": "bandit"}], "policies": [rounded]})
+    reversed_range = {"type": "random", "seed": 1, "num_arms": 3, "mean_range": [1.0, 0.0]}
+    with pytest.raises(ConfigError, match=r"key 'instances\[0\].mean_range': mean_range must be two numbers with low <= high, got \[1.0, 0.0\]"):
+        config.load({"runs": 1, "horizon": 5, "instances": [reversed_range], "policies": [{"name": "ucb"}]})
     # a user's factory that checks nothing: true is still not a number for its params
     lax = {"name": "tests.user_policies:traced_threshold", "eps": [0.5, True]}
     with pytest.raises(ConfigError, match=r"key 'policies\[0\].eps': must be a number \(or an array of them\), got boolean True"):

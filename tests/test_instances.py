@@ -126,6 +126,7 @@ def test_constructors():
         (lambda: instances.random(0, 3, num_instances=True), r"num_instances must be an integer >= 1, got True"),
         (lambda: instances.random(0, 3, mean_range="05"), r"mean_range must be two numbers \(low, high\), got '05'"),
         (lambda: instances.random(0, 3, mean_range=(0, "1")), r"mean_range must be two numbers \(low, high\), got \(0, '1'\)"),
+        (lambda: instances.random(0, 3, log10_sigma_range=(1, -1)), r"log10_sigma_range must be two numbers with low <= high, got \(1, -1\)"),
         (
             lambda: instances.stack([instances.bandit([1.0, 0.0]), "x"]),
             r"instances\[1\] must be an Instance, got str 'x'",

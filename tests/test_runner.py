@@ -219,6 +219,22 @@ def test_bad_simulate_arguments(kwargs, message):
         jb.simulate(jb.policies.make("ucb"), GENERAL, **args)
 
 
+def test_params_are_checked_as_the_engine_holds_them():
+    """A value float32 rounds out of the policy's range is refused, naming the rounding
+    (0.99999999 ran as gamma = 1.0), as is one it rounds to 0; a hyper-parameter that
+    ``params`` does not name keeps the policy's value."""
+    pair = instances.stack([GENERAL, GENERAL])
+    with pytest.raises(
+        ValueError,
+        match=r"params of cell 1 for policy 'lp_explore': gamma must be in \(0, 1\), got 1.0. \(gamma = 0.99999999 is 1.0 in float32; use dtype='float64'\)",
+    ):
+        jb.SimulationRun(jb.policies.make("lp_explore"), pair, 20, 2, params={"gamma": [0.5, 0.99999999]})
+    with pytest.raises(ValueError, match=r"parameter 'alpha' = 1e-46 is 0 in float32"):
+        jb.SimulationRun(jb.policies.make("ucb_n", alpha=1e-46), GENERAL, 20, 2)
+    run = jb.SimulationRun(jb.policies.make("lp_explore", alpha=5.0), pair, 20, 2, params={"gamma": [0.5, 0.9]})
+    assert run.params == {"alpha": 5.0, "gamma": [0.5, 0.9]}
+
+
 def test_bad_advance_arguments():
     run = jb.SimulationRun(jb.policies.make("ucb"), GENERAL, 100, 2)
     for bad in (-1, 0, "2", 1.5, True):  # not "nothing" for -1 or "two chunks" for 1.5
