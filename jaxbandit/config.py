@@ -65,6 +65,7 @@ from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit.base import options_record
 from jaxbandit.engine import MAX_ROUNDS, policy_code, policy_key
+from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance, check_representable
 from jaxbandit.result import geometric_times
 
@@ -268,6 +269,25 @@ class SweepConfig:
                 for spec in self.policies
             ]
         return json.loads(json.dumps(resolved, sort_keys=True, allow_nan=False))
+
+    def resolved_settings(self) -> dict:
+        """The run settings as they resolve, defaults included, as JSON: seed, runs,
+        precision, each horizon's recording times and the monitor (its name and a digest
+        of its code).
+
+        The fingerprint covers the configuration as written; a default that changed (a
+        new version's grid of recording times, say) computes something else from the
+        same text, and a sweep directory records this to refuse it.
+        """
+        monitor = self.make_monitor()
+        settings = {
+            "seed": self.seed,
+            "runs": self.runs,
+            "precision": self.precision,
+            "times": {str(h): self.times_for(h).tolist() for h in self.horizons},
+            "monitor": None if monitor is None else {"name": monitor.name, "code": stable_digest(computation_key(monitor))},
+        }
+        return json.loads(json.dumps(settings, sort_keys=True))
 
     def instance_table(self) -> dict:
         """``{label: {"mu": ..., "sigma": ...}}`` with ``inf`` as the string ``"inf"``."""

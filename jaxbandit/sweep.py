@@ -160,7 +160,8 @@ def _agreed_setup(config, shard) -> tuple:
         shard = None if shard is None else shards.parse(shard)
         every_chunks, every_seconds = _checkpoint_cadence(cfg)
         identity = json.dumps(
-            {"config": cfg.fingerprint(), "policies": cfg.resolved_policies(), "shard": str(shard),
+            {"config": cfg.fingerprint(), "policies": cfg.resolved_policies(), "settings": cfg.resolved_settings(),
+             "shard": str(shard),
              "checkpoint_every_chunks": every_chunks, "checkpoint_every_seconds": every_seconds}, sort_keys=True,
         )  # fmt: skip
         failure = None
@@ -224,6 +225,7 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
             f"them: use another output directory, or delete {out} to start over."
         )
     _check_resolved_policies(cfg, manifest, manifest_path)
+    _check_resolved_settings(cfg, io.read_json(manifest_path), manifest_path)
     if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
         _save_config_text(out, config)
 
@@ -269,6 +271,24 @@ def _check_resolved_policies(cfg, manifest: dict, manifest_path: Path) -> None:
     )
 
 
+def _check_resolved_settings(cfg, manifest: dict, manifest_path: Path) -> None:
+    """Refuse a directory whose run settings resolved otherwise
+    (:meth:`~jaxbandit.config.SweepConfig.resolved_settings`: a default that changed
+    since).  A manifest of an earlier version gets the record it lacks."""
+    resolved = cfg.resolved_settings()
+    recorded = manifest.get("resolved_settings")
+    if recorded is None:
+        io.save_json(manifest_path, {**manifest, "resolved_settings": resolved})
+        return
+    changed = sorted(k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k))
+    if changed:
+        raise SweepMismatchError(
+            f"{manifest_path.parent} holds results of the same configuration computed otherwise: its "
+            f"{', '.join(changed)} resolved to other values (a default changed: is jaxbandit another version?). "
+            f"Refusing to mix them: use another output directory, or delete {manifest_path.parent} to start over."
+        )
+
+
 def _without_code(record):
     """A resolved-policies record (or one grid point of it) without its code digests."""
     if isinstance(record, list):
@@ -292,6 +312,7 @@ def _manifest(cfg, groups) -> dict:
         "config": cfg.raw,
         "instances": cfg.instance_table(),
         "resolved_policies": cfg.resolved_policies(),
+        "resolved_settings": cfg.resolved_settings(),
         "groups": [
             {
                 "id": g.id,

@@ -240,6 +240,27 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
         sweep.run(cfg, out, shard="1/2", progress=False)
 
 
+def test_a_changed_default_setting_is_refused(tmp_path, monkeypatch):
+    """The same configuration text whose recording times now resolve otherwise (the
+    default grid of another version) is a different sweep; a manifest without the
+    record (an earlier version) gets it.  Nothing compiles: shard 1/2 of one group is
+    empty."""
+    out = tmp_path / "sweep"
+    cfg = fx.base_config(policies=[{"name": "ucb"}])
+    del cfg["times"]
+    sweep.run(cfg, out, shard="1/2", progress=False)
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert len(manifest["resolved_settings"]["times"]["1500"]) == len(config.load(cfg).times_for(1500))
+    del manifest["resolved_settings"]
+    io.save_json(out / "sweep.json", manifest)
+    sweep.run(cfg, out, shard="1/2", progress=False)
+    assert "resolved_settings" in json.loads((out / "sweep.json").read_text())
+
+    monkeypatch.setattr(config, "_DEFAULT_TIMES", 10)
+    with pytest.raises(sweep.SweepMismatchError, match=r"same configuration computed otherwise: its times resolved to other values"):
+        sweep.run(cfg, out, shard="1/2", progress=False)
+
+
 def test_progress_bar_reports_cells_and_rate(tmp_path, reference, capsys):
     ref_dir, _ = reference
     # an existing complete sweep: every group is skipped, the bar still accounts for it
