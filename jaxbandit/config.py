@@ -67,6 +67,7 @@ from jaxbandit.base import options_record
 from jaxbandit.engine import MAX_ROUNDS, policy_code, policy_key
 from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance, check_representable
+from jaxbandit.io import cell_label
 from jaxbandit.result import geometric_times
 
 if sys.version_info >= (3, 11):
@@ -746,6 +747,7 @@ def _check_rounded_policies(check: _Checker, key: str, name: str, grid: tuple, n
 def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
     specs: list = []
     labels: set = set()
+    cell_labels: dict = {}  # cell label -> index of the entry that has it
     for i, entry in enumerate(_entries(check, "policies", value)):
         key = f"policies[{i}]"
         if "name" not in entry:
@@ -797,6 +799,14 @@ def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
         if label in labels:
             check.fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
         labels.add(label)
+        for kwargs in grid:  # results and plots tell cells apart by these labels
+            cell = cell_label(label, kwargs)
+            if cell in cell_labels:
+                check.fail(
+                    f"{key}.label",
+                    f"a cell labelled {cell!r}, as one of policies[{cell_labels[cell]}] is; give the entry another label",
+                )
+            cell_labels[cell] = i
         specs.append(PolicySpec(label=label, name=name, grid=grid))
     return specs
 

@@ -196,6 +196,14 @@ def _require(entry, keys, path, what: str, kind: type = dict) -> None:
 # -- loading ------------------------------------------------------------------------
 
 
+def cell_label(policy: str, params: dict) -> str:
+    """A cell's label in results and plots: the policy label plus the parameters the
+    configuration gave it, e.g. ``"ucb_n(alpha=0.5)"``."""
+    if not params:
+        return policy
+    return f"{policy}({', '.join(f'{k}={v}' for k, v in params.items())})"
+
+
 @dataclasses.dataclass(frozen=True)
 class CellResult:
     """Results of one cell: one instance, one policy with one parameter set, one horizon.
@@ -232,9 +240,7 @@ class CellResult:
     @property
     def label(self) -> str:
         """``policy`` plus its parameters, e.g. ``"ucb_n(alpha=0.5)"``."""
-        if not self.params:
-            return self.policy
-        return f"{self.policy}({', '.join(f'{k}={v}' for k, v in self.params.items())})"
+        return cell_label(self.policy, self.params)
 
     @property
     def runs(self) -> int:

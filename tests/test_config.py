@@ -175,6 +175,8 @@ BAD = [
     (("alpha = [0.25, 1, 4.01]", "beta = 2"), "policies[0].beta", "unknown key"),
     (('label = "TS-N"', 'label = "TS-N"\noptional = true'), "policies[1].optional", "unknown key"),
     (('label = "TS-N"', 'label = "ucb_n"'), "policies[1].label", "duplicate policy label"),
+    # a distinct entry label, but a cell label of policies[0]'s grid: two cells, one name in results and plots
+    (('label = "TS-N"', 'label = "ucb_n(alpha=1)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1)', as one of policies[0] is"),
     (("[[policies]]\nname = \"ucb_n\"", "[[policies]]\nlabel = \"x\""), "policies[0].name", "missing"),
     (("runs = 10\n", ""), "runs", "missing required key"),
     (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),
