@@ -204,11 +204,13 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
     try:
-        known = np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.float64))
+        known = dtype is not None and np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.float64))
     except TypeError:
         known = False
-    if not known:
+    if not known:  # None too, which numpy reads as float64
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+    if not isinstance(throw, (bool, np.bool_)):
+        raise ValueError(f"throw must be True or False, got {throw!r}.")
     mu = np.atleast_2d(instance.mu)
     precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
     _check_gaps(mu, dtype)

@@ -225,6 +225,11 @@ def plot_sweep(
         raise ValueError(f"distribution must be 'box' or 'violin', got {distribution!r}.")
     if isinstance(formats, str) or not formats or any(f not in supported_formats() for f in formats):
         raise ValueError(f"formats must be a non-empty list of {', '.join(supported_formats())}, got {formats!r}.")
+    if len(set(formats)) != len(formats):  # each figure would be written, and listed, twice
+        raise ValueError(f"formats must name each format once, got {list(formats)!r}.")
+    for name, flag in (("logx", logx), ("bound", bound)):
+        if not isinstance(flag, (bool, np.bool_)):  # "no" would read as True
+            raise ValueError(f"{name} must be True or False, got {flag!r}.")
     if not isinstance(results, io.SweepResults):
         results = io.load(results)
     missing = "; ".join(results.describe_missing())

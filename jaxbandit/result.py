@@ -45,6 +45,8 @@ def check_times(times, horizon: int) -> np.ndarray:
             raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
     elif not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
         raise ValueError(f"times must be integers, got {arr.tolist()}.")
+    elif arr.max() > horizon or arr.min() < 1:  # before the cast: 1e20 would wrap around in int64
+        raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
     arr = arr.astype(np.int64)  # signed: differences of unsigned times would wrap around
     if np.any(np.diff(arr) <= 0):
         raise ValueError(f"times must be strictly increasing, got {arr.tolist()}.")

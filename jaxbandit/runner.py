@@ -78,6 +78,8 @@ def _check_devices(devices) -> list:
 
 def _check_dtype(dtype) -> Any:
     try:
+        if dtype is None:  # numpy reads None as float64
+            raise TypeError
         dtype = jnp.dtype(dtype)
     except TypeError as err:
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.") from err

@@ -52,6 +52,11 @@ def test_violin_logx_and_formats(results, tmp_path):
     assert len([p for p in paths if p.suffix == ".png"]) == 8
     with pytest.raises(ValueError, match="distribution must be 'box' or 'violin'"):
         plotting.plot_sweep(results, tmp_path, distribution="bar")
+    with pytest.raises(ValueError, match=r"formats must name each format once, got \['png', 'png'\]"):
+        plotting.plot_sweep(results, tmp_path, formats=["png", "png"])
+    for flag in ("logx", "bound"):  # "no" would read as True
+        with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'no'"):
+            plotting.plot_sweep(results, tmp_path, **{flag: "no"})
 
 
 def test_a_horizon_of_one_round_plots(results, tmp_path):

@@ -204,6 +204,8 @@ def test_noise_free_instance_never_produces_nan():
         ({"first_run": np.uint32(2**32 - 1)}, r"run indices must stay below 2\*\*32, got first_run \+ runs = 4294967297"),
         ({"progress": 5}, r"progress must be a function \(rounds_done, horizon\) or None, got 5"),
         ({"dtype": "int32"}, "dtype must be float32 or float64"),
+        ({"dtype": None}, "dtype must be float32 or float64, got None"),  # numpy reads None as float64
+        ({"times": [1e20]}, r"times must lie in \[1, horizon=100\], got \[1e\+20\]"),  # not the int64 it wraps to
         ({"dtype": "float64"}, "needs 64-bit JAX"),
         ({"chunk_size": 0}, "chunk_size must be a positive integer"),
         ({"chunk_size": 2**31}, r"chunk_size must be at most 1073741824, got 2147483648"),
