@@ -640,11 +640,18 @@ def _parse_instances(check: _Checker, value, precision: str) -> list:
         for label, inst in built:
             if label in labels:
                 check.fail(f"{key}.name", f"duplicate instance name {label!r}; names must be unique")
+            where = f"{label}: " if len(built) > 1 else ""  # which of random's instances
             try:  # here rather than when its group runs, after the sweep directory is written
                 check_representable(inst.mu[None], inst.sigma[None], precision, 'precision = "float64"')
             except ValueError as err:
-                where = f"{label}: " if len(built) > 1 else ""  # which of random's instances
                 check.fail(key, f"{where}{err}".rstrip("."))
+            tied = np.flatnonzero(inst.mu == inst.mu.max())
+            if len(tied) > 1:  # no unique best arm: no lower bound, and the LP policies fall back
+                check.fail(
+                    key,
+                    f"{where}arms {tied.tolist()} tie for the best mean {float(inst.mu.max())!r}, so the regret "
+                    "lower bound and the LP policies' allocations are undefined; make one of them larger",
+                )
             labels.add(label)
             specs.append(InstanceSpec(label=label, index=len(specs), instance=inst, entry=dict(entry)))
     return specs

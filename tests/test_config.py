@@ -169,6 +169,8 @@ BAD = [
     # as float32 (the precision) holds them: two cells of one value, or a value of 0
     (("alpha = [0.25, 1, 4.01]", "alpha = [4.5, 4.5000001]"), "policies[0].alpha", "grid values [4.5, 4.5000001] are not all distinct in float32"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [1, 1e-46]"), "policies[0].alpha", '1e-46 is 0 in float32 (precision); use precision = "float64"'),
+    # no unique best arm: a study of it has no lower bound, and the LP policies fall back every round
+    (("mu = [1.0, 0.5, 0.2]", "mu = [1.0, 1.0, 0.2]"), "instances[1]", "arms [0, 1] tie for the best mean 1.0"),
     # what the engine would refuse when the group runs, after sweep.json is written
     (("mu = [1.0, 0.5, 0.2]", "mu = [100000001.0, 100000000.0, 0.2]"), "instances[1]", "arm 1 (100000000.0) is below arm 0 (100000001.0), but not in float32"),
     (("sigma = 1.0\n", "sigma = 1e25\n"), "instances[1]", 'its precision 1 / sigma**2 is 0 in float32 (the sample would be ignored); use np.inf for no information, or precision = "float64"'),
