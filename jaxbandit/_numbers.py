@@ -1,9 +1,11 @@
-"""What the argument checks take as a number.
+"""What the argument checks take as a number, and whether it fits the simulation's dtype.
 
 ``float`` and numpy convert more than users mean as numbers: ``True`` becomes 1.0,
 ``"2"`` 2.0, and numpy's complex values lose their imaginary part.  Every check of a
 numeric argument refuses those (booleans, strings, complex values) instead, so that a
-mistaken argument is an error naming it rather than a run on other numbers.
+mistaken argument is an error naming it rather than a run on other numbers.  Likewise
+a finite number that a float32 simulation would hold as ``inf`` is refused
+(:func:`check_fits`).
 """
 
 from __future__ import annotations

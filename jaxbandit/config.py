@@ -719,11 +719,9 @@ def _grid_value(value):
     return ("json", json.dumps(value, sort_keys=True))
 
 
-def _check_held_in_float32(check: _Checker, key: str, values: list, precision: str) -> None:
+def _check_held_in_float32(check: _Checker, key: str, values: list) -> None:
     """A grid's values stay distinct and non-zero as the engine holds them: two values
     float32 rounds to one would run the same numbers as two labelled cells."""
-    if precision != "float32":
-        return
     held = [float(np.float32(v)) for v in values]
     if len(set(held)) != len(held):
         check.fail(key, f"grid values {values} are not all distinct in float32 (precision); use precision = \"float64\"")
@@ -800,7 +798,8 @@ def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
             huge = [v for v in values if precision == "float32" and math.isfinite(v) and abs(v) > _FLOAT32_MAX]
             if huge:  # the engine casts the traced params to the simulation's precision
                 check.fail(f"{key}.{param}", f"{huge[0]!r} overflows float32 (precision); use precision = \"float64\"")
-            _check_held_in_float32(check, f"{key}.{param}", values, precision)
+            if precision == "float32":
+                _check_held_in_float32(check, f"{key}.{param}", values)
         if precision == "float32":
             _check_rounded_policies(check, key, name, grid, numeric)
         if label in labels:

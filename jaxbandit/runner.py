@@ -213,13 +213,12 @@ def _check_param_values(policy: Policy, params: dict, held: dict) -> None:
         given = {name: float(column[cell]) for name, column in columns.items()}
         kept = {name: float(held[name][cell]) for name in given}
         rounded = [f"{name} = {given[name]!r} is {kept[name]!r} in {held[name].dtype}" for name in given if kept[name] != given[name]]
-        for values, note in ((given, ""), (kept, f" ({', '.join(rounded)}; use dtype='float64')")):
+        checks = [(given, "")] + ([(kept, f" ({', '.join(rounded)}; use dtype='float64')")] if rounded else [])
+        for values, note in checks:
             try:
                 policy.check_params(values)
             except ValueError as err:
                 raise ValueError(f"params{where} for policy {policy.name!r}: {err}{note}") from None
-            if not rounded:
-                break
 
 
 class SimulationRun:
