@@ -51,7 +51,8 @@ def _run_sweep(config, out: Path, quiet: bool, plot: bool, distribution: str, lo
     if not distributed.is_writer():  # process 0 reports for every process
         return 0
     what = "sweep" if shard is None else f"shard {shard}"
-    print(f"{what} finished in {elapsed:.1f} s: {len(results.cells)} cells in {out}")
+    # the directory's count: a shard's own cells are only some of them
+    print(f"{what} finished in {elapsed:.1f} s; {out} holds {len(results.cells)} finished cells")
     if results.missing:
         print(f"not finished yet ({len(results.missing)} of {len(results.plan)} groups): "
               f"{'; '.join(results.describe_missing())}")  # fmt: skip

@@ -633,6 +633,8 @@ def _parse_instances(check: _Checker, value, precision: str) -> list:
             except (ValueError, TypeError) as err:
                 bad = _blame(decoded, str(err))
                 check.fail(f"{key}.{bad}" if bad else key, str(err).rstrip("."))
+            except MemoryError as err:  # num_arms = 1000000: a sigma of 8 TB
+                check.fail(key, f"too large to build ({err})")
             if inst.is_batch:  # random(num_instances=n): one instance each
                 built = [(f"{label}/{k}", inst[k]) for k in range(inst.num_instances)]
             else:
@@ -765,9 +767,13 @@ def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
         label = check.string(f"{key}.label", entry.get("label", name))
         params = {k: v for k, v in entry.items() if k not in _POLICY_RESERVED}
         try:
-            accepted = set(inspect.signature(factory).parameters)
+            signature = list(inspect.signature(factory).parameters.values())
         except (TypeError, ValueError):
-            accepted = set(params)
+            signature = None
+        if signature is None or any(p.kind == inspect.Parameter.VAR_KEYWORD for p in signature):
+            accepted = set(params)  # the factory takes any keyword: it names a wrong one itself
+        else:
+            accepted = {p.name for p in signature}
         check.unknown(key, params, accepted | _POLICY_RESERVED, f" (parameters of policy {name!r} plus name and label)")
         axes = []
         for param, values in params.items():

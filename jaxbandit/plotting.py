@@ -242,6 +242,8 @@ def plot_sweep(
             results.directory, len(results.missing), len(results.plan), missing,
         )  # fmt: skip
     out = Path(out_dir) if out_dir is not None else results.directory / "plots"
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir {str(out)!r} exists and is not a directory; figures are written to a directory.")
     out.mkdir(parents=True, exist_ok=True)
     colors = _colors(results.policy_labels)
     multiple_horizons = len(results.horizons) > 1

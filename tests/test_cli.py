@@ -54,7 +54,7 @@ def test_run_then_plot_then_refuse_a_changed_config(config_path, tmp_path, capsy
     out = tmp_path / "out"
     assert cli.main(["run", str(config_path), "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr()
-    assert f"8 cells in {out}" in printed.out
+    assert f"{out} holds 8 finished cells" in printed.out
     assert "group g001: ts_n, K=5, 2 cells x 6 runs, horizon 1500" in printed.err  # --quiet: log lines
     assert "run-rounds/s]" not in printed.err  # and no progress bar
     assert (out / "config.toml").read_text() == config_path.read_text()

@@ -225,6 +225,16 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     reversed_range = {"type": "random", "seed": 1, "num_arms": 3, "mean_range": [1.0, 0.0]}
     with pytest.raises(ConfigError, match=r"key 'instances\[0\].mean_range': mean_range must be two numbers with low <= high, got \[1.0, 0.0\]"):
         config.load({"runs": 1, "horizon": 5, "instances": [reversed_range], "policies": [{"name": "ucb"}]})
+    # numpy refuses the 7 TiB sigma before allocating anything: an error naming the entry
+    huge = {"type": "random", "seed": 1, "num_arms": 1_000_000}
+    with pytest.raises(ConfigError, match=r"key 'instances\[0\]': too large to build \(Unable to allocate"):
+        config.load({"runs": 1, "horizon": 5, "instances": [huge], "policies": [{"name": "ucb"}]})
+    # a factory taking **params: the configuration passes every key, the factory names a wrong one
+    keywords = {"name": "tests.user_policies:keyword_threshold", "eps": [0.2, 0.8]}
+    cfg = config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [keywords]})
+    assert cfg.policies[0].grid == ({"eps": 0.2}, {"eps": 0.8})
+    with pytest.raises(ConfigError, match=r"key 'policies\[0\].epss': keyword_threshold got unknown parameter\(s\) \['epss'\]"):
+        config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [{**keywords, "epss": 1.0}]})
     # a user's factory that checks nothing: true is still not a number for its params
     lax = {"name": "tests.user_policies:traced_threshold", "eps": [0.5, True]}
     with pytest.raises(ConfigError, match=r"key 'policies\[0\].eps': must be a number \(or an array of them\), got boolean True"):

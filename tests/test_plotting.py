@@ -52,6 +52,9 @@ def test_violin_logx_and_formats(results, tmp_path):
     assert len([p for p in paths if p.suffix == ".png"]) == 8
     with pytest.raises(ValueError, match="distribution must be 'box' or 'violin'"):
         plotting.plot_sweep(results, tmp_path, distribution="bar")
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ValueError, match=r"out_dir '.*a_file' exists and is not a directory"):
+        plotting.plot_sweep(results, tmp_path / "a_file")
     with pytest.raises(ValueError, match=r"formats must name each format once, got \['png', 'png'\]"):
         plotting.plot_sweep(results, tmp_path, formats=["png", "png"])
     for flag in ("logx", "bound"):  # "no" would read as True

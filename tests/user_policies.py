@@ -49,6 +49,14 @@ def traced_threshold(eps: float = 0.1) -> jb.Policy:
     return _estimator_policy(select_fn, "traced_threshold", {"eps": eps})
 
 
+def keyword_threshold(**params) -> jb.Policy:
+    """:func:`traced_threshold` with its hyper-parameters taken as keywords (``**params``)."""
+    unknown = sorted(set(params) - {"eps"})
+    if unknown:
+        raise ValueError(f"keyword_threshold got unknown parameter(s) {unknown}; it accepts ['eps'].")
+    return traced_threshold(**params)
+
+
 def arm_out_of_range(bad_round: int = 7) -> jb.Policy:
     """Plays arm 0, except arm ``K`` (one past the last arm) at round ``bad_round``."""
 
