@@ -19,6 +19,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from jaxbandit import io
+from jaxbandit._numbers import not_a_number
 from jaxbandit.bound import lower_bound
 
 __all__ = [
@@ -44,9 +45,22 @@ def _colors(labels: Sequence[str]) -> dict:
     return {label: cmap(i % cmap.N) for i, label in enumerate(labels)}
 
 
+def _cell_colors(cells, colors: Optional[dict]) -> dict:
+    """``colors`` (default: one per cell label), checked to cover every cell of ``cells``,
+    which must not be empty."""
+    if not cells:
+        raise ValueError("cells must hold at least one cell (a jaxbandit.io.CellResult), got none.")
+    if not colors:
+        return _colors([c.label for c in cells])
+    missing = sorted({c.label for c in cells} - set(colors))
+    if missing:
+        raise ValueError(f"colors must give a color for every cell label; missing {missing}.")
+    return colors
+
+
 def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None) -> None:
     """Mean regret vs t with a 95% confidence band (mean +- 1.96 standard errors)."""
-    colors = colors or _colors([c.label for c in cells])
+    colors = _cell_colors(cells, colors)
     for cell in cells:
         mean, err = cell.mean_regret(), cell.standard_error()
         ax.plot(cell.times, mean, color=colors[cell.label], label=cell.label)
@@ -64,7 +78,9 @@ def regret_over_log(ax, cells, *, bound: Optional[float] = None, colors: Optiona
     The asymptotic lower bound on ``regret(T) / log T`` is ``sum_i c_i Delta_i``, the
     value of the paper's LP at the true means.
     """
-    colors = colors or _colors([c.label for c in cells])
+    colors = _cell_colors(cells, colors)
+    if bound is not None and (not_a_number(bound) or np.ndim(bound) or not np.isfinite(bound) or bound < 0):
+        raise ValueError(f"bound must be a finite number >= 0 or None, got {bound!r}.")
     for cell in cells:
         keep = cell.times >= 2
         log_t = np.log(cell.times[keep])
@@ -86,7 +102,7 @@ def final_distribution(ax, cells, *, kind: str = "box", colors: Optional[dict] =
     """Distribution of the regret at the horizon, one box (or violin) per cell."""
     if kind not in ("box", "violin"):
         raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}.")
-    colors = colors or _colors([c.label for c in cells])
+    colors = _cell_colors(cells, colors)
     data = [c.final_regret for c in cells]
     positions = np.arange(1, len(cells) + 1)
     if kind == "violin" and all(d.size > 1 and np.ptp(d) > 0 for d in data):
@@ -115,6 +131,8 @@ def case_mix(ax, cell) -> None:
     boundaries; their increments give the case mix of each interval.
     """
     names = case_counters(cell)
+    if not names:
+        raise ValueError(f"cell {cell.label!r} recorded no case_* counters (its policy reports none) to plot.")
     times = np.asarray(cell.diagnostic_times)
     cumulative = np.stack([np.asarray(cell.diagnostic_history[k]) for k in names])  # (cases, D)
     increments = np.diff(cumulative, axis=1, prepend=0.0)

@@ -1,6 +1,7 @@
 """Figures of a sweep: every figure written, non-empty, in PNG and PDF; the pieces."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -60,6 +61,23 @@ def test_violin_logx_and_formats(results, tmp_path):
     for flag in ("logx", "bound"):  # "no" would read as True
         with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'no'"):
             plotting.plot_sweep(results, tmp_path, **{flag: "no"})
+
+
+def test_axes_functions_name_what_is_wrong(results):
+    """Errors naming the argument, not matplotlib's or a format's."""
+    ax = Figure().subplots()
+    cell = results.cells[0]
+    for draw in (plotting.regret_curves, plotting.regret_over_log, plotting.final_distribution):
+        with pytest.raises(ValueError, match="cells must hold at least one cell"):
+            draw(ax, [])
+        with pytest.raises(ValueError, match=rf"colors must give a color for every cell label; missing \['{re.escape(cell.label)}'\]"):
+            draw(ax, [cell], colors={"another": "red"})
+    for bound in ("1.5", float("nan"), True, -1.0):  # not a legend of "nan" or a line at 1
+        with pytest.raises(ValueError, match=r"bound must be a finite number >= 0 or None"):
+            plotting.regret_over_log(ax, [cell], bound=bound)
+    without = dataclasses.replace(cell, diagnostic_history={})
+    with pytest.raises(ValueError, match="recorded no case_\\* counters"):
+        plotting.case_mix(ax, without)
 
 
 def test_a_horizon_of_one_round_plots(results, tmp_path):
