@@ -4,8 +4,8 @@
 ``"2"`` 2.0, and numpy's complex values lose their imaginary part.  Every check of a
 numeric argument refuses those (booleans, strings, complex values) instead, so that a
 mistaken argument is an error naming it rather than a run on other numbers.  Likewise
-a finite number that a float32 simulation would hold as ``inf`` is refused
-(:func:`check_fits`).
+a finite number that a float32 simulation would hold as ``inf`` (or a nonzero one it
+would hold as 0) is refused (:func:`check_fits`, :func:`check_held`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ def holds_non_numbers(value) -> bool:
     promote ``[1.0, True]`` to a float array silently."""
     if hasattr(value, "dtype"):
         return not_a_number(value)
-    entries = np.array(value, dtype=object).ravel().tolist()
+    try:
+        entries = np.array(value, dtype=object).ravel().tolist()
+    except (TypeError, ValueError):  # ragged: the conversion to floats names the argument
+        return False
     return any(entry is None or not_a_number(entry) for entry in entries)
 
 
@@ -55,4 +58,15 @@ def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float6
     if overflows.any():
         raise ValueError(
             f"{name} = {float(value[overflows].flat[0])!r} overflows {np.dtype(dtype).name}; rescale it or use {remedy}."
+        )
+
+
+def check_held(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """:func:`check_fits`, and no nonzero ``value`` that ``dtype`` holds as 0 (a
+    hyper-parameter of 1e-46 runs as 0 in float32)."""
+    check_fits(name, value, dtype, remedy)
+    vanishing = (value != 0) & (value.astype(dtype) == 0)
+    if vanishing.any():
+        raise ValueError(
+            f"{name} = {float(value[vanishing].flat[0])!r} is 0 in {np.dtype(dtype).name}; rescale it or use {remedy}."
         )

@@ -216,7 +216,7 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     _check_gaps(mu, dtype)
     float32 = np.dtype(dtype) == np.float32
     if float32:  # a precision float32 rounds to 0 would read as an unobserved row
-        check_precisions(instance.sigma, dtype, "dtype float64")
+        check_precisions(instance.sigma, dtype)
     # The LP depends on the gaps only: in float32 take them from the float64 means (one
     # rounding), not from means rounded to float32 first, where two close means lose
     # most of their gap.  float64 solves the means as given.

@@ -65,8 +65,9 @@ from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit.base import options_record
 from jaxbandit.engine import MAX_ROUNDS, policy_code, policy_key
+from jaxbandit._numbers import check_held
 from jaxbandit.fingerprint import computation_key, stable_digest
-from jaxbandit.instances import Instance, check_representable
+from jaxbandit.instances import Instance, check_representable, check_unique_best
 from jaxbandit.io import cell_label
 from jaxbandit.result import geometric_times
 
@@ -97,7 +98,6 @@ _INSTANCE_TYPES = ("bandit", "full_information", "graph", "revealing_arm", "rand
 _POLICY_RESERVED = {"name", "label"}
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
 _DEFAULT_TIMES = 100  # points of the default geometric grid of recording times
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class ConfigError(ValueError):
@@ -633,7 +633,7 @@ def _parse_instances(check: _Checker, value, precision: str) -> list:
             except (ValueError, TypeError) as err:
                 bad = _blame(decoded, str(err))
                 check.fail(f"{key}.{bad}" if bad else key, str(err).rstrip("."))
-            except MemoryError as err:  # num_arms = 1000000: a sigma of 8 TB
+            except MemoryError as err:  # num_arms = 1000000: a sigma of 7 TiB
                 check.fail(key, f"too large to build ({err})")
             if inst.is_batch:  # random(num_instances=n): one instance each
                 built = [(f"{label}/{k}", inst[k]) for k in range(inst.num_instances)]
@@ -647,13 +647,10 @@ def _parse_instances(check: _Checker, value, precision: str) -> list:
                 check_representable(inst.mu[None], inst.sigma[None], precision, 'precision = "float64"')
             except ValueError as err:
                 check.fail(key, f"{where}{err}".rstrip("."))
-            tied = np.flatnonzero(inst.mu == inst.mu.max())
-            if len(tied) > 1:  # no unique best arm: no lower bound, and the LP policies fall back
-                check.fail(
-                    key,
-                    f"{where}arms {tied.tolist()} tie for the best mean {float(inst.mu.max())!r}, so the regret "
-                    "lower bound and the LP policies' allocations are undefined; make one of them larger",
-                )
+            try:  # a study of it has no lower bound, and the LP policies fall back every round
+                check_unique_best(inst.mu)
+            except ValueError as err:
+                check.fail(key, f"{where}{err}".rstrip("."))
             labels.add(label)
             specs.append(InstanceSpec(label=label, index=len(specs), instance=inst, entry=dict(entry)))
     return specs
@@ -722,14 +719,16 @@ def _grid_value(value):
 
 
 def _check_held_in_float32(check: _Checker, key: str, values: list) -> None:
-    """A grid's values stay distinct and non-zero as the engine holds them: two values
-    float32 rounds to one would run the same numbers as two labelled cells."""
+    """A grid's values as the engine holds them: finite, nonzero where given so, and
+    distinct (two values float32 rounds to one would run the same numbers as two
+    labelled cells)."""
+    try:
+        check_held(key.rsplit(".", 1)[-1], np.asarray(values, np.float64), np.float32, 'precision = "float64"')
+    except ValueError as err:
+        check.fail(key, str(err).rstrip("."))
     held = [float(np.float32(v)) for v in values]
     if len(set(held)) != len(held):
         check.fail(key, f"grid values {values} are not all distinct in float32 (precision); use precision = \"float64\"")
-    vanishing = [v for v, h in zip(values, held) if v != 0 and h == 0]
-    if vanishing:
-        check.fail(key, f"{vanishing[0]!r} is 0 in float32 (precision); use precision = \"float64\"")
 
 
 def _check_rounded_policies(check: _Checker, key: str, name: str, grid: tuple, numeric: set) -> None:
@@ -801,10 +800,7 @@ def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
             for v in values:
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
                     check.fail(f"{key}.{param}", f"must be a number (or an array of them), got {_type_name(v)} {v!r}")
-            huge = [v for v in values if precision == "float32" and math.isfinite(v) and abs(v) > _FLOAT32_MAX]
-            if huge:  # the engine casts the traced params to the simulation's precision
-                check.fail(f"{key}.{param}", f"{huge[0]!r} overflows float32 (precision); use precision = \"float64\"")
-            if precision == "float32":
+            if precision == "float32":  # the engine casts the traced params to the simulation's precision
                 _check_held_in_float32(check, f"{key}.{param}", values)
         if precision == "float32":
             _check_rounded_policies(check, key, name, grid, numeric)
@@ -812,7 +808,9 @@ def _parse_policy_entries(check: _Checker, value, precision: str) -> list:
             check.fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
         labels.add(label)
         for kwargs in grid:  # results and plots tell cells apart by these labels
-            cell = cell_label(label, kwargs)
+            cell = cell_label(label, dict(sorted(kwargs.items())))  # as results store the params
+            if cell_labels.get(cell) == i:
+                check.fail(key, f"two of its cells would both be labelled {cell!r}; give grid values that print apart")
             if cell in cell_labels:
                 check.fail(
                     f"{key}.label",

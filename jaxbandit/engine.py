@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import compaction, environment, estimator
-from jaxbandit._numbers import check_fits, float_array
+from jaxbandit._numbers import check_held, float_array
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.fingerprint import computation_key, stable_digest
@@ -329,13 +329,7 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
             raise ValueError(
                 f"parameter {name!r} must be a scalar or have one value per cell ({num_cells}), got shape {value.shape}."
             )
-        check_fits(f"parameter {name!r}", value, dtype)
-        vanishing = (value != 0) & (value.astype(dtype) == 0)
-        if vanishing.any():
-            raise ValueError(
-                f"parameter {name!r} = {float(value[vanishing].flat[0])!r} is 0 in {np.dtype(dtype).name}; "
-                "rescale it or use dtype='float64'."
-            )
+        check_held(f"parameter {name!r}", value, dtype)
         if np.isnan(value).any():
             raise ValueError(f"parameter {name!r} must not be NaN, got {value.tolist()!r}.")
         cell_params[name] = jnp.asarray(np.broadcast_to(value, (num_cells,)), dtype)

@@ -27,6 +27,7 @@ __all__ = [
     "stack",
     "check_precisions",
     "check_representable",
+    "check_unique_best",
     "DEFAULT_INSTANCES",
     "default_instances",
 ]
@@ -150,12 +151,30 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
             "so its mean can never be estimated."
         )
     if not allow_ties:
-        top = np.max(mu_arr, axis=-1, keepdims=True)
-        if np.any(np.sum(mu_arr == top, axis=-1) > 1):
-            raise ValueError(f"mu has a tie for the best mean: mu={mu_arr.tolist()}.")
+        check_unique_best(mu_arr)
     mu_arr.setflags(write=False)
     sigma_arr.setflags(write=False)
     return mu_arr, sigma_arr
+
+
+def check_unique_best(mu: np.ndarray) -> None:
+    """Raise if an instance's best mean is shared by several arms: the best arm ``i*``,
+    the regret lower bound and the LP policies' allocations are then undefined.
+
+    Args:
+        mu: ``(K,)`` or ``(C, K)`` means.
+    """
+    mu = np.atleast_2d(mu)
+    tied = mu == mu.max(axis=-1, keepdims=True)
+    shared = np.flatnonzero(tied.sum(axis=-1) > 1)
+    if shared.size:
+        cell = int(shared[0])
+        where = f"instance {cell}: " if len(mu) > 1 else ""
+        raise ValueError(
+            f"{where}mu has a tie for the best mean: arms {np.flatnonzero(tied[cell]).tolist()} at "
+            f"{float(mu[cell].max())!r}, so the regret lower bound and the LP policies' allocations are undefined; "
+            "make one of them larger."
+        )
 
 
 def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:

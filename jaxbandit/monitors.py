@@ -158,7 +158,7 @@ def deviation_bound(t, alpha: float, num_arms: int = 1):
     t = float_array("t", t, "rounds >= 2")
     if not np.all(np.isfinite(t) & (t >= 2)):  # NaN included
         raise ValueError(f"t must be finite rounds >= 2, got {t.tolist()!r}.")
-    if not_a_number(alpha) or not np.isscalar(alpha) or not math.isfinite(alpha) or alpha <= 0:
+    if not_a_number(alpha) or np.ndim(alpha) != 0 or not math.isfinite(alpha) or alpha <= 0:
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}.")
     if not_a_number(num_arms) or not isinstance(num_arms, (int, np.integer)) or num_arms < 1:
         raise ValueError(f"num_arms must be an integer >= 1, got {num_arms!r}.")

@@ -218,7 +218,7 @@ def _check_param_values(policy: Policy, params: dict, held: dict) -> None:
             try:
                 policy.check_params(values)
             except ValueError as err:
-                raise ValueError(f"params{where} for policy {policy.name!r}: {err}{note}") from None
+                raise ValueError(f"params{where} for policy {policy.name!r}: {str(err).rstrip('.')}{note}.") from None
 
 
 class SimulationRun:

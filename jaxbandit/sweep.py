@@ -282,9 +282,10 @@ def _check_resolved_settings(cfg, manifest: dict, manifest_path: Path) -> None:
         return
     changed = sorted(k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k))
     if changed:
+        causes = {"monitor": "the monitor's code (an edited monitor, or another jaxbandit or Python version)"}
+        detail = "; ".join(causes.get(k, f"its {k}, resolved from a default that changed (another jaxbandit version?)") for k in changed)
         raise SweepMismatchError(
-            f"{manifest_path.parent} holds results of the same configuration computed otherwise: its "
-            f"{', '.join(changed)} resolved to other values (a default changed: is jaxbandit another version?). "
+            f"{manifest_path.parent} holds results of the same configuration computed otherwise: {detail} differ. "
             f"Refusing to mix them: use another output directory, or delete {manifest_path.parent} to start over."
         )
 

@@ -129,7 +129,7 @@ BAD = [
     (("runs = 10", "runs = 0"), "runs", "must be an integer >= 1"),
     # refused by check, not only by run (which writes the directory first)
     (("runs = 10", "runs = 1000000000000"), "runs", "must be at most 2**32 (run indices are 32-bit), got 1000000000000"),
-    (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 1e39]"), "policies[0].alpha", '1e+39 overflows float32 (precision); use precision = "float64"'),
+    (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 1e39]"), "policies[0].alpha", 'alpha = 1e+39 overflows float32; rescale it or use precision = "float64"'),
     (("seed = 1", "seed = true"), "seed", "got boolean"),
     (("horizon = [100, 1000]", "horizon = []"), "horizon", "non-empty"),
     (("horizon = [100, 1000]", "horizon = [100, 1.5]"), "horizon[1]", "got float"),
@@ -168,9 +168,9 @@ BAD = [
     (("alpha = [0.25, 1, 4.01]", "alpha = [[1, 2]]"), "policies[0].alpha", "must be scalars"),
     # as float32 (the precision) holds them: two cells of one value, or a value of 0
     (("alpha = [0.25, 1, 4.01]", "alpha = [4.5, 4.5000001]"), "policies[0].alpha", "grid values [4.5, 4.5000001] are not all distinct in float32"),
-    (("alpha = [0.25, 1, 4.01]", "alpha = [1, 1e-46]"), "policies[0].alpha", '1e-46 is 0 in float32 (precision); use precision = "float64"'),
+    (("alpha = [0.25, 1, 4.01]", "alpha = [1, 1e-46]"), "policies[0].alpha", 'alpha = 1e-46 is 0 in float32; rescale it or use precision = "float64"'),
     # no unique best arm: a study of it has no lower bound, and the LP policies fall back every round
-    (("mu = [1.0, 0.5, 0.2]", "mu = [1.0, 1.0, 0.2]"), "instances[1]", "arms [0, 1] tie for the best mean 1.0"),
+    (("mu = [1.0, 0.5, 0.2]", "mu = [1.0, 1.0, 0.2]"), "instances[1]", "mu has a tie for the best mean: arms [0, 1] at 1.0"),
     # what the engine would refuse when the group runs, after sweep.json is written
     (("mu = [1.0, 0.5, 0.2]", "mu = [100000001.0, 100000000.0, 0.2]"), "instances[1]", "arm 1 (100000000.0) is below arm 0 (100000001.0), but not in float32"),
     (("sigma = 1.0\n", "sigma = 1e25\n"), "instances[1]", 'its precision 1 / sigma**2 is 0 in float32 (the sample would be ignored); use np.inf for no information, or precision = "float64"'),
@@ -202,6 +202,31 @@ def test_bad_config_names_file_key_and_reason(tmp_path, edit, key, reason):
     assert reason in message
 
 
+def test_an_instance_too_large_to_build_is_named(monkeypatch):
+    """random(num_arms=1000000) needs a 7 TiB sigma: the MemoryError (whether numpy
+    refuses the size at once depends on the host's memory overcommit, so the
+    constructor raises it here) becomes an error naming the entry."""
+
+    def too_large(seed, num_arms):
+        raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000, 1000000)")
+
+    monkeypatch.setitem(config._CONSTRUCTORS, "random", too_large)
+    huge = {"type": "random", "seed": 1, "num_arms": 1_000_000}
+    with pytest.raises(ConfigError, match=r"key 'instances\[0\]': too large to build \(Unable to allocate 7.28 TiB"):
+        config.load({"runs": 1, "horizon": 5, "instances": [huge], "policies": [{"name": "ucb"}]})
+
+
+def test_cell_labels_are_compared_as_results_store_them():
+    """Results store a cell's params sorted by name: a label written with them in
+    another order is the same label."""
+    grid = {"name": "lp_explore", "gamma": 0.5, "alpha": [4.5, 5.0]}
+    clash = {"name": "ucb_n", "label": "lp_explore(alpha=5.0, gamma=0.5)"}
+    base = {"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}]}
+    with pytest.raises(ConfigError, match=r"key 'policies\[1\].label': a cell labelled 'lp_explore\(alpha=5.0, gamma=0.5\)'"):
+        config.load({**base, "policies": [grid, clash]})
+    config.load({**base, "policies": [grid, {**clash, "label": "lp_explore(gamma=0.5, alpha=5.0)"}]})
+
+
 def test_bad_config_dicts_and_missing_files(tmp_path):
     with pytest.raises(ConfigError, match=r"<dict>: key 'instances': must be a non-empty array of tables"):
         config.load({"runs": 1, "horizon": 5, "instances": [], "policies": [{"name": "ucb"}]})
@@ -225,10 +250,6 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     reversed_range = {"type": "random", "seed": 1, "num_arms": 3, "mean_range": [1.0, 0.0]}
     with pytest.raises(ConfigError, match=r"key 'instances\[0\].mean_range': mean_range must be two numbers with low <= high, got \[1.0, 0.0\]"):
         config.load({"runs": 1, "horizon": 5, "instances": [reversed_range], "policies": [{"name": "ucb"}]})
-    # numpy refuses the 7 TiB sigma before allocating anything: an error naming the entry
-    huge = {"type": "random", "seed": 1, "num_arms": 1_000_000}
-    with pytest.raises(ConfigError, match=r"key 'instances\[0\]': too large to build \(Unable to allocate"):
-        config.load({"runs": 1, "horizon": 5, "instances": [huge], "policies": [{"name": "ucb"}]})
     # a factory taking **params: the configuration passes every key, the factory names a wrong one
     keywords = {"name": "tests.user_policies:keyword_threshold", "eps": [0.2, 0.8]}
     cfg = config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [keywords]})

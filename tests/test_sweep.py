@@ -257,7 +257,7 @@ def test_a_changed_default_setting_is_refused(tmp_path, monkeypatch):
     assert "resolved_settings" in json.loads((out / "sweep.json").read_text())
 
     monkeypatch.setattr(config, "_DEFAULT_TIMES", 10)
-    with pytest.raises(sweep.SweepMismatchError, match=r"same configuration computed otherwise: its times resolved to other values"):
+    with pytest.raises(sweep.SweepMismatchError, match=r"same configuration computed otherwise: its times, resolved from a default that changed"):
         sweep.run(cfg, out, shard="1/2", progress=False)
 
 
