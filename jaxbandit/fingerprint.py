@@ -2,18 +2,22 @@
 
 Two policies get the same key exactly when their functions have the same code and
 every value those functions can read besides their arguments is the same: closure
-cells, default arguments, and the module globals their code names (followed into
-the functions they call).  Numbers, strings, arrays and containers of them compare
-by value (floats by their bits: ``-0.0`` is not ``0.0``); functions recursively; an
-object by its class and its attributes (``__dict__`` and ``__slots__``), so a bound
-method's ``self`` or a captured configuration object changed in place gets a new
-key; anything else (a class, a module, an object without attributes of its own) by
-identity, which can only make two keys differ, never make different computations
-share one.  A policy's name is not part of it.
+cells, default arguments, attributes set on the function, and the module globals
+their code names (followed into the functions they call), with, for a module or class
+of the user's own (not one of Python, of an installed package or of jaxbandit), the
+attributes of it that the code names (``settings.ARM``, ``helpers.choose``).  Numbers, strings, arrays
+and containers of them (sets and ranges included) compare by value (floats by their
+bits: ``-0.0`` is not ``0.0``); functions recursively; an object by its class, its
+``__call__`` if the class defines one, and its attributes (``__dict__`` and
+``__slots__``), so a bound method's ``self`` or a captured configuration object
+changed in place gets a new key; anything else (a class, a module, an object without
+attributes of its own) by identity, which can only make two keys differ, never make
+different computations share one.  A policy's name is not part of it.
 
-What it cannot see is state outside those: an attribute of a module or a class
-rebound after the engine compiled, or what a C object holds.  Keep hyper-parameters
-in ``params``, in a closure, or on an object's own attributes, and they are seen.
+What it cannot see is state outside those: an attribute an object inherits from its
+class, a name the code reaches through another object, or what a C object holds.
+Keep hyper-parameters in ``params``, in a closure, or on an object's own attributes,
+and they are seen.
 
 A key holds objects compared by identity, which mean nothing in another process;
 :func:`stable_digest` names those by their qualified names instead, so that a record
@@ -22,9 +26,13 @@ written by one process (a checkpoint, a sweep directory) can be checked by anoth
 
 from __future__ import annotations
 
+import collections
 import dis
 import functools
 import hashlib
+import os
+import sys
+import sysconfig
 import types
 from typing import Any
 
@@ -88,8 +96,13 @@ def _describe(obj: Any, active: dict) -> Any:
     if isinstance(obj, (np.ndarray, np.generic)) or (isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)):
         array = np.asarray(obj)
         return ("array", array.dtype.str, array.shape, array.tobytes())
-    if isinstance(obj, (tuple, list)):
+    if isinstance(obj, (tuple, list, collections.deque)):
         return (_Identity(type(obj)), tuple(_describe(x, active) for x in obj))
+    if isinstance(obj, (set, frozenset)):  # in an order every process finds alike
+        items = sorted((_describe(x, active) for x in obj), key=lambda item: repr(_portable(item)))
+        return (_Identity(type(obj)), tuple(items))
+    if isinstance(obj, (range, bytearray)):
+        return (_Identity(type(obj)), (obj.start, obj.stop, obj.step) if isinstance(obj, range) else bytes(obj))
     if isinstance(obj, (dict, types.MappingProxyType)):
         items = sorted(((repr(k), _describe(v, active)) for k, v in obj.items()), key=lambda kv: kv[0])
         return ("mapping", tuple(items))
@@ -102,9 +115,15 @@ def _describe(obj: Any, active: dict) -> Any:
     if isinstance(obj, types.ModuleType):
         return ("module", obj.__name__)
     attributes = None if isinstance(obj, type) else _attributes(obj)
-    if attributes:
-        return _describe_object(obj, attributes, active)
+    if attributes or _python_call(obj) is not None:
+        return _describe_object(obj, attributes or {}, active)
     return _Identity(obj)
+
+
+def _python_call(obj):
+    """The ``__call__`` an instance's class defines in Python, or None."""
+    call = None if isinstance(obj, type) else getattr(type(obj), "__call__", None)
+    return call if isinstance(call, types.FunctionType) else None
 
 
 def _attributes(obj) -> dict | None:
@@ -123,7 +142,8 @@ def _describe_object(obj: Any, attributes: dict, active: dict) -> Any:
         return ("recursive", active[id(obj)])
     active[id(obj)] = len(active)
     try:
-        return ("object", _Identity(type(obj)), _describe(attributes, active))
+        call = _python_call(obj)
+        return ("object", _Identity(type(obj)), None if call is None else _describe(call, active), _describe(attributes, active))
     finally:
         del active[id(obj)]
 
@@ -138,7 +158,7 @@ def _describe_function(fn: types.FunctionType, active: dict) -> Any:
             _describe(cell.cell_contents, active) if _filled(cell) else ("empty",) for cell in fn.__closure__ or ()
         )
         globals_used = tuple(
-            (name, _describe(fn.__globals__[name], active))
+            (name, _describe_global(fn.__globals__[name], _attribute_names(code), active))
             for name in sorted(_global_names(code))
             if name in fn.__globals__
         )
@@ -148,10 +168,43 @@ def _describe_function(fn: types.FunctionType, active: dict) -> Any:
             closure,
             _describe(fn.__defaults__, active),
             _describe(fn.__kwdefaults__, active),
+            _describe(fn.__dict__, active),
             globals_used,
         )
     finally:
         del active[id(fn)]
+
+
+def _describe_global(value: Any, names: frozenset, active: dict) -> Any:
+    """A global a function reads: its description, and for a module or class of the
+    user's own, the attributes of it that the code names (``settings.ARM``)."""
+    described = _describe(value, active)
+    home = value if isinstance(value, types.ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+    if not isinstance(value, (types.ModuleType, type)) or home is None or _installed(home):
+        return described
+    namespace = vars(value)
+    read = tuple((name, _describe(namespace[name], active)) for name in sorted(names) if name in namespace)
+    return ("with attributes", described, read)
+
+
+_INSTALLED = tuple(
+    os.path.join(os.path.abspath(path), "")
+    for path in {sysconfig.get_paths().get(kind) for kind in ("stdlib", "platstdlib", "purelib", "platlib")}
+    if path
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def _installed_file(file: str) -> bool:
+    return os.path.abspath(file).startswith(_INSTALLED)
+
+
+def _installed(module: types.ModuleType) -> bool:
+    """A module of Python, of an installed package or of jaxbandit itself (they change
+    only with versions, which every result records), or one without a file (built
+    into Python)."""
+    file = getattr(module, "__file__", None)
+    return file is None or module.__name__.partition(".")[0] == "jaxbandit" or _installed_file(file)
 
 
 def _filled(cell) -> bool:
@@ -167,6 +220,16 @@ def _describe_code(code: types.CodeType) -> tuple:
     """Bytecode and constants (nested code objects recursively); immutable, so cached."""
     constants = tuple(_describe_code(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c)) for c in code.co_consts)
     return (code.co_code, constants, code.co_names, code.co_varnames, code.co_argcount, code.co_kwonlyargcount)
+
+
+@functools.lru_cache(maxsize=4096)
+def _attribute_names(code: types.CodeType) -> frozenset:
+    """Every name the code (and the code it defines) uses: globals and attributes."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _attribute_names(const)
+    return frozenset(names)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -116,6 +116,48 @@ def test_an_object_changed_in_place_is_another_computation():
     assert engine.policy_key(captured) != before
 
 
+def test_policy_keys_see_what_else_a_function_reads(monkeypatch):
+    """Hyper-parameters kept where users keep them give different computations different
+    keys (one compiled program would otherwise serve both): an attribute set on the
+    function, a setting of the user's own module (``user_policies.ARM``), the code of a
+    callable object's class (seen across processes: the digest), and sets and ranges by
+    value (a set changed in place too)."""
+    greedy = jb.policies.make("greedy")
+
+    def with_attribute(arm):
+        def select_fn(key, state, t, ctx):
+            return jb.play(select_fn.arm)
+
+        select_fn.arm = arm
+        return greedy._replace(select_fn=select_fn)
+
+    assert engine.policy_key(with_attribute(0)) != engine.policy_key(with_attribute(2))
+
+    from_module = greedy._replace(select_fn=lambda key, state, t, ctx: jb.play(user_policies.ARM))
+    before = engine.policy_key(from_module)
+    monkeypatch.setattr(user_policies, "ARM", 2)
+    assert engine.policy_key(from_module) != before
+
+    def callable_policy(arm):
+        class Select:
+            def __call__(self, key, state, t, ctx):
+                return jb.play(arm)
+
+        return greedy._replace(select_fn=Select())
+
+    assert engine.policy_code(callable_policy(0)) != engine.policy_code(callable_policy(2))
+
+    captured = lambda arms: greedy._replace(select_fn=lambda key, state, t, ctx: jb.play(min(arms)))
+    assert engine.policy_code(captured(frozenset({0}))) != engine.policy_code(captured(frozenset({2})))
+    assert engine.policy_code(captured(range(0, 3))) != engine.policy_code(captured(range(2, 3)))
+    arms = {0}
+    in_place = captured(arms)
+    before = engine.policy_key(in_place)
+    arms.add(-1)
+    assert engine.policy_key(in_place) != before
+    assert engine.policy_code(captured({1, 2, 3})) == engine.policy_code(captured({3, 2, 1}))
+
+
 def test_plays_are_counted_by_the_engine():
     result = jb.simulate(user_policies.fixed_arm(1), BANDIT, 300, 3, seed=0)
     np.testing.assert_array_equal(result.counts, [[0, 300, 0]] * 3)

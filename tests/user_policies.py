@@ -12,6 +12,9 @@ import jaxbandit as jb
 from jaxbandit import estimator
 
 
+ARM = 0  # a module-level setting, as users keep one in a helper module
+
+
 def _estimator_policy(select_fn, name: str, params=None) -> jb.Policy:
     def init_fn(ctx):
         return estimator.init(ctx.sigma.shape[-1], ctx.sigma.dtype)
