@@ -260,11 +260,14 @@ def make_simulation(
     """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
     consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
     run_chunk = _make_chunk(_make_round(policy, solve_batch, monitor), _make_record(monitor), consolidate, chunk_size)
-    diagnostics_fn = policy.diagnostics_fn or (lambda state: {})
+    if policy.diagnostics_fn is None:
+        diagnostics = lambda state: {}  # noqa: E731 - nothing to vmap (a policy may keep no arrays)
+    else:
+        diagnostics = jax.jit(jax.vmap(jax.vmap(policy.diagnostics_fn)))
     return Simulation(
         init=jax.jit(_make_init(policy, monitor), static_argnums=(1, 2)),
         run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
-        diagnostics=jax.jit(lambda state: jax.vmap(jax.vmap(diagnostics_fn))(state)),
+        diagnostics=diagnostics,
         chunk_size=chunk_size,
     )
 
@@ -332,6 +335,14 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
         check_held(f"parameter {name!r}", value, dtype)
         if np.isnan(value).any():
             raise ValueError(f"parameter {name!r} must not be NaN, got {value.tolist()!r}.")
+        distinct = np.unique(value)  # sorted, so values dtype rounds to one are neighbours
+        merged = np.flatnonzero(np.diff(distinct.astype(dtype)) == 0)
+        if merged.size:  # two cells would run one value under two
+            low, high = distinct[merged[0]], distinct[merged[0] + 1]
+            raise ValueError(
+                f"parameter {name!r} values {float(low)!r} and {float(high)!r} are one value in "
+                f"{np.dtype(dtype).name}; use dtype='float64'."
+            )
         cell_params[name] = jnp.asarray(np.broadcast_to(value, (num_cells,)), dtype)
     ctx = Context(
         sigma=env.sigma,

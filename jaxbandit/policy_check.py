@@ -12,16 +12,16 @@ places).  Each error names the function, what it returned and what was expected.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbandit.base import BATCHING, Context, Decision, Policy, Solver, Stage
+from jaxbandit.base import BATCHING, OWN_ARM, Context, Decision, Policy, Solver, Stage
 from jaxbandit.estimator import EstimatorState
 
-__all__ = ["PolicyError", "check_monitor", "check_policy"]
+__all__ = ["PolicyError", "check_monitor", "check_policy", "check_policy_fields"]
 
 
 class PolicyError(ValueError):
@@ -151,6 +151,22 @@ def _check_estimators_consolidated(state) -> None:
         )
 
 
+def check_policy_fields(policy: Policy) -> None:
+    """Raise :class:`PolicyError` for a :class:`~jaxbandit.base.Policy` field of the
+    wrong kind: a name that is not a string, ``params`` or ``options`` that are not
+    dicts with string keys, or a ``feedback`` option other than
+    :data:`~jaxbandit.base.OWN_ARM` (a misspelt one would skip the check it asks for)."""
+    if not isinstance(policy.name, str):
+        raise PolicyError(f"Policy.name must be a string, got {policy.name!r}.")
+    for field in ("params", "options"):
+        value = getattr(policy, field)
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise PolicyError(f"Policy.{field} must be a dict with string keys, got {value!r}.")
+    feedback = policy.options.get("feedback", OWN_ARM)
+    if feedback != OWN_ARM:
+        raise PolicyError(f"Policy.options['feedback'] can only be {OWN_ARM!r}, got {feedback!r}.")
+
+
 def check_policy(policy: Any, ctx: Context) -> None:
     """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes.
 
@@ -161,6 +177,7 @@ def check_policy(policy: Any, ctx: Context) -> None:
     """
     if not isinstance(policy, Policy):
         raise PolicyError(f"policy must be a jaxbandit.Policy (see jaxbandit.policies.make), got {policy!r}.")
+    check_policy_fields(policy)
     params = dict(ctx.params)
     num_arms = ctx.sigma.shape[-1]
     dtype = ctx.sigma.dtype

@@ -36,7 +36,7 @@ from jaxbandit.engine import (
 from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
-from jaxbandit.policy_check import PolicyError, check_monitor, check_policy
+from jaxbandit.policy_check import PolicyError, check_monitor, check_policy, check_policy_fields
 from jaxbandit.result import Result, check_times, geometric_times
 
 __all__ = ["InvalidArmError", "NaNStateError", "SimulationRun", "simulate"]
@@ -257,6 +257,7 @@ class SimulationRun:
     ):
         if not isinstance(policy, Policy):
             raise ValueError(f"policy must be a jaxbandit.Policy (see jaxbandit.policies.make), got {policy!r}.")
+        check_policy_fields(policy)
         if not isinstance(instance, Instance):
             raise ValueError(f"instance must be a jaxbandit.Instance, got {type(instance).__name__}.")
         self.policy = policy

@@ -158,6 +158,24 @@ def test_policy_keys_see_what_else_a_function_reads(monkeypatch):
     assert engine.policy_code(captured({1, 2, 3})) == engine.policy_code(captured({3, 2, 1}))
 
 
+def test_cells_whose_values_float32_merges_are_refused():
+    """Two cells' hyper-parameters one value in float32 would run one computation under
+    two values (a user's policy may have no check_params to notice)."""
+    pair = jb.instances.stack([BANDIT, BANDIT])
+    with pytest.raises(ValueError, match=r"parameter 'eps' values 16777216.0 and 16777217.0 are one value in float32"):
+        engine.make_context(pair, {"eps": [16777216, 16777217]}, 10, np.float32)
+    engine.make_context(pair, {"eps": [0.5, 0.5]}, 10, np.float32)  # one value given twice is fine
+
+
+def test_a_policy_that_keeps_no_arrays_runs():
+    """A state of None has nothing to vmap: the results hold no diagnostics rather than
+    the run failing at its end."""
+    stateless = user_policies.fixed_arm(1)._replace(init_fn=lambda ctx: None, update_fn=lambda s, a, v, c: s, consolidate_fn=None)
+    result = jb.simulate(stateless, BANDIT, 10, 2, seed=0)
+    np.testing.assert_array_equal(result.counts, [[0, 10, 0]] * 2)
+    assert result.diagnostics == {}
+
+
 def test_plays_are_counted_by_the_engine():
     result = jb.simulate(user_policies.fixed_arm(1), BANDIT, 300, 3, seed=0)
     np.testing.assert_array_equal(result.counts, [[0, 300, 0]] * 3)

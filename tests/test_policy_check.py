@@ -62,6 +62,16 @@ def test_a_failing_function_is_named_with_its_error():
     _fails(BASE._replace(select_fn=None), r"select_fn must be a function, got None")
 
 
+def test_policy_fields_of_the_wrong_kind_are_named():
+    """Not a TypeError of the runner's (params=None, a list), nor a misspelt feedback
+    option that silently skips the check it asks for."""
+    _fails(BASE._replace(params=None), r"Policy.params must be a dict with string keys, got None")
+    _fails(BASE._replace(params={1: 2.0}), r"Policy.params must be a dict with string keys, got \{1: 2.0\}")
+    _fails(BASE._replace(options=["own_arm"]), r"Policy.options must be a dict with string keys, got \['own_arm'\]")
+    _fails(BASE._replace(name=3), r"Policy.name must be a string, got 3")
+    _fails(BASE._replace(options={"feedback": "own-arm"}), r"Policy.options\['feedback'\] can only be 'own_arm', got 'own-arm'")
+
+
 def _solver_policy(stages, finish_fn=None):
     def select_fn(key, stats, t, ctx):
         return Decision(jnp.int32(0), t % 2 == 0, jnp.float32(1.0))
