@@ -2,17 +2,17 @@
 
 Two policies get the same key exactly when their functions have the same code and
 every value those functions can read besides their arguments is the same: closure
-cells, default arguments, attributes set on the function, and the module globals
-their code names (followed into the functions they call), with, for a module or class
-of the user's own (not one of Python, of an installed package or of jaxbandit), the
-attributes of it that the code names (``settings.ARM``, ``helpers.choose``).  Numbers, strings, arrays
-and containers of them (sets and ranges included) compare by value (floats by their
-bits: ``-0.0`` is not ``0.0``); functions recursively; an object by its class, its
-``__call__`` if the class defines one, and its attributes (``__dict__`` and
-``__slots__``), so a bound method's ``self`` or a captured configuration object
+cells, default arguments, attributes set on the function, and the module globals their
+code names (followed into the functions they call), with, for a module or class of the
+user's own (not one of Python, of an installed package or of jaxbandit), the
+attributes of it that the code names (``settings.ARM``, ``helpers.choose``). Numbers,
+strings, arrays and containers of them (sets and ranges included) compare by value
+(floats by their bits: ``-0.0`` is not ``0.0``); functions recursively; an object by
+its class, its ``__call__`` if the class defines one, and its attributes (``__dict__``
+and ``__slots__``), so a bound method's ``self`` or a captured configuration object
 changed in place gets a new key; anything else (a class, a module, an object without
 attributes of its own) by identity, which can only make two keys differ, never make
-different computations share one.  A policy's name is not part of it.
+different computations share one. A policy's name is not part of it.
 
 What it cannot see is state outside those: an attribute an object inherits from its
 class, a name the code reaches through another object, or what a C object holds.
