@@ -40,11 +40,14 @@ def _describe(tree) -> str:
     return f"{type(tree).__name__} {jax.tree_util.tree_map(_describe, tree)}"
 
 
-def _evaluate(name: str, fn: Callable, params: dict, *args):
-    """``jax.eval_shape(fn, *args)``, with any failure re-raised as a :class:`PolicyError`."""
+def _evaluate(name: str, fn: Callable, params: dict, *args, with_jaxpr: bool = False):
+    """``jax.eval_shape(fn, *args)`` (with ``with_jaxpr``, the pair ``(jaxpr, shapes)``
+    of one trace), with any failure re-raised as a :class:`PolicyError`."""
     if not callable(fn):
         raise PolicyError(f"{name} must be a function, got {fn!r}.")
     try:
+        if with_jaxpr:
+            return jax.make_jaxpr(fn, return_shape=True)(*args)
         return jax.eval_shape(fn, *args)
     except PolicyError:
         raise
@@ -136,6 +139,15 @@ def _check_solver(policy: Policy, state, decision, t, ctx: Context, params: dict
     _same_state("Solver.finish_fn", state, finished[1])
 
 
+def _never_asks_for_a_solve(select_jaxpr) -> bool:
+    """Whether a checked ``select_fn``'s ``needs_solve`` (its second output, after the
+    scalar arm) is the constant False, as :func:`jaxbandit.play` makes it: a literal in
+    its jaxpr, not a computed value."""
+    needs_solve = select_jaxpr.jaxpr.outvars[1]
+    value = getattr(needs_solve, "val", None)  # a literal holds its value; a variable has none
+    return value is not None and not bool(value)
+
+
 def _check_estimators_consolidated(state) -> None:
     """A weighted estimator in the state needs a ``consolidate_fn``: without one its
     float32 sums silently lose accuracy (``update_fn`` cannot consolidate itself: it is
@@ -184,7 +196,7 @@ def check_policy(policy: Any, ctx: Context) -> None:
     state = _evaluate("init_fn", policy.init_fn, params, ctx)
     key = jax.ShapeDtypeStruct((2,), np.uint32)
     t = jax.ShapeDtypeStruct((), np.int32)
-    decision = _evaluate("select_fn", policy.select_fn, params, key, state, t, ctx)
+    select_jaxpr, decision = _evaluate("select_fn", policy.select_fn, params, key, state, t, ctx, with_jaxpr=True)
     _check_decision("select_fn", decision)
     if policy.solver is not None:
         _check_solver(policy, state, decision, t, ctx, params)
@@ -193,6 +205,12 @@ def check_policy(policy: Any, ctx: Context) -> None:
             f"select_fn returned a Decision with a request ({_describe(decision.request)}) but the policy has "
             "no solver, so no run would ever be served; give Policy(solver=jaxbandit.Solver(...)), or "
             "return jaxbandit.policies.play(arm)."
+        )
+    elif not _never_asks_for_a_solve(select_jaxpr):
+        raise PolicyError(
+            "select_fn returned a Decision whose needs_solve is computed, but the policy has no solver: a run "
+            "that asks for a solve would play Decision.arm unserved; give Policy(solver=jaxbandit.Solver(...)), "
+            "or return jaxbandit.policies.play(arm)."
         )
     if policy.consolidate_fn is None:
         _check_estimators_consolidated(state)

@@ -100,6 +100,15 @@ def test_a_request_without_a_solver_is_refused():
     _fails(asks, r"select_fn returned a Decision with a request \(float32\[\]\) but the policy has no solver")
 
 
+def test_a_computed_needs_solve_without_a_solver_is_refused():
+    """Without a solver the engine plays Decision.arm whatever needs_solve says: a
+    policy that computes it would silently play its placeholder arm."""
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), t % 2 == 0)),
+           r"select_fn returned a Decision whose needs_solve is computed, but the policy has no solver")  # fmt: skip
+    constant = BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(1), jnp.asarray(False)))
+    assert jb.simulate(constant, BANDIT, 10, 2).counts.tolist() == [[0, 10, 0]] * 2
+
+
 def test_an_estimator_without_consolidate_fn_is_refused():
     """``update_fn`` is not told the round, so only ``consolidate_fn`` can keep an
     estimator's float32 sums accurate: leaving it out is a mistake, named with the
