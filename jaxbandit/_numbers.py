@@ -37,6 +37,25 @@ def holds_non_numbers(value) -> bool:
     return any(entry is None or not_a_number(entry) for entry in entries)
 
 
+def number(name: str, value, requirement: str = "") -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` (and ``requirement``,
+    e.g. ``"> 0"``) for anything that is not a number, by :func:`not_a_number`'s rule."""
+    if not not_a_number(value):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    raise ValueError(f"{name} must be a number{' ' + requirement if requirement else ''}, got {value!r}.")
+
+
+def integer(name: str, value, minimum: int) -> int:
+    """``value`` as an int: a Python or numpy integer (not a bool, not a float that
+    happens to be whole) of at least ``minimum``, or a ``ValueError`` naming ``name``."""
+    if not_a_number(value) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
 def float_array(name: str, value, expected: str) -> np.ndarray:
     """``value`` as a new float64 array, or a ``ValueError`` naming ``name``, saying it
     must be ``expected`` and showing the value."""

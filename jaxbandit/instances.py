@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxbandit._numbers import check_fits, float_array, not_a_number
+from jaxbandit._numbers import check_fits, float_array, not_a_number, number
 from jaxbandit._types import ArrayLike
 
 __all__ = [
@@ -223,15 +223,6 @@ def check_precisions(sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") 
         )
 
 
-def _number(name: str, value) -> float:
-    if not not_a_number(value):
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            pass
-    raise ValueError(f"{name} must be a number, got {value!r}.")
-
-
 def _integer(name: str, value, minimum: int) -> int:
     try:
         valid = not not_a_number(value) and int(value) == value and value >= minimum
@@ -249,7 +240,7 @@ def _interval(name: str, value) -> tuple:
         low, high = value
         if not_a_number(value):
             raise ValueError
-        low, high = _number(name, low), _number(name, high)
+        low, high = number(name, low), number(name, high)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be two numbers (low, high), got {value!r}.") from None
     if not low <= high:  # NaN included
@@ -281,7 +272,7 @@ def full_information(mu: ArrayLike, sigma: float = 1.0) -> Instance:
     """Full information: every play reveals every arm with noise ``sigma``."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    return Instance(mu_arr, np.full((k, k), _number("sigma", sigma)))
+    return Instance(mu_arr, np.full((k, k), number("sigma", sigma)))
 
 
 def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
@@ -300,7 +291,7 @@ def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
     if not np.all(np.isin(adj, (0, 1))):
         raise ValueError(f"adjacency must be boolean or 0/1, got values {np.unique(adj).tolist()}.")
     adj = adj.astype(bool) | np.eye(k, dtype=bool)
-    return Instance(mu_arr, np.where(adj, _number("sigma", sigma), np.inf))
+    return Instance(mu_arr, np.where(adj, number("sigma", sigma), np.inf))
 
 
 def revealing_arm(
@@ -319,12 +310,12 @@ def revealing_arm(
     """
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0] + 1
-    sigma = _number("sigma", sigma)
-    reveal_sigma = sigma if reveal_sigma is None else _number("reveal_sigma", reveal_sigma)
+    sigma = number("sigma", sigma)
+    reveal_sigma = sigma if reveal_sigma is None else number("reveal_sigma", reveal_sigma)
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, sigma)
     matrix[-1, :] = reveal_sigma
-    return Instance(np.append(mu_arr, _number("reveal_mean", reveal_mean)), matrix)
+    return Instance(np.append(mu_arr, number("reveal_mean", reveal_mean)), matrix)
 
 
 def random(
@@ -348,7 +339,7 @@ def random(
         num_instances: if given (>= 1), a batch ``(num_instances, K)`` is returned.
     """
     k = _integer("num_arms", num_arms, 2)
-    inf_prob = _number("inf_prob", inf_prob)
+    inf_prob = number("inf_prob", inf_prob)
     if not 0.0 <= inf_prob < 1.0:
         raise ValueError(f"inf_prob must be in [0, 1), got {inf_prob}.")
     mean_range = _interval("mean_range", mean_range)

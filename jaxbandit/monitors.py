@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import estimator
-from jaxbandit._numbers import float_array, holds_non_numbers, not_a_number
+from jaxbandit._numbers import float_array, holds_non_numbers, integer, not_a_number
 from jaxbandit._types import Array
 from jaxbandit.base import Context
 
@@ -160,8 +160,7 @@ def deviation_bound(t, alpha: float, num_arms: int = 1):
         raise ValueError(f"t must be finite rounds >= 2, got {t.tolist()!r}.")
     if not_a_number(alpha) or np.ndim(alpha) != 0 or not math.isfinite(alpha) or alpha <= 0:
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}.")
-    if not_a_number(num_arms) or not isinstance(num_arms, (int, np.integer)) or num_arms < 1:
-        raise ValueError(f"num_arms must be an integer >= 1, got {num_arms!r}.")
+    integer("num_arms", num_arms, 1)
     per_arm = 2 * np.ceil(np.log2(np.maximum(t - 1, 1))) * t ** (-alpha / 2)
     return np.minimum(1.0, num_arms * per_arm)
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from jaxbandit._numbers import holds_non_numbers, not_a_number
+from jaxbandit._numbers import holds_non_numbers, integer
 
 __all__ = ["Result", "geometric_times", "check_times"]
 
@@ -21,9 +21,8 @@ def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
     Returns:
         ``(P,)`` int64, strictly increasing, ``P <= num_points``, last == ``horizon``.
     """
-    for name, value, minimum in (("horizon", horizon, 1), ("num_points", num_points, 2)):
-        if not_a_number(value) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    integer("horizon", horizon, 1)
+    integer("num_points", num_points, 2)
     grid = np.geomspace(1, horizon, num_points)
     times = np.unique(np.round(grid).astype(np.int64))
     times = times[(times >= 1) & (times <= horizon)]

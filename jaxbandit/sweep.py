@@ -224,14 +224,15 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
             f"{out} holds results of a different sweep configuration{detail}. Refusing to mix "
             f"them: use another output directory, or delete {out} to start over."
         )
-    _check_resolved_policies(cfg, manifest, manifest_path)
-    _check_resolved_settings(cfg, io.read_json(manifest_path), manifest_path)
+    manifest = _check_resolved_policies(cfg, manifest, manifest_path)
+    _check_resolved_settings(cfg, manifest, manifest_path)
     if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
         _save_config_text(out, config)
 
 
-def _check_resolved_policies(cfg, manifest: dict, manifest_path: Path) -> None:
-    """Refuse a directory whose policies resolved to other parameters, options or code.
+def _check_resolved_policies(cfg, manifest: dict, manifest_path: Path) -> dict:
+    """Refuse a directory whose policies resolved to other parameters, options or code;
+    return the manifest (with the record it lacked, if it lacked one).
 
     The fingerprint covers the configuration as written; a factory default that
     changed since, or an edited policy function (a user's ``module:factory``, a
@@ -242,11 +243,12 @@ def _check_resolved_policies(cfg, manifest: dict, manifest_path: Path) -> None:
     resolved = cfg.resolved_policies()
     recorded = manifest.get("resolved_policies")
     if recorded == resolved:
-        return
+        return manifest
     written_before_code = recorded is not None and recorded == _without_code(recorded) == _without_code(resolved)
     if recorded is None or written_before_code:
-        io.save_json(manifest_path, {**manifest, "resolved_policies": resolved})
-        return
+        manifest = {**manifest, "resolved_policies": resolved}
+        io.save_json(manifest_path, manifest)
+        return manifest
     detail = "the policies differ"
     for i, (old, new) in enumerate(zip(recorded, resolved)):
         for kwargs, before, now in zip(cfg.policies[i].grid, old.get("grid", []), new["grid"]):

@@ -8,7 +8,7 @@ from typing import Callable, Mapping, NamedTuple
 import jax.numpy as jnp
 
 from jaxbandit import estimator
-from jaxbandit._numbers import not_a_number
+from jaxbandit._numbers import number as _number
 from jaxbandit._types import Array
 from jaxbandit.base import OWN_ARM, Context, Policy
 
@@ -53,17 +53,6 @@ def own_arm_precision(ctx: Context) -> Array:
 def log_round(t: Array, dtype) -> Array:
     """``log t`` with ``t`` counted from 1."""
     return jnp.log(jnp.asarray(t, dtype))
-
-
-def _number(name: str, value, requirement: str) -> float:
-    """``value`` as a float; a ``ValueError`` naming ``name`` for anything that is not a
-    number (``True``, ``"2"`` and complex values are not, though ``float`` takes them)."""
-    if not_a_number(value):
-        raise ValueError(f"{name} must be a number {requirement}, got {value!r}.")
-    try:
-        return float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number {requirement}, got {value!r}.") from err
 
 
 def check_positive(name: str, value) -> float:
