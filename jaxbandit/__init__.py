@@ -1,29 +1,13 @@
-"""jaxbandit: vectorized Monte Carlo simulation of Gaussian bandits with side observations."""
+"""jaxbandit: vectorized Monte Carlo simulation of Gaussian bandits with side observations.
 
-from jaxbandit import (
-    base,
-    bound,
-    bound_lp,
-    compaction,
-    compile_cache,
-    config,
-    distributed,
-    engine,
-    environment,
-    estimator,
-    fingerprint,
-    instances,
-    io,
-    lp,
-    monitors,
-    policies,
-    policy_check,
-    result,
-    rng,
-    runner,
-    shards,
-    sweep,
-)
+The public API is what this module exports (``__all__``): the instances, the policies
+and their contract, :func:`simulate`, the lower bound, sweeps and their results.  The
+rest of the package (the engine, the LP solver, the records) is reachable as
+submodules, for those who extend it.
+"""
+
+from jaxbandit import compile_cache, config, distributed, estimator, instances, monitors, policies, rng, shards, sweep
+from jaxbandit._numbers import ArgumentError
 from jaxbandit.base import Context, Decision, Policy, Solver, Stage, play
 from jaxbandit.bound import LowerBound, lower_bound
 from jaxbandit.config import ConfigError
@@ -36,43 +20,32 @@ from jaxbandit.runner import InvalidArmError, NaNStateError, SimulationRun, simu
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentError",
     "ConfigError",
     "Context",
     "Decision",
     "Instance",
     "InvalidArmError",
-    "NaNStateError",
     "LowerBound",
+    "NaNStateError",
     "Policy",
     "PolicyError",
     "Result",
     "SimulationRun",
     "Solver",
     "Stage",
-    "base",
-    "bound",
-    "bound_lp",
-    "compaction",
     "compile_cache",
     "config",
     "distributed",
-    "engine",
-    "environment",
     "estimator",
-    "fingerprint",
     "geometric_times",
     "instances",
-    "io",
     "load",
     "lower_bound",
-    "lp",
     "monitors",
     "play",
     "policies",
-    "policy_check",
-    "result",
     "rng",
-    "runner",
     "shards",
     "simulate",
     "sweep",

@@ -1,18 +1,56 @@
-"""What the argument checks take as a number, and whether it fits the simulation's dtype.
+"""The one rule for each kind of argument value: integers, numbers, arrays of numbers,
+float dtypes, and whether a value fits the simulation's dtype.
 
 ``float`` and numpy convert more than users mean as numbers: ``True`` becomes 1.0,
-``"2"`` 2.0, and numpy's complex values lose their imaginary part.  Every check of a
-numeric argument refuses those (booleans, strings, complex values) instead, so that a
-mistaken argument is an error naming it rather than a run on other numbers.  Likewise
-a finite number that a float32 simulation would hold as ``inf`` (or a nonzero one it
-would hold as 0) is refused (:func:`check_fits`, :func:`check_held`).
+``"2"`` 2.0, and numpy's complex values lose their imaginary part.  Every rule here
+refuses those (booleans, strings, complex values) instead, so that a mistaken argument
+is an error naming it rather than a run on other numbers.  Likewise a finite number
+that a float32 simulation would hold as ``inf`` (or a nonzero one it would hold as 0)
+is refused (:func:`check_fits`, :func:`check_held`).
+
+Every refusal is an :class:`ArgumentError` that names the argument, so that the
+sweep configuration can name the key the value came from.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Optional
+
 import numpy as np
 
+__all__ = [
+    "ArgumentError",
+    "check_fits",
+    "check_held",
+    "describe",
+    "float_array",
+    "float_dtype",
+    "holds_non_numbers",
+    "integer",
+    "not_a_number",
+    "number",
+]
+
 _NOT_NUMBERS = (bool, np.bool_, str, bytes, complex, np.complexfloating)
+_TYPE_NAMES = {bool: "boolean", str: "string", float: "float", list: "array", dict: "table", tuple: "array"}
+
+
+class ArgumentError(ValueError):
+    """A bad value of one named argument (``argument``: its name, or None when the
+    value as a whole is wrong).  A factory of your own may raise it to name the
+    hyper-parameter it refuses; a sweep configuration then names that key."""
+
+    def __init__(self, message: str, *, argument: Optional[str] = None):
+        super().__init__(message)
+        self.argument = argument
+
+
+def describe(value) -> str:
+    """``value`` as error messages show it: with its kind where the kind is the
+    mistake (``boolean True``, ``string '10'``, ``float 1.5``), else its repr."""
+    kind = _TYPE_NAMES.get(type(value))
+    return f"{kind} {value!r}" if kind else repr(value)
 
 
 def not_a_number(value) -> bool:
@@ -38,54 +76,90 @@ def holds_non_numbers(value) -> bool:
 
 
 def number(name: str, value, requirement: str = "") -> float:
-    """``value`` as a float, or a ``ValueError`` naming ``name`` (and ``requirement``,
-    e.g. ``"> 0"``) for anything that is not a number, by :func:`not_a_number`'s rule."""
+    """``value`` as a float, or an :class:`ArgumentError` naming ``name`` (and
+    ``requirement``, e.g. ``"> 0"``) for anything that is not a number."""
     if not not_a_number(value):
         try:
             return float(value)
         except (TypeError, ValueError):
             pass
-    raise ValueError(f"{name} must be a number{' ' + requirement if requirement else ''}, got {value!r}.")
+    raise ArgumentError(f"{name} must be a number{' ' + requirement if requirement else ''}, got {value!r}.", argument=name)
 
 
-def integer(name: str, value, minimum: int) -> int:
-    """``value`` as an int: a Python or numpy integer (not a bool, not a float that
-    happens to be whole) of at least ``minimum``, or a ``ValueError`` naming ``name``."""
-    if not_a_number(value) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
+def integer(name: str, value, minimum: int, maximum: Optional[int] = None, why: str = "") -> int:
+    """``value`` as an int in ``[minimum, maximum]``, or an :class:`ArgumentError`
+    naming ``name`` (``why`` explains the maximum).
+
+    A Python or numpy integer, or a float that is exactly one (``2e4``, as TOML and
+    scientific notation write large rounds); never a boolean, a string or a fraction.
+    """
+    whole = isinstance(value, (int, np.integer)) or (
+        isinstance(value, (float, np.floating)) and math.isfinite(value) and value == math.floor(value)
+    )
+    if not_a_number(value) or not whole or value < minimum:
+        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {describe(value)}.", argument=name)
+    value = int(value)
+    if maximum is not None and value > maximum:
+        raise ArgumentError(f"{name} must be at most {maximum}{why}, got {value}.", argument=name)
+    return value
 
 
 def float_array(name: str, value, expected: str) -> np.ndarray:
-    """``value`` as a new float64 array, or a ``ValueError`` naming ``name``, saying it
-    must be ``expected`` and showing the value."""
+    """``value`` as a new float64 array, or an :class:`ArgumentError` naming ``name``,
+    saying it must be ``expected`` and showing the value."""
     if not holds_non_numbers(value):
         try:
             return np.array(value, dtype=np.float64)
         except (TypeError, ValueError):
             pass
-    raise ValueError(
-        f"{name} must be {expected}, got {value!r}. Booleans, strings and complex values are not taken as numbers."
+    raise ArgumentError(
+        f"{name} must be {expected}, got {value!r}. Booleans, strings and complex values are not taken as numbers.",
+        argument=name,
     )
 
 
-def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+def float_dtype(name: str, value) -> np.dtype:
+    """``value`` (``"float32"``, ``np.float64``, ...) as the numpy dtype float32 or
+    float64, or an :class:`ArgumentError` naming ``name``."""
+    try:
+        if value is None:  # numpy reads None as float64
+            raise TypeError
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ArgumentError(f"{name} must be float32 or float64, got {value!r}.", argument=name)
+    return dtype
+
+
+def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: Optional[str] = None) -> None:
     """A finite ``value`` must stay finite in ``dtype`` (float32 overflows past 3.4e38);
     the error suggests ``remedy``, the caller's name for a wider dtype."""
     with np.errstate(over="ignore"):
         overflows = np.isfinite(value) & ~np.isfinite(value.astype(dtype))
     if overflows.any():
-        raise ValueError(
-            f"{name} = {float(value[overflows].flat[0])!r} overflows {np.dtype(dtype).name}; rescale it or use {remedy}."
+        raise ArgumentError(
+            f"{name} = {float(value[overflows].flat[0])!r} overflows {np.dtype(dtype).name}; rescale it or use {remedy}.",
+            argument=argument,
         )
 
 
-def check_held(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
-    """:func:`check_fits`, and no nonzero ``value`` that ``dtype`` holds as 0 (a
-    hyper-parameter of 1e-46 runs as 0 in float32)."""
-    check_fits(name, value, dtype, remedy)
+def check_held(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: Optional[str] = None) -> None:
+    """:func:`check_fits`, no nonzero ``value`` that ``dtype`` holds as 0 (a
+    hyper-parameter of 1e-46 runs as 0 in float32), and no two distinct values that
+    ``dtype`` holds as one (two cells would run one value under two labels)."""
+    check_fits(name, value, dtype, remedy, argument)
     vanishing = (value != 0) & (value.astype(dtype) == 0)
     if vanishing.any():
-        raise ValueError(
-            f"{name} = {float(value[vanishing].flat[0])!r} is 0 in {np.dtype(dtype).name}; rescale it or use {remedy}."
+        raise ArgumentError(
+            f"{name} = {float(value[vanishing].flat[0])!r} is 0 in {np.dtype(dtype).name}; rescale it or use {remedy}.",
+            argument=argument,
+        )
+    distinct = np.unique(value)  # sorted, so values dtype rounds to one are neighbours
+    merged = np.flatnonzero(np.diff(distinct.astype(dtype)) == 0)
+    if merged.size:
+        low, high = distinct[merged[0]], distinct[merged[0] + 1]
+        raise ArgumentError(
+            f"{name} values {float(low)!r} and {float(high)!r} are one value in {np.dtype(dtype).name}; use {remedy}.",
+            argument=argument,
         )

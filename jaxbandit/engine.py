@@ -26,11 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import compaction, environment, estimator
-from jaxbandit._numbers import check_held, float_array
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.fingerprint import computation_key, stable_digest
-from jaxbandit.instances import Instance, check_representable
+from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 
 __all__ = [
@@ -308,12 +307,13 @@ def cached_simulation(
     return _SIMULATIONS[key]
 
 
-def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple[environment.EnvParams, Context]:
+def make_context(instance: Instance, cell_params: dict, horizon: int, dtype) -> tuple[environment.EnvParams, Context]:
     """Device-side instance parameters and policy context, with a leading cell axis.
 
     Args:
         instance: one instance (one cell) or a batch (one cell per instance).
-        params: hyper-parameters, each a scalar or one value per cell.
+        cell_params: hyper-parameters, each a number or ``(C,)`` one value per cell
+            (checked: :func:`jaxbandit.run_inputs.check_param_values`).
         horizon: the number of rounds.
         dtype: float32 or float64.
 
@@ -322,33 +322,14 @@ def make_context(instance: Instance, params: dict, horizon: int, dtype) -> tuple
     """
     mu = np.atleast_2d(instance.mu)
     sigma = instance.sigma if instance.is_batch else instance.sigma[None]
-    check_representable(mu, sigma, dtype)
     env = environment.make_params(mu, sigma, dtype)
     num_cells = mu.shape[0]
-    cell_params = {}
-    for name, value in params.items():
-        value = float_array(f"parameter {name!r}", value, "a number or an array of numbers")
-        if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != num_cells):
-            raise ValueError(
-                f"parameter {name!r} must be a scalar or have one value per cell ({num_cells}), got shape {value.shape}."
-            )
-        check_held(f"parameter {name!r}", value, dtype)
-        if np.isnan(value).any():
-            raise ValueError(f"parameter {name!r} must not be NaN, got {value.tolist()!r}.")
-        distinct = np.unique(value)  # sorted, so values dtype rounds to one are neighbours
-        merged = np.flatnonzero(np.diff(distinct.astype(dtype)) == 0)
-        if merged.size:  # two cells would run one value under two
-            low, high = distinct[merged[0]], distinct[merged[0] + 1]
-            raise ValueError(
-                f"parameter {name!r} values {float(low)!r} and {float(high)!r} are one value in "
-                f"{np.dtype(dtype).name}; use dtype='float64'."
-            )
-        cell_params[name] = jnp.asarray(np.broadcast_to(value, (num_cells,)), dtype)
+    params = {name: jnp.asarray(np.broadcast_to(np.asarray(v, np.float64), (num_cells,)), dtype) for name, v in cell_params.items()}
     ctx = Context(
         sigma=env.sigma,
         precision=env.precision,
         horizon=jnp.asarray(np.full((num_cells,), horizon, np.int32)),
         true_mean=env.mu,
-        params=cell_params,
+        params=params,
     )
     return env, ctx

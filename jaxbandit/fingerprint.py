@@ -30,6 +30,7 @@ import collections
 import dis
 import functools
 import hashlib
+import json
 import os
 import sys
 import sysconfig
@@ -39,7 +40,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["computation_key", "stable_digest"]
+__all__ = ["array_digest", "computation_key", "json_digest", "stable_digest"]
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -76,6 +77,17 @@ def stable_digest(key: tuple) -> str:
     so another Python version gives another digest.
     """
     return hashlib.sha256(repr(_portable(key)).encode()).hexdigest()[:32]
+
+
+def json_digest(value) -> str:
+    """A short hex digest of a JSON-able value (keys sorted): for records on disk."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, allow_nan=False).encode()).hexdigest()[:16]
+
+
+def array_digest(value) -> str:
+    """A short hex digest of a numeric array's shape and float64 values."""
+    array = np.ascontiguousarray(np.asarray(value, dtype=np.float64))
+    return hashlib.sha256(repr(array.shape).encode() + array.tobytes()).hexdigest()[:16]
 
 
 def _portable(node: Any) -> Any:

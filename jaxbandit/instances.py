@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxbandit._numbers import check_fits, float_array, not_a_number, number
+from jaxbandit._numbers import ArgumentError, check_fits, float_array, integer, not_a_number, number
 from jaxbandit._types import ArrayLike
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "check_precisions",
     "check_representable",
     "check_unique_best",
-    "DEFAULT_INSTANCES",
     "default_instances",
 ]
 
@@ -108,48 +107,43 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
     sigma_arr = float_array("sigma", sigma, "a numeric array")
 
     if mu_arr.ndim not in (1, 2):
-        raise ValueError(
-            f"mu must have shape (K,) or (num_instances, K), got shape {mu_arr.shape}."
-        )
+        raise ArgumentError(
+            f"mu must have shape (K,) or (num_instances, K), got shape {mu_arr.shape}.", argument="mu")
     if mu_arr.ndim == 2 and mu_arr.shape[0] == 0:
-        raise ValueError(f"mu must hold at least one instance, got an empty batch of shape {mu_arr.shape}.")
+        raise ArgumentError(f"mu must hold at least one instance, got an empty batch of shape {mu_arr.shape}.", argument="mu")
     num_arms = mu_arr.shape[-1]
     if num_arms < 2:
-        raise ValueError(f"mu must have at least K=2 arms, got shape {mu_arr.shape}.")
+        raise ArgumentError(f"mu must have at least K=2 arms, got shape {mu_arr.shape}.", argument="mu")
     expected = mu_arr.shape + (num_arms,)
     if sigma_arr.shape != expected:
-        raise ValueError(
+        raise ArgumentError(
             f"sigma must have shape {expected} to match mu of shape {mu_arr.shape}, "
-            f"got shape {sigma_arr.shape}."
-        )
+            f"got shape {sigma_arr.shape}.", argument="sigma")
     if not np.all(np.isfinite(mu_arr)):
         bad = mu_arr[~np.isfinite(mu_arr)]
-        raise ValueError(f"mu must be finite, got non-finite entries {bad.tolist()} in mu={mu_arr.tolist()}.")
+        raise ArgumentError(f"mu must be finite, got non-finite entries {bad.tolist()} in mu={mu_arr.tolist()}.", argument="mu")
     if np.any(np.isnan(sigma_arr)):
         where = np.argwhere(np.isnan(sigma_arr))[0].tolist()
-        raise ValueError(f"sigma must not contain NaN, got NaN at index {where}.")
+        raise ArgumentError(f"sigma must not contain NaN, got NaN at index {where}.", argument="sigma")
     if np.any(sigma_arr < 0):
         where = np.argwhere(sigma_arr < 0)[0].tolist()
-        raise ValueError(
-            f"sigma must be >= 0 (inf allowed), got sigma{where} = {sigma_arr[tuple(where)]}."
-        )
+        raise ArgumentError(
+            f"sigma must be >= 0 (inf allowed), got sigma{where} = {sigma_arr[tuple(where)]}.", argument="sigma")
     with np.errstate(over="ignore"):
         vanishing = np.isfinite(sigma_arr) & (np.square(sigma_arr) == np.inf)
     if np.any(vanishing):
         where = np.argwhere(vanishing)[0].tolist()
-        raise ValueError(
+        raise ArgumentError(
             f"sigma{where} = {float(sigma_arr[tuple(where)])!r} is finite but so large that its precision "
-            "1 / sigma**2 is 0 in float64; use np.inf for an arm that reveals nothing."
-        )
+            "1 / sigma**2 is 0 in float64; use np.inf for an arm that reveals nothing.", argument="sigma")
     unobserved = np.all(np.isinf(sigma_arr), axis=-2)  # column all inf
     if np.any(unobserved):
         where = np.argwhere(unobserved)[0].tolist()
         arm = where[-1]
         prefix = f"instance {where[0]}: " if mu_arr.ndim == 2 else ""
-        raise ValueError(
+        raise ArgumentError(
             f"{prefix}arm {arm} is observed by no row of sigma (sigma[:, {arm}] is all inf), "
-            "so its mean can never be estimated."
-        )
+            "so its mean can never be estimated.", argument="sigma")
     if not allow_ties:
         check_unique_best(mu_arr)
     mu_arr.setflags(write=False)
@@ -223,16 +217,6 @@ def check_precisions(sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") 
         )
 
 
-def _integer(name: str, value, minimum: int) -> int:
-    try:
-        valid = not not_a_number(value) and int(value) == value and value >= minimum
-    except (TypeError, ValueError, OverflowError):
-        valid = False
-    if not valid:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
-
-
 def _interval(name: str, value) -> tuple:
     """``(low, high)`` as floats; a string is refused (it would be read character by
     character: ``"05"`` as ``(0.0, 5.0)``)."""
@@ -242,16 +226,16 @@ def _interval(name: str, value) -> tuple:
             raise ValueError
         low, high = number(name, low), number(name, high)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be two numbers (low, high), got {value!r}.") from None
+        raise ArgumentError(f"{name} must be two numbers (low, high), got {value!r}.", argument=name) from None
     if not low <= high:  # NaN included
-        raise ValueError(f"{name} must be two numbers with low <= high, got {value!r}.")
+        raise ArgumentError(f"{name} must be two numbers with low <= high, got {value!r}.", argument=name)
     return low, high
 
 
 def _as_means(mu: ArrayLike) -> np.ndarray:
     mu_arr = float_array("mu", mu, "a list of K numbers")
     if mu_arr.ndim != 1:
-        raise ValueError(f"mu must have shape (K,), got shape {mu_arr.shape}.")
+        raise ArgumentError(f"mu must have shape (K,), got shape {mu_arr.shape}.", argument="mu")
     return mu_arr
 
 
@@ -261,7 +245,9 @@ def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0) -> Instance:
     k = mu_arr.shape[0]
     diag = float_array("sigma", sigma, f"a number or {k} numbers")
     if diag.shape not in ((), (k,)):
-        raise ValueError(f"sigma must be a number or have shape ({k},) for the {k} arms, got shape {diag.shape}.")
+        raise ArgumentError(
+            f"sigma must be a number or have shape ({k},) for the {k} arms, got shape {diag.shape}.", argument="sigma"
+        )
     diag = np.broadcast_to(diag, (k,))
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, diag)
@@ -287,9 +273,9 @@ def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
     k = mu_arr.shape[0]
     adj = np.asarray(adjacency)
     if adj.shape != (k, k):
-        raise ValueError(f"adjacency must have shape {(k, k)}, got shape {adj.shape}.")
+        raise ArgumentError(f"adjacency must have shape {(k, k)}, got shape {adj.shape}.", argument="adjacency")
     if not np.all(np.isin(adj, (0, 1))):
-        raise ValueError(f"adjacency must be boolean or 0/1, got values {np.unique(adj).tolist()}.")
+        raise ArgumentError(f"adjacency must be boolean or 0/1, got values {np.unique(adj).tolist()}.", argument="adjacency")
     adj = adj.astype(bool) | np.eye(k, dtype=bool)
     return Instance(mu_arr, np.where(adj, number("sigma", sigma), np.inf))
 
@@ -338,13 +324,13 @@ def random(
         num_arms: K >= 2.
         num_instances: if given (>= 1), a batch ``(num_instances, K)`` is returned.
     """
-    k = _integer("num_arms", num_arms, 2)
+    k = integer("num_arms", num_arms, 2)
     inf_prob = number("inf_prob", inf_prob)
     if not 0.0 <= inf_prob < 1.0:
-        raise ValueError(f"inf_prob must be in [0, 1), got {inf_prob}.")
+        raise ArgumentError(f"inf_prob must be in [0, 1), got {inf_prob}.", argument="inf_prob")
     mean_range = _interval("mean_range", mean_range)
     log10_sigma_range = _interval("log10_sigma_range", log10_sigma_range)
-    shape = () if num_instances is None else (_integer("num_instances", num_instances, 1),)
+    shape = () if num_instances is None else (integer("num_instances", num_instances, 1),)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     mu = rng.uniform(*mean_range, size=shape + (k,))
     sigma = 10.0 ** rng.uniform(*log10_sigma_range, size=shape + (k, k))
@@ -380,5 +366,3 @@ def default_instances() -> dict[str, Instance]:
         "general": general,
     }
 
-
-DEFAULT_INSTANCES = ("bandit", "full_information", "graph_star", "revealing_arm", "general")

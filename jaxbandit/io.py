@@ -34,6 +34,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from jaxbandit.config.records import cell_label, decode_array
+from jaxbandit.instances import Instance
+from jaxbandit.result import standard_error
+
 __all__ = [
     "CellResult",
     "SweepResults",
@@ -53,7 +57,7 @@ __all__ = [
 ]
 
 MANIFEST = "sweep.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SUMMARY_FIELDS = (
     "instance", "policy", "policy_name", "params", "horizon", "runs",
     "mean", "stderr", "median", "q05", "q95",
@@ -196,14 +200,6 @@ def _require(entry, keys, path, what: str, kind: type = dict) -> None:
 # -- loading ------------------------------------------------------------------------
 
 
-def cell_label(policy: str, params: dict) -> str:
-    """A cell's label in results and plots: the policy label plus the parameters the
-    configuration gave it, e.g. ``"ucb_n(alpha=0.5)"``."""
-    if not params:
-        return policy
-    return f"{policy}({', '.join(f'{k}={v}' for k, v in params.items())})"
-
-
 @dataclasses.dataclass(frozen=True)
 class CellResult:
     """Results of one cell: one instance, one policy with one parameter set, one horizon.
@@ -257,9 +253,7 @@ class CellResult:
 
     def standard_error(self) -> np.ndarray:
         """``(P,)`` standard error of the mean (NaN with a single run)."""
-        if self.runs < 2:
-            return np.full(self.regret.shape[1], np.nan)
-        return self.regret.std(axis=0, ddof=1) / np.sqrt(self.runs)
+        return standard_error(self.regret, axis=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,10 +303,6 @@ class SweepResults:
     def select(self, **criteria) -> list:
         """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``."""
         return [c for c in self.cells if all(getattr(c, k) == v for k, v in criteria.items())]
-
-    def labels(self) -> list:
-        """One dict per cell: instance, policy, params, horizon."""
-        return [dict(instance=c.instance, policy=c.policy, params=dict(c.params), horizon=c.horizon) for c in self.cells]
 
     @property
     def instance_labels(self) -> list:
@@ -403,9 +393,6 @@ def load(directory) -> SweepResults:
     Returns:
         A :class:`SweepResults`; ``results.cells[i].regret`` is ``(runs, P)``.
     """
-    from jaxbandit.config import decode_array  # light: no jax
-    from jaxbandit.instances import Instance
-
     directory = Path(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
@@ -473,7 +460,7 @@ def summary_rows(cells) -> list:
     rows = []
     for cell in cells:
         final = cell.final_regret
-        stderr = float(final.std(ddof=1) / np.sqrt(final.size)) if final.size > 1 else float("nan")
+        stderr = float(standard_error(final, axis=0))
         rows.append(
             dict(
                 instance=cell.instance,

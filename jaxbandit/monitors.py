@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import estimator
-from jaxbandit._numbers import float_array, holds_non_numbers, integer, not_a_number
+from jaxbandit._numbers import ArgumentError, float_array, holds_non_numbers, integer, not_a_number
 from jaxbandit._types import Array
 from jaxbandit.base import Context
 
@@ -128,20 +128,21 @@ def _check_alphas(alphas) -> tuple:
     """``alphas`` as a tuple of floats: a non-empty sequence of finite numbers > 0 whose
     report names (``{alpha:g}``) differ, so that no alpha's counts replace another's."""
     if isinstance(alphas, (str, bytes)) or not isinstance(alphas, (list, tuple, np.ndarray)):
-        raise ValueError(f"alphas must be a list of numbers > 0, got {alphas!r}.")
+        raise ArgumentError(f"alphas must be a list of numbers > 0, got {alphas!r}.", argument="alphas")
     try:
         values = () if holds_non_numbers(alphas) else tuple(float(a) for a in alphas)
     except (TypeError, ValueError):
         values = ()
     if not values or not all(math.isfinite(a) and a > 0 for a in values):
-        raise ValueError(f"alphas must be a non-empty list of finite numbers > 0, got {alphas!r}.")
+        raise ArgumentError(f"alphas must be a non-empty list of finite numbers > 0, got {alphas!r}.", argument="alphas")
     labels = [_label(a) for a in values]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         same = [a for a in values if _label(a) == repeated[0]]
-        raise ValueError(
+        raise ArgumentError(
             f"alphas {same} would all be reported as alpha{repeated[0]}; give each alpha once, differing in its "
-            "first 6 significant digits."
+            "first 6 significant digits.",
+            argument="alphas",
         )
     return values
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from jaxbandit._numbers import holds_non_numbers, integer
 
-__all__ = ["Result", "geometric_times", "check_times"]
+__all__ = ["Result", "check_times", "geometric_times", "standard_error"]
 
 
 def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
@@ -56,6 +56,14 @@ def check_times(times, horizon: int) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def standard_error(regret: np.ndarray, axis: int = -2) -> np.ndarray:
+    """Standard error of the mean of ``regret`` over its runs ``axis`` (NaN for one run)."""
+    runs = regret.shape[axis]
+    if runs < 2:
+        return np.full(np.delete(regret.shape, axis), np.nan)
+    return regret.std(axis=axis, ddof=1) / np.sqrt(runs)
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """Outcome of :func:`jaxbandit.simulate`.
@@ -98,7 +106,4 @@ class Result:
 
     def standard_error(self) -> np.ndarray:
         """``(P,)`` (or ``(C, P)``) standard error of the mean over runs (NaN for one run)."""
-        runs = self.regret.shape[-2]
-        if runs < 2:
-            return np.full(self.regret.shape[:-2] + self.regret.shape[-1:], np.nan)
-        return self.regret.std(axis=-2, ddof=1) / np.sqrt(runs)
+        return standard_error(self.regret)

@@ -18,7 +18,6 @@ import dataclasses
 import re
 from typing import Sequence, Union
 
-from jaxbandit import policies as policies_module
 
 __all__ = ["Shard", "parse", "estimated_cost", "assign", "select"]
 
@@ -80,8 +79,7 @@ def estimated_cost(group, runs: int) -> float:
     Each round observes every arm, so its cost grows with the number of arms; a
     policy with an LP :class:`~jaxbandit.base.Solver` pays :data:`LP_POLICY_FACTOR`.
     """
-    policy = policies_module.make(group.policy_name, **group.cell_kwargs[0])
-    factor = LP_POLICY_FACTOR if policy.solver is not None else 1.0
+    factor = LP_POLICY_FACTOR if group.policy.solver is not None else 1.0
     return float(runs) * group.horizon * len(group.cells) * group.num_arms * factor
 
 

@@ -39,9 +39,6 @@ import numpy as np
 
 from jaxbandit import config as config_module
 from jaxbandit import distributed, io, shards
-from jaxbandit import instances as instances_module
-from jaxbandit import policies as policies_module
-from jaxbandit.engine import policy_key
 from jaxbandit.runner import SimulationRun
 
 __all__ = ["run", "SweepMismatchError", "describe_devices", "package_versions"]
@@ -216,88 +213,52 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
             _save_config_text(out, config)
             return
     manifest = io.read_json(manifest_path)
+    refuse = (
+        f"Refusing to mix them: use another output directory, or delete {out} to start over."
+    )
+    if not isinstance(manifest, dict) or manifest.get("format") != io.FORMAT_VERSION:
+        written = manifest.get("format", "unknown") if isinstance(manifest, dict) else "unknown"
+        raise SweepMismatchError(
+            f"{out} was written by another version of jaxbandit (directory format {written}, this version "
+            f"writes {io.FORMAT_VERSION}). {refuse}"
+        )
     if manifest.get("fingerprint") != cfg.fingerprint():
         old, new = manifest.get("config", {}), cfg.raw
         changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and old.get(k) != new.get(k))
         detail = f" (changed keys: {', '.join(changed)})" if changed else " (the resolved instances or registered policies differ)"
-        raise SweepMismatchError(
-            f"{out} holds results of a different sweep configuration{detail}. Refusing to mix "
-            f"them: use another output directory, or delete {out} to start over."
-        )
-    manifest = _check_resolved_policies(cfg, manifest, manifest_path)
-    _check_resolved_settings(cfg, manifest, manifest_path)
+        raise SweepMismatchError(f"{out} holds results of a different sweep configuration{detail}. {refuse}")
+    detail = _resolved_difference(cfg, manifest)
+    if detail:
+        raise SweepMismatchError(f"{out} holds results of the same configuration computed otherwise: {detail}. {refuse}")
     if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
         _save_config_text(out, config)
 
 
-def _check_resolved_policies(cfg, manifest: dict, manifest_path: Path) -> dict:
-    """Refuse a directory whose policies resolved to other parameters, options or code;
-    return the manifest (with the record it lacked, if it lacked one).
-
-    The fingerprint covers the configuration as written; a factory default that
-    changed since, or an edited policy function (a user's ``module:factory``, a
-    built-in in a new version), changes the results of the same text.  A manifest of
-    an earlier version gets what it lacks of this record (what it lacks cannot be
-    checked).
-    """
-    resolved = cfg.resolved_policies()
-    recorded = manifest.get("resolved_policies")
-    if recorded == resolved:
-        return manifest
-    written_before_code = recorded is not None and recorded == _without_code(recorded) == _without_code(resolved)
-    if recorded is None or written_before_code:
-        manifest = {**manifest, "resolved_policies": resolved}
-        io.save_json(manifest_path, manifest)
-        return manifest
-    detail = "the policies differ"
-    for i, (old, new) in enumerate(zip(recorded, resolved)):
-        for kwargs, before, now in zip(cfg.policies[i].grid, old.get("grid", []), new["grid"]):
-            if before != now:
-                written = f" with {kwargs}" if kwargs else ""
-                label = f"policies[{i}] ({new['name']}{written})"
+def _resolved_difference(cfg, manifest: dict) -> Optional[str]:
+    """What resolved otherwise than the manifest records, or None: a policy's
+    parameters, options or code (a factory default that changed, an edited function,
+    another jaxbandit or Python version), or a run setting resolved from a default."""
+    recorded, resolved = manifest.get("resolved_policies"), cfg.resolved_policies()
+    if recorded != resolved:
+        for i, (old, new) in enumerate(zip(recorded or [], resolved)):
+            for kwargs, before, now in zip(cfg.policies[i].grid, old.get("grid", []), new["grid"]):
+                if before == now:
+                    continue
+                label = f"policies[{i}] ({new['name']}{f' with {kwargs}' if kwargs else ''})"
                 if _without_code(before) == _without_code(now):
-                    detail = (
-                        f"the code of {label} changed (its functions were edited, or jaxbandit or Python "
-                        "is another version)"
-                    )
-                else:
-                    before, now = _without_code(before), _without_code(now)
-                    detail = f"{label} resolved to {before}, now to {now} (a factory default changed?)"
-                break
-        else:
-            continue
-        break
-    raise SweepMismatchError(
-        f"{manifest_path.parent} holds results of the same configuration computed otherwise: {detail}. "
-        f"Refusing to mix them: use another output directory, or delete {manifest_path.parent} to start over."
-    )
-
-
-def _check_resolved_settings(cfg, manifest: dict, manifest_path: Path) -> None:
-    """Refuse a directory whose run settings resolved otherwise
-    (:meth:`~jaxbandit.config.SweepConfig.resolved_settings`: a default that changed
-    since).  A manifest of an earlier version gets the record it lacks."""
-    resolved = cfg.resolved_settings()
-    recorded = manifest.get("resolved_settings")
-    if recorded is None:
-        io.save_json(manifest_path, {**manifest, "resolved_settings": resolved})
-        return
+                    return f"the code of {label} changed (its functions were edited, or jaxbandit or Python is another version)"
+                return f"{label} resolved to {_without_code(before)}, now to {_without_code(now)} (a factory default changed?)"
+        return "the policies differ"
+    recorded, resolved = manifest.get("resolved_settings") or {}, cfg.resolved_settings()
     changed = sorted(k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k))
     if changed:
         causes = {"monitor": "the monitor's code (an edited monitor, or another jaxbandit or Python version)"}
-        detail = "; ".join(causes.get(k, f"its {k}, resolved from a default that changed (another jaxbandit version?)") for k in changed)
-        raise SweepMismatchError(
-            f"{manifest_path.parent} holds results of the same configuration computed otherwise: {detail} differ. "
-            f"Refusing to mix them: use another output directory, or delete {manifest_path.parent} to start over."
-        )
+        return "; ".join(causes.get(k, f"its {k}, resolved from a default that changed (another jaxbandit version?)") for k in changed) + " differ"
+    return None
 
 
-def _without_code(record):
-    """A resolved-policies record (or one grid point of it) without its code digests."""
-    if isinstance(record, list):
-        return [_without_code(entry) for entry in record]
-    if "grid" in record:
-        return {**record, "grid": [_without_code(point) for point in record["grid"]]}
+def _without_code(record: dict) -> dict:
+    """One grid point of a resolved-policies record without its code digest."""
     return {key: value for key, value in record.items() if key != "code"}
 
 
@@ -395,20 +356,9 @@ class _History:
         return arrays
 
 
-def _new_simulation(cfg, group) -> tuple:
-    """The group's :class:`SimulationRun` and its per-cell parameters ``{name: (C,)}``."""
-    cell_policies = [policies_module.make(group.policy_name, **kw) for kw in group.cell_kwargs]
-    if len({policy_key(p) for p in cell_policies}) != 1:
-        # plan() puts cells in one group only if their policies compute the same thing.
-        raise RuntimeError(f"group {group.id}: its cells' policies differ; the sweep plan is inconsistent.")
-    params = {k: np.asarray([p.params[k] for p in cell_policies], dtype=np.float64) for k in cell_policies[0].params}
-    instance = instances_module.stack([cfg.instances[c.instance_index].instance for c in group.cells])
-    sim = SimulationRun(
-        cell_policies[0], instance, group.horizon, cfg.runs, cfg.seed, cfg.times_for(group.horizon),
-        params=params, noise_index=np.asarray([c.instance_index for c in group.cells]), dtype=cfg.precision,
-        chunk_size=cfg.chunk_size, solve_batch=cfg.solve_batch, monitor=cfg.make_monitor(),
-    )  # fmt: skip
-    return sim, params
+def _new_simulation(cfg, group) -> SimulationRun:
+    """The group's :class:`SimulationRun`, from the plan (checked when it was resolved)."""
+    return SimulationRun.from_inputs(cfg.run_inputs(group))
 
 
 def _read_checkpoint(path: Path) -> tuple:
@@ -507,7 +457,7 @@ def _group_arrays(result, history: _History, num_cells: int) -> dict:
     return arrays
 
 
-def _group_metadata(cfg, group, params: dict, result, session_time: float, resumed_from: int) -> dict:
+def _group_metadata(cfg, group, result, session_time: float, resumed_from: int) -> dict:
     """What ``groups/gNNN.json`` holds: the group, its configuration, where and how fast it ran."""
     work = len(group.cells) * cfg.runs * (group.horizon - resumed_from)
     return {
@@ -516,7 +466,7 @@ def _group_metadata(cfg, group, params: dict, result, session_time: float, resum
         "config_fingerprint": cfg.fingerprint(),
         "policy_name": group.policy_name,
         "static": group.static,
-        "params": {k: v.tolist() for k, v in params.items()},
+        "params": {k: v.tolist() for k, v in group.params.items()},
         "horizon": group.horizon,
         "num_cells": len(group.cells),
         "runs": cfg.runs,
@@ -539,7 +489,7 @@ def _run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> Non
     checkpoint_path = out / "checkpoints" / f"{group.id}.npz"
     precision = contextlib.nullcontext() if cfg.precision == "float32" else jax.enable_x64(True)
     with precision:
-        sim, params = _new_simulation(cfg, group)
+        sim = _new_simulation(cfg, group)
         history = _resume(sim, group, checkpoint_path)
         resumed_from = sim.rounds_done
         logger.info(
@@ -552,7 +502,7 @@ def _run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> Non
         _advance(sim, cfg, group, history, checkpoint_path, bar, after_chunk)
         result = sim.result()
     session_time = time.perf_counter() - session_start
-    meta = _group_metadata(cfg, group, params, result, session_time, resumed_from)
+    meta = _group_metadata(cfg, group, result, session_time, resumed_from)
     if distributed.is_writer():
         io.save_npz(out / "groups" / f"{group.id}.npz", _group_arrays(result, history, len(group.cells)))
         io.save_json(out / "groups" / f"{group.id}.json", meta)  # last: marks the group done

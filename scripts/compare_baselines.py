@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("compare_baselines_out"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", nargs="*", default=None, help="default: every registered policy")
-    parser.add_argument("--instances", nargs="*", default=list(instances.DEFAULT_INSTANCES))
+    parser.add_argument("--instances", nargs="*", default=list(instances.default_instances()))
     parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:

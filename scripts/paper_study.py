@@ -88,7 +88,7 @@ def sweep_configs(horizon: int, runs: int, seed: int) -> dict:
         "k5": dict(
             common,
             name="paper_study_k5",
-            instances=[{"type": "default", "name": name} for name in jb.instances.DEFAULT_INSTANCES],
+            instances=[{"type": "default", "name": name} for name in jb.instances.default_instances()],
             policies=baselines + [{"name": "lp_explore", "alpha": k5_alphas}],
         ),
         "graph20": dict(

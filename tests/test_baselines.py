@@ -162,7 +162,7 @@ def test_cover_lp_matches_scipy_and_reduces_to_the_dominating_set_relaxation():
     # Every case has K = 5: the solver compiles once.
     rs = np.random.default_rng(0)
     cases = [instances.random(rs, 5, inf_prob=0.5) for _ in range(6)]
-    cases += [instances.default_instances()[name] for name in instances.DEFAULT_INSTANCES]
+    cases += [instances.default_instances()[name] for name in instances.default_instances()]
     # a noise-free observer: column 2 is seen exactly by arm 0
     noise_free = [[1.0, INF, 0.0, INF, INF], [INF, 1.0, 0.5, INF, INF], [INF, INF, 1.0, INF, INF]]
     noise_free += [[INF, INF, INF, 1.0, 0.5], [INF, INF, INF, INF, 1.0]]

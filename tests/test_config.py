@@ -128,12 +128,12 @@ BAD = [
     (("runs = 10", 'runs = "10"'), "runs", "must be an integer >= 1, got string '10'"),
     (("runs = 10", "runs = 0"), "runs", "must be an integer >= 1"),
     # refused by check, not only by run (which writes the directory first)
-    (("runs = 10", "runs = 1000000000000"), "runs", "must be at most 2**32 (run indices are 32-bit), got 1000000000000"),
+    (("runs = 10", "runs = 1000000000000"), "runs", "must be at most 4294967296 (run indices are 32-bit), got 1000000000000"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 1e39]"), "policies[0].alpha", 'alpha = 1e+39 overflows float32; rescale it or use precision = "float64"'),
     (("seed = 1", "seed = true"), "seed", "got boolean"),
     (("horizon = [100, 1000]", "horizon = []"), "horizon", "non-empty"),
     (("horizon = [100, 1000]", "horizon = [100, 1.5]"), "horizon[1]", "got float"),
-    (("horizon = [100, 1000]", "horizon = [100, 2147483646]"), "horizon", "at most 1073741824, got 2147483646"),
+    (("horizon = [100, 1000]", "horizon = [100, 2147483646]"), "horizon[1]", "at most 1073741824, got 2147483646"),
     (("runs = 10", "runs = 10\nchunk_size = 2147483648"), "chunk_size", "at most 1073741824, got 2147483648"),
     (('precision = "float32"', 'precision = "float16"'), "precision", "float16"),
     (("times = [1, 10, 50, 100]", "times = [1, 50, 10]"), "times", "strictly increasing"),
@@ -167,7 +167,7 @@ BAD = [
     (("alpha = [0.25, 1, 4.01]", 'alpha = [1, "4.5"]'), "policies[0].alpha", "alpha must be a number > 0, got '4.5'"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [[1, 2]]"), "policies[0].alpha", "must be scalars"),
     # as float32 (the precision) holds them: two cells of one value, or a value of 0
-    (("alpha = [0.25, 1, 4.01]", "alpha = [4.5, 4.5000001]"), "policies[0].alpha", "grid values [4.5, 4.5000001] are not all distinct in float32"),
+    (("alpha = [0.25, 1, 4.01]", "alpha = [4.5, 4.5000001]"), "policies[0].alpha", 'alpha values 4.5 and 4.5000001 are one value in float32; use precision = "float64"'),
     (("alpha = [0.25, 1, 4.01]", "alpha = [1, 1e-46]"), "policies[0].alpha", 'alpha = 1e-46 is 0 in float32; rescale it or use precision = "float64"'),
     # no unique best arm: a study of it has no lower bound, and the LP policies fall back every round
     (("mu = [1.0, 0.5, 0.2]", "mu = [1.0, 1.0, 0.2]"), "instances[1]", "mu has a tie for the best mean: arms [0, 1] at 1.0"),
@@ -182,7 +182,7 @@ BAD = [
     (("[[policies]]\nname = \"ucb_n\"", "[[policies]]\nlabel = \"x\""), "policies[0].name", "missing"),
     (("runs = 10\n", ""), "runs", "missing required key"),
     (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),
-    (("seed = 1", "seed = nan"), "seed", 'non-finite numbers must be written as the string "inf"'),
+    (("seed = 1", "seed = nan"), "seed", 'NaN is not a value; write numbers, or the string "inf" for no information'),
     (("seed = 1", "seed = = 1"), "", "invalid TOML"),
 ]
 
@@ -210,7 +210,7 @@ def test_an_instance_too_large_to_build_is_named(monkeypatch):
     def too_large(seed, num_arms):
         raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000, 1000000)")
 
-    monkeypatch.setitem(config._CONSTRUCTORS, "random", too_large)
+    monkeypatch.setitem(config.plan.CONSTRUCTORS, "random", too_large)
     huge = {"type": "random", "seed": 1, "num_arms": 1_000_000}
     with pytest.raises(ConfigError, match=r"key 'instances\[0\]': too large to build \(Unable to allocate 7.28 TiB"):
         config.load({"runs": 1, "horizon": 5, "instances": [huge], "policies": [{"name": "ucb"}]})
@@ -244,7 +244,7 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
             config.load({"runs": 1, "horizon": 5, "instances": [entry], "policies": [{"name": "ucb"}]})
     # float32 rounds 0.99999999 to 1.0, outside lp_explore's range: refused, not run as 1.0
     rounded = {"name": "lp_explore", "gamma": [0.5, 0.99999999]}
-    with pytest.raises(ConfigError, match=r"key 'policies\[0\].gamma': 0.99999999 is 1.0 in float32 \(precision\), where gamma must be in \(0, 1\), got 1.0"):
+    with pytest.raises(ConfigError, match=r"key 'policies\[0\].gamma': params for policy 'lp_explore': gamma must be in \(0, 1\), got 1.0 \(gamma = 0.99999999 is 1.0 in float32; use precision = \"float64\"\)"):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [rounded]})
     config.load({"runs": 1, "horizon": 5, "precision": "float64", "instances": [{"type": "default", "name": "bandit"}], "policies": [rounded]})
     reversed_range = {"type": "random", "seed": 1, "num_arms": 3, "mean_range": [1.0, 0.0]}

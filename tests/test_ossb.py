@@ -12,6 +12,7 @@ import pytest
 import jaxbandit as jb
 from jaxbandit import estimator, instances, lp
 from jaxbandit.bound_lp import LowerBoundSolution, initial_warm_start, warm_start
+from jaxbandit import engine
 from jaxbandit.engine import make_context
 from jaxbandit.policies import ossb as ossb_module
 from jaxbandit.policies._allocation import LPAnswer
@@ -223,7 +224,7 @@ def test_hyper_parameters_are_traced():
     policy = jb.policies.make("ossb", epsilon=0.3, gamma=0.5)
     assert dict(policy.params) == {"epsilon": 0.3, "gamma": 0.5}
     assert dict(POLICY.params) == {"epsilon": 0.0, "gamma": 0.0}
-    assert jb.engine.policy_key(policy) == jb.engine.policy_key(POLICY)
+    assert engine.policy_key(policy) == engine.policy_key(POLICY)
 
 
 BUILTIN = jb.instances.default_instances()  # K = 5 each, distinct gaps

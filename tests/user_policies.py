@@ -56,7 +56,7 @@ def keyword_threshold(**params) -> jb.Policy:
     """:func:`traced_threshold` with its hyper-parameters taken as keywords (``**params``)."""
     unknown = sorted(set(params) - {"eps"})
     if unknown:
-        raise ValueError(f"keyword_threshold got unknown parameter(s) {unknown}; it accepts ['eps'].")
+        raise jb.ArgumentError(f"keyword_threshold got unknown parameter(s) {unknown}; it accepts ['eps'].", argument=unknown[0])
     return traced_threshold(**params)
 
 

@@ -18,6 +18,7 @@ import importlib
 import inspect
 from typing import Callable
 
+from jaxbandit._numbers import ArgumentError
 from jaxbandit.base import Policy, play
 from jaxbandit.policies import greedy, lp_baselines, lp_explore, oracle_etc, ossb, thompson, ucb, ucb_maxn
 from jaxbandit.policies._common import initial_side_arm
@@ -118,8 +119,9 @@ def make(name: str, **params) -> Policy:
     if accepted is not None and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
         unknown = sorted(set(params) - set(accepted))
         if unknown:
-            raise ValueError(
-                f"policy {name!r} got unknown parameter(s) {unknown}; it accepts {sorted(accepted) or 'none'}."
+            raise ArgumentError(
+                f"policy {name!r} got unknown parameter(s) {unknown}; it accepts {sorted(accepted) or 'none'}.",
+                argument=unknown[0],
             )
     policy = build(**params)
     if not isinstance(policy, Policy):

@@ -8,6 +8,7 @@ from typing import Callable, Mapping, NamedTuple
 import jax.numpy as jnp
 
 from jaxbandit import estimator
+from jaxbandit._numbers import ArgumentError
 from jaxbandit._numbers import number as _number
 from jaxbandit._types import Array
 from jaxbandit.base import OWN_ARM, Context, Policy
@@ -59,7 +60,7 @@ def check_positive(name: str, value) -> float:
     """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and > 0."""
     number = _number(name, value, "> 0")
     if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {number!r}.")
+        raise ArgumentError(f"{name} must be a finite number > 0, got {number!r}.", argument=name)
     return number
 
 
@@ -67,7 +68,7 @@ def check_nonnegative(name: str, value) -> float:
     """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and >= 0."""
     number = _number(name, value, ">= 0")
     if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {number!r}.")
+        raise ArgumentError(f"{name} must be a finite number >= 0, got {number!r}.", argument=name)
     return number
 
 
@@ -76,7 +77,7 @@ def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
     interval = "(0, 1]" if closed else "(0, 1)"
     number = _number(name, value, f"in {interval}")
     if not ((0 < number <= 1) if closed else (0 < number < 1)):
-        raise ValueError(f"{name} must be in {interval}, got {number!r}.")
+        raise ArgumentError(f"{name} must be in {interval}, got {number!r}.", argument=name)
     return number
 
 

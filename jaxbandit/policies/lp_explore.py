@@ -47,6 +47,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from jaxbandit import estimator, lp
+from jaxbandit._numbers import ArgumentError
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Policy, Solver
 from jaxbandit.bound_lp import (
@@ -244,7 +245,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
     params = _check_params({"alpha": alpha, "gamma": gamma})
     alpha = params["alpha"]
     if case_c_rule not in CASE_C_RULES:
-        raise ValueError(f"case_c_rule must be one of {CASE_C_RULES}, got {case_c_rule!r}.")
+        raise ArgumentError(f"case_c_rule must be one of {CASE_C_RULES}, got {case_c_rule!r}.", argument="case_c_rule")
     if alpha <= 4:
         warnings.warn(
             f"lp_explore: alpha={alpha} <= 4 is outside the paper's regret guarantee (alpha > 4).",

@@ -1,0 +1,394 @@
+"""The sweep configuration file, as a declarative schema (pydantic v2).
+
+The schema says which keys exist, which are tables, arrays or numbers, and their
+defaults; each leaf value of the run settings goes through the one rule of its kind
+(:mod:`jaxbandit._numbers`).  What an instance constructor, a policy factory or a
+monitor does with its arguments is theirs to check: the schema only requires numbers
+(or ``"inf"``) where they take numbers, and :mod:`jaxbandit.config.plan` names the key
+of any argument they refuse.  Every failure is a :class:`ConfigError` naming the file,
+the key (its full path, e.g. ``policies[1].alpha``) and the value.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import typing
+from typing import Annotated, Any, Dict, Optional, Union
+
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError
+
+from jaxbandit._numbers import ArgumentError, describe, float_dtype, holds_non_numbers, integer, number
+from jaxbandit.engine import MAX_ROUNDS
+
+__all__ = ["ConfigError", "SweepFile", "INSTANCE_TYPES", "key_path", "validate"]
+
+_INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
+DEFAULT_TIMES = 100  # points of the default geometric grid of recording times
+
+
+class ConfigError(ValueError):
+    """A sweep configuration is invalid.
+
+    Attributes:
+        source: the file (or ``"<dict>"``) the configuration came from.
+        key: path of the offending key, e.g. ``"policies[1].alpha"`` (``""``: the whole file).
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, source: str, key: str, reason: str):
+        self.source, self.key, self.reason = source, key, reason
+        where = f"key '{key}'" if key else "top level"
+        super().__init__(f"{source}: {where}: {reason}")
+
+
+def key_path(*parts) -> str:
+    """``("policies", 1, "alpha")`` as ``"policies[1].alpha"``."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+# -- leaf rules -------------------------------------------------------------------
+
+
+def _rule(check):
+    """A pydantic validator from a rule ``check(name, value)``: the rule's own message,
+    with the field's name."""
+    return BeforeValidator(lambda value, info: check(info.field_name, value))
+
+
+def _integer(minimum: int, maximum: Optional[int] = None, why: str = ""):
+    return _rule(lambda name, value: integer(name, value, minimum, maximum, why))
+
+
+def _positive_number(name: str, value) -> float:
+    value = number(name, value, "> 0")
+    if not math.isfinite(value) or value <= 0:
+        raise ArgumentError(f"{name} must be a finite number > 0, got {describe(value)}.", argument=name)
+    return value
+
+
+def _precision(name: str, value) -> str:
+    if not isinstance(value, str):
+        raise ArgumentError(f'{name} must be "float32" or "float64", got {describe(value)}.', argument=name)
+    return float_dtype(name, value).name
+
+
+def _grid_points(name: str, value) -> int:
+    try:
+        return integer(name, value, 2)
+    except ArgumentError:
+        raise ArgumentError(
+            f"{name} must be a number of grid points (an integer >= 2) or an array of rounds, got {describe(value)}.",
+            argument=name,
+        ) from None
+
+
+def _text(name: str, value) -> str:
+    if not isinstance(value, str) or not value:
+        raise ArgumentError(f"{name} must be a non-empty string, got {describe(value)}.", argument=name)
+    return value
+
+
+def _numbers(name, value):
+    """Numbers, or nested arrays of them, with ``"inf"`` strings read as ``inf``: what
+    instance constructors take.  Rectangular, if an array."""
+    decoded = decode_numbers(value)
+    if holds_non_numbers(decoded) or decoded is None or isinstance(decoded, dict):
+        raise ArgumentError(f'must be numbers (or "inf" strings), got {value!r}', argument=name)
+    if isinstance(decoded, list):
+        try:
+            np.asarray(decoded, dtype=np.float64)
+        except ValueError:
+            raise ArgumentError(f"must be a rectangular array (rows of equal length), got {value!r}", argument=name) from None
+    return decoded
+
+
+def _flags(name, value):
+    """An adjacency: nested arrays of booleans or 0/1 numbers (rectangular)."""
+    if isinstance(value, list):
+        rows = [_flags(name, v) for v in value]
+        if any(isinstance(r, list) for r in rows) and len({len(r) if isinstance(r, list) else -1 for r in rows}) != 1:
+            raise ArgumentError(f"must be a rectangular array (rows of equal length), got {value!r}", argument=name)
+        return rows
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+        return bool(value)
+    raise ArgumentError(f"must be booleans (or 0/1), got {value!r}", argument=name)
+
+
+def decode_numbers(value):
+    """``"inf"`` strings (any case, signed +) in nested lists as ``math.inf``."""
+    if isinstance(value, list):
+        return [decode_numbers(v) for v in value]
+    if isinstance(value, str) and value.strip().lower() in _INF_STRINGS:
+        return math.inf
+    return value
+
+
+def _grid(name, value) -> tuple:
+    """A policy hyper-parameter: one value or a non-empty array of distinct scalars."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ArgumentError("an empty grid; give at least one value")
+    for v in values:
+        if isinstance(v, (list, dict)):
+            raise ArgumentError(f"grid values must be scalars, got {describe(v)}")
+    # numbers by value (1 and 1.0 are one cell), anything else by its type and text
+    same = [("number", float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else (type(v), v) for v in values]
+    if len(set(same)) != len(same):
+        raise ArgumentError(f"grid has repeated values {values}")
+    return tuple(values)
+
+
+Integer = Annotated[int, _integer(1)]
+Numbers = Annotated[Any, BeforeValidator(lambda value, info: _numbers(info.field_name, value))]
+Text = Annotated[str, _rule(_text)]
+Grid = Annotated[tuple, BeforeValidator(lambda value, info: _grid(info.field_name, value))]
+
+
+def _one_or_many(one, item):
+    """``one``, or a non-empty array of ``item`` (its entries named ``key[i]``)."""
+    many = Annotated[list[item], Field(min_length=1)]
+    return Annotated[
+        Union[Annotated[many, Tag("~many")], Annotated[one, Tag("~one")]],
+        Discriminator(lambda value: "~many" if isinstance(value, list) else "~one"),
+    ]
+
+
+# -- tables -------------------------------------------------------------------------
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Checkpoint(_Table):
+    """How often a running cell group saves its state (not part of the fingerprint)."""
+
+    every_chunks: Optional[Integer] = None
+    every_seconds: Optional[Annotated[float, _rule(_positive_number)]] = None
+
+
+class Monitor(_Table):
+    """``name`` (a monitor of :mod:`jaxbandit.monitors`) and its arguments."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: Text
+
+
+class PolicyEntry(_Table):
+    """A registered policy or ``"package.module:factory"``, its label, and its
+    hyper-parameters: one value each, or an array (a grid, Cartesian product)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: Text
+    label: Optional[Text] = None
+    __pydantic_extra__: Dict[str, Grid] = Field(init=False)
+
+
+# One table per constructor of jaxbandit.instances: the keys it takes, required or
+# not; the defaults are the constructor's own (only the keys given are passed on).
+MaybeNumbers = Optional[Numbers]
+
+
+class Bandit(_Table):
+    type: str = "bandit"
+    name: Optional[Text] = None
+    mu: Numbers
+    sigma: MaybeNumbers = None
+
+
+class FullInformation(_Table):
+    type: str = "full_information"
+    name: Optional[Text] = None
+    mu: Numbers
+    sigma: MaybeNumbers = None
+
+
+class Graph(_Table):
+    type: str = "graph"
+    name: Optional[Text] = None
+    mu: Numbers
+    adjacency: Annotated[Any, BeforeValidator(lambda value, info: _flags(info.field_name, value))]
+    sigma: MaybeNumbers = None
+
+
+class RevealingArm(_Table):
+    type: str = "revealing_arm"
+    name: Optional[Text] = None
+    mu: MaybeNumbers = None
+    reveal_mean: MaybeNumbers = None
+    sigma: MaybeNumbers = None
+    reveal_sigma: MaybeNumbers = None
+
+
+class Random(_Table):
+    type: str = "random"
+    name: Optional[Text] = None
+    seed: Numbers
+    num_arms: Numbers
+    mean_range: MaybeNumbers = None
+    log10_sigma_range: MaybeNumbers = None
+    inf_prob: MaybeNumbers = None
+    num_instances: MaybeNumbers = None
+
+
+class Default(_Table):
+    """One of :func:`jaxbandit.instances.default_instances`, chosen by ``name``."""
+
+    type: str = "default"
+    name: Text
+
+
+class Explicit(_Table):
+    """An :class:`~jaxbandit.instances.Instance` written out."""
+
+    type: str = "explicit"
+    name: Optional[Text] = None
+    mu: Numbers
+    sigma: Numbers
+
+
+INSTANCE_TYPES = {
+    "bandit": Bandit,
+    "full_information": FullInformation,
+    "graph": Graph,
+    "revealing_arm": RevealingArm,
+    "random": Random,
+    "default": Default,
+    "explicit": Explicit,
+}
+
+
+def _instance_type(entry) -> Optional[str]:
+    if not isinstance(entry, dict):
+        return None
+    kind = entry.get("type", "explicit" if "mu" in entry and "sigma" in entry else None)
+    return f"~{kind}" if isinstance(kind, str) else None
+
+
+InstanceEntry = Annotated[
+    Union[tuple(Annotated[model, Tag(f"~{kind}")] for kind, model in INSTANCE_TYPES.items())],
+    Discriminator(_instance_type),
+]
+
+
+class SweepFile(_Table):
+    """A whole configuration: the run settings, the instances, the policies.
+
+    ``times`` is a number of geometric grid points, or the explicit rounds; ``horizon``
+    one horizon or several (a sweep axis).  Relations between keys (the times against
+    the horizons) are checked by :mod:`jaxbandit.config.plan`.
+    """
+
+    name: Text = "sweep"
+    seed: Annotated[int, _integer(0, 2**64 - 1)] = 0
+    runs: Annotated[int, _integer(1, 2**32, " (run indices are 32-bit)")]
+    horizon: _one_or_many(Annotated[int, _integer(1, MAX_ROUNDS)], Annotated[int, _integer(1, MAX_ROUNDS)])
+    precision: Annotated[str, _rule(_precision)] = "float32"
+    times: _one_or_many(Annotated[int, _rule(_grid_points)], Integer) = DEFAULT_TIMES
+    chunk_size: Annotated[int, _integer(1, MAX_ROUNDS)] = 1024
+    solve_batch: Optional[Integer] = None
+    checkpoint: Checkpoint = Checkpoint()
+    instances: Annotated[list[InstanceEntry], Field(min_length=1)]
+    policies: Annotated[list[PolicyEntry], Field(min_length=1)]
+    monitor: Optional[Monitor] = None
+
+
+# -- validation -----------------------------------------------------------------------
+
+
+def plain(value, key: str = ""):
+    """``value`` as TOML or JSON would hold it: numpy arrays and scalars as lists and
+    numbers, tuples as lists; a ValueError naming ``key`` for what a configuration
+    cannot hold (dates, NaN, other objects)."""
+    if isinstance(value, dict):
+        return {k: plain(v, key_path(key, k) if key else k) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [plain(v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        raise ConfigError("", key, "NaN is not a value; write numbers, or the string \"inf\" for no information")
+    if isinstance(value, (datetime.date, datetime.time)) or not isinstance(value, (str, int, float, bool)):
+        raise ConfigError("", key, f"unsupported value type {type(value).__name__} ({value!r})")
+    return value
+
+
+def validate(data, source: str) -> SweepFile:
+    """``data`` (a parsed TOML file or a dict) as a :class:`SweepFile`.
+
+    Raises:
+        ConfigError: naming ``source``, the key and the reason.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(source, "", f"must be a table, got {describe(data)}")
+    try:
+        data = plain(data)
+    except ConfigError as err:
+        raise ConfigError(source, err.key, err.reason) from None
+    try:
+        return SweepFile.model_validate(data)
+    except ValidationError as err:
+        raise _config_error(err.errors()[0], source) from None
+
+
+def _config_error(error: dict, source: str) -> ConfigError:
+    """The first error pydantic found, as a :class:`ConfigError`."""
+    loc = [part for part in error["loc"] if not (isinstance(part, str) and part.startswith("~"))]
+    kind, value = error["type"], error.get("input")
+    if kind == "value_error":
+        reason = str(error["ctx"]["error"]).rstrip(".")
+        name = loc[-1] if loc and isinstance(loc[-1], str) else None
+        # the rules' messages start with the argument's name, which the key already says
+        if name is not None and reason.startswith(f"{name} "):
+            reason = reason[len(name) + 1 :]
+    elif kind == "extra_forbidden":
+        allowed = sorted(_model_at(error["loc"][:-1]).model_fields)
+        reason = f"unknown key; allowed keys: {', '.join(allowed)}"
+    elif kind == "missing":
+        reason = "missing required key"
+    elif kind in ("union_tag_invalid", "union_tag_not_found"):
+        loc, known = loc + ["type"], ", ".join(INSTANCE_TYPES)
+        tag = value.get("type") if isinstance(value, dict) else None
+        if not isinstance(value, dict):
+            loc, reason = loc[:-1], f"must be a table, got {describe(value)}"
+        elif tag is None:
+            reason = f"missing; one of {known} (or give mu and sigma)"
+        else:
+            reason = f"unknown instance type {tag!r}; known types: {known}"
+    elif kind == "too_short":
+        tables = f" of tables ([[{loc[-1]}]])" if loc and loc[-1] in ("instances", "policies") else ""
+        reason = f"must be a non-empty array{tables}, got {describe(value)}"
+    elif kind in ("model_type", "dict_type", "model_attributes_type"):
+        reason = f"must be a table, got {describe(value)}"
+    else:
+        reason = f"{error['msg']}, got {describe(value)}"
+    return ConfigError(source, key_path(*loc), reason)
+
+
+def _model_at(loc) -> type:
+    """The table (model class) at pydantic's ``loc`` (tags included) under SweepFile."""
+    model: Any = SweepFile
+    for part in loc:
+        if isinstance(part, str) and part.startswith("~"):
+            model = INSTANCE_TYPES.get(part[1:], model)
+        elif isinstance(part, str):
+            model = _table_in(model.model_fields[part].annotation) or model
+    return model
+
+
+def _table_in(annotation) -> Optional[type]:
+    """The first table class inside a type annotation (``Optional[Checkpoint]`` and the like)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _table_in(argument)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,77 @@
+"""Where a simulation's arrays live: one device, or the runs axis split over several.
+
+With several JAX devices (or processes, under ``jax.distributed``) the runs axis is
+sharded over all of them; results are identical to one device because each run's
+noise depends only on its own index.  With several processes every process runs the
+same host code on the same inputs: each computes the full (small) initial arrays,
+keeps its own devices' slices of them, and gathers results with ``process_allgather``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import numpy as np
+
+__all__ = ["Placement", "to_host"]
+
+
+def to_host(array) -> np.ndarray:
+    """A (possibly sharded) device array as one numpy array; with several processes
+    the shards of the other processes are gathered."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return np.asarray(array)
+
+
+def _global(value, sharding) -> jax.Array:
+    """``value``, computed identically in every process, as one array over ``sharding``.
+
+    Each process supplies the slices its own devices hold, so no data crosses
+    processes (``jax.device_put`` would compare the value across processes first).
+    """
+    host = np.asarray(value)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+class Placement:
+    """The runs of a simulation over ``devices``: arrays ``(C, R, ...)`` split along R.
+
+    The runs are padded to a multiple of the device count (``padded_runs``): padded runs
+    are real runs with larger indices, simulated and then dropped, so they change
+    nothing.
+    """
+
+    def __init__(self, devices: Sequence, runs: int):
+        self.devices = tuple(devices)
+        self.padded_runs = -(-runs // len(self.devices)) * len(self.devices)
+        self._sharding = self._replicated = None
+        if len(self.devices) > 1:
+            mesh = jax.sharding.Mesh(np.array(self.devices), ("runs",))
+            self._sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "runs"))
+            self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+        # Devices of other processes: every argument of the compiled chunk must be an
+        # array over all of them (a local array would be compared across processes at
+        # every call).
+        self._multiprocess = any(d.process_index != jax.process_index() for d in self.devices)
+
+    def shard(self, array):
+        """``(C, R, ...)`` split over the devices along the runs axis."""
+        if self._sharding is None:
+            return array
+        return _global(array, self._sharding) if self._multiprocess else jax.device_put(array, self._sharding)
+
+    def replicate(self, tree):
+        """A copy of ``tree`` on every device (only needed across processes)."""
+        if not self._multiprocess:
+            return tree
+        return jax.tree_util.tree_map(lambda x: _global(x, self._replicated), tree)
+
+    def shard_carry(self, carry):
+        """An engine carry: per-run leaves (``ndim >= 2``) sharded, the rest replicated."""
+        if self._sharding is None:
+            return carry
+        return jax.tree_util.tree_map(lambda x: self.shard(x) if x.ndim >= 2 else self.replicate(x), carry)
