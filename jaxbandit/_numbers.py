@@ -127,7 +127,7 @@ def float_dtype(name: str, value) -> np.dtype:
         dtype = np.dtype(value)
     except TypeError:
         dtype = None
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+    if dtype is None or dtype.name not in ("float32", "float64"):  # np.dtype == None holds for float64
         raise ArgumentError(f"{name} must be float32 or float64, got {value!r}.", argument=name)
     return dtype
 

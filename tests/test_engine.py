@@ -158,15 +158,6 @@ def test_policy_keys_see_what_else_a_function_reads(monkeypatch):
     assert engine.policy_code(captured({1, 2, 3})) == engine.policy_code(captured({3, 2, 1}))
 
 
-def test_cells_whose_values_float32_merges_are_refused():
-    """Two cells' hyper-parameters one value in float32 would run one computation under
-    two values (a user's policy may have no check_params to notice)."""
-    pair = jb.instances.stack([BANDIT, BANDIT])
-    with pytest.raises(ValueError, match=r"parameter 'eps' values 16777216.0 and 16777217.0 are one value in float32"):
-        engine.make_context(pair, {"eps": [16777216, 16777217]}, 10, np.float32)
-    engine.make_context(pair, {"eps": [0.5, 0.5]}, 10, np.float32)  # one value given twice is fine
-
-
 def test_a_policy_that_keeps_no_arrays_runs():
     """A state of None has nothing to vmap: the results hold no diagnostics rather than
     the run failing at its end."""
@@ -285,30 +276,3 @@ def test_the_engine_cache_is_bounded():
     for value in range(engine._CACHE_SIZE + 3):
         engine.cached_simulation(user_policies.fixed_arm(value), 16, None)
     assert len(engine._SIMULATIONS) == engine._CACHE_SIZE
-
-
-@pytest.mark.parametrize(
-    "instance, params, message",
-    [
-        (jb.instances.bandit([1e39, 0.0]), {}, r"instance mu = 1e\+39 overflows float32"),
-        (jb.instances.bandit([2e38, -2e38]), {}, r"instance gap \(max\(mu\) - mu\) = 4e\+38 overflows float32"),
-        (jb.Instance([1.0, 0.0], [[1.0, 2e19], [np.inf, 1.0]]), {}, r"instance sigma = 2e\+19 is finite but its precision"),
-        # float32 rounds both to 1e5: arm 0's plays counted no regret
-        (jb.instances.bandit([1e5, 1e5 + 1e-3]), {}, r"arm 0 \(100000.0\) is below arm 1 \(100000.001\), but not in float32"),
-        (BANDIT, {"alpha": 1e39}, r"parameter 'alpha' = 1e\+39 overflows float32"),
-        (BANDIT, {"alpha": float("nan")}, r"parameter 'alpha' must not be NaN"),
-        (BANDIT, {"alpha": "fast"}, r"parameter 'alpha' must be a number or an array of numbers, got 'fast'"),
-        # float() or numpy would take these as 1.0, 2.0 and 1.0 (recording the value as given)
-        (BANDIT, {"alpha": True}, r"parameter 'alpha' must be a number or an array of numbers, got True"),
-        (BANDIT, {"alpha": "2"}, r"parameter 'alpha' must be a number or an array of numbers, got '2'"),
-        (BANDIT, {"alpha": np.array([1 + 2j])}, r"parameter 'alpha' must be a number or an array of numbers, got array\(\[1.\+2.j\]\)"),
-        (BANDIT, {"alpha": None}, r"parameter 'alpha' must be a number or an array of numbers, got None"),
-    ],
-)
-def test_values_float32_cannot_hold_are_refused(instance, params, message):
-    """Finite or distinct in float64 but not in the simulation's dtype: an error, not
-    NaN or zero regret or an ``alpha`` of inf."""
-    with pytest.raises(ValueError, match=message):
-        engine.make_context(instance, params, 10, np.float32)
-    with jax.enable_x64(True):
-        engine.make_context(instance, {k: 1.0 for k in params}, 10, np.float64)  # fits in float64

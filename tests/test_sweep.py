@@ -210,9 +210,8 @@ def test_changed_config_is_refused(tmp_path, reference):
 
 def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypatch):
     """The same configuration text whose policy now resolves to another default, or
-    whose functions were edited, is a different sweep; a manifest without the record,
-    or without its code digests (earlier versions), gets them.  Nothing compiles:
-    shard 1/2 of one group is empty."""
+    whose functions were edited, is a different sweep; so is a directory an earlier
+    version wrote (another format).  Nothing compiles: shard 1/2 of one group is empty."""
     name, out = "test_default", tmp_path / "sweep"
     cfg = fx.base_config(policies=[{"name": name}])
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=1.0: fx.cases_policy(alpha))
@@ -221,15 +220,10 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
     manifest = json.loads((out / "sweep.json").read_text())
     code = engine.policy_code(fx.cases_policy(1.0))
     assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}, "code": code}]
-    for record in manifest["resolved_policies"][0]["grid"]:
-        del record["code"]
+    io.save_json(out / "sweep.json", {**manifest, "format": 1})
+    with pytest.raises(sweep.SweepMismatchError, match=r"written by another version of jaxbandit \(directory format 1, this version writes 2\)"):
+        sweep.run(cfg, out, shard="1/2", progress=False)
     io.save_json(out / "sweep.json", manifest)
-    sweep.run(cfg, out, shard="1/2", progress=False)
-    assert json.loads((out / "sweep.json").read_text())["resolved_policies"][0]["grid"][0]["code"] == code
-    del manifest["resolved_policies"]
-    io.save_json(out / "sweep.json", manifest)
-    sweep.run(cfg, out, shard="1/2", progress=False)
-    assert "resolved_policies" in json.loads((out / "sweep.json").read_text())
 
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))
     with pytest.raises(sweep.SweepMismatchError, match=r"policies\[0\] \(test_default\) resolved to .*1\.0.*, now to .*2\.0"):
@@ -242,21 +236,16 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
 
 def test_a_changed_default_setting_is_refused(tmp_path, monkeypatch):
     """The same configuration text whose recording times now resolve otherwise (the
-    default grid of another version) is a different sweep; a manifest without the
-    record (an earlier version) gets it.  Nothing compiles: shard 1/2 of one group is
-    empty."""
+    default grid of another version) is a different sweep.  Nothing compiles: shard
+    1/2 of one group is empty."""
     out = tmp_path / "sweep"
     cfg = fx.base_config(policies=[{"name": "ucb"}])
     del cfg["times"]
     sweep.run(cfg, out, shard="1/2", progress=False)
     manifest = json.loads((out / "sweep.json").read_text())
     assert len(manifest["resolved_settings"]["times"]["1500"]) == len(config.load(cfg).times_for(1500))
-    del manifest["resolved_settings"]
-    io.save_json(out / "sweep.json", manifest)
-    sweep.run(cfg, out, shard="1/2", progress=False)
-    assert "resolved_settings" in json.loads((out / "sweep.json").read_text())
 
-    monkeypatch.setattr(config, "_DEFAULT_TIMES", 10)
+    monkeypatch.setattr(config.plan, "geometric_times", lambda horizon, points: jb.geometric_times(horizon, 10))
     with pytest.raises(sweep.SweepMismatchError, match=r"same configuration computed otherwise: its times, resolved from a default that changed"):
         sweep.run(cfg, out, shard="1/2", progress=False)
 
