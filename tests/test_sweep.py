@@ -273,3 +273,19 @@ def test_four_devices_give_identical_results(tmp_path, reference):
     meta = json.loads((tmp_path / "out" / "groups" / "g000.json").read_text())
     assert meta["device"]["device_count"] == 4
     fx.assert_identical(fx.result_arrays(tmp_path / "out"), fx.result_arrays(ref_dir))
+
+
+def test_a_factory_is_called_once_per_parameter_set(tmp_path, monkeypatch):
+    """The configuration is resolved once: a 3-cell grid calls its factory 3 times,
+    from loading the configuration to the results on disk."""
+    calls = []
+
+    def counting(alpha: float = 1.0):
+        calls.append(alpha)
+        return fx.cases_policy(alpha)
+
+    monkeypatch.setitem(policies.REGISTRY, "counting", counting)
+    cfg = fx.base_config(policies=[{"name": "counting", "alpha": [0.5, 1.0, 2.0]}])
+    results = sweep.run(cfg, tmp_path / "sweep", progress=False)
+    assert len(results.cells) == 6 and results.complete
+    assert calls == [0.5, 1.0, 2.0]
