@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from jaxbandit import lp
 from jaxbandit._types import Array, ArrayLike
-from jaxbandit.lp.numerics import _dot
+from jaxbandit.lp.numerics import dot
 from jaxbandit.reductions import all_true
 
 __all__ = [
@@ -449,7 +449,7 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     ok, c = reuse_warm_start_at(problem.cost, problem.b, problem.best_arm, warm)
     ok = ok & (problem.status == LowerBoundStatus.OPTIMAL)
     c = jnp.where(ok, c, 0)
-    value = jnp.where(ok, _dot(problem.cost, c), jnp.inf).astype(c.dtype)
+    value = jnp.where(ok, dot(problem.cost, c), jnp.inf).astype(c.dtype)
     status = jnp.where(ok, LowerBoundStatus.OPTIMAL, LowerBoundStatus.NUMERICAL_ERROR).astype(jnp.int32)
     return ok, LowerBoundSolution(c, value, status, jnp.int32(0), warm.basis.astype(jnp.int32))
 

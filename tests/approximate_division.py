@@ -9,7 +9,7 @@ too large.  Other dtypes are untouched.
 
 The emulation is not the GPU's arithmetic, only an error of the same size: it tests
 that the solver's verdicts survive such an error.  The solver refines float32 division
-off the CPU (``jaxbandit.lp.numerics._divide``); ``tests/test_lp.py`` checks that
+off the CPU (``jaxbandit.lp.numerics.divide``); ``tests/test_lp.py`` checks that
 refinement against this emulation.
 
 This replaces the CPU lowering rule of ``lax.div_p`` through JAX's internal MLIR

@@ -16,7 +16,8 @@ import pytest
 from scipy.optimize import linprog
 
 from jaxbandit import bound_lp, lp
-from jaxbandit.lp import numerics, simplex
+from jaxbandit.lp import numerics, pivoting
+from jaxbandit.lp import tableau as lp_tableau
 from tests.approximate_division import approximate_division
 
 Status = lp.LPStatus
@@ -193,29 +194,29 @@ def test_check_basis_accepts_the_optimal_basis_only():
 
 
 def _single_loop_pivots(cost, matrix, rhs, basis):
-    """The pivot loop as one loop of ``_next_step`` (dual and primal steps together) from
-    the tableau of ``basis``: the reference for ``simplex._pivot_loop``'s dual-first split."""
-    scaled = simplex._scale(cost, matrix, rhs)
+    """The pivot loop as one loop of ``next_step`` (dual and primal steps together) from
+    the tableau of ``basis``: the reference for ``pivoting.pivot_loop``'s dual-first split."""
+    scaled = lp_tableau.scale(cost, matrix, rhs)
     tolerance = jnp.asarray(lp.default_tolerance(matrix.dtype), matrix.dtype)
     budget = 3 * sum(matrix.shape)
 
     def body(carry):
         tableau, count, _ = carry
-        step = simplex._next_step(tableau, scaled, tolerance)
-        pivoted = simplex._pivot(tableau, step.leave, step.enter)
+        step = pivoting.next_step(tableau, scaled, tolerance, False)
+        pivoted = lp_tableau.pivot(tableau, step.leave, step.enter)
         tableau = jax.tree.map(lambda a, b: jnp.where(step.can_pivot, a, b), pivoted, tableau)
         return tableau, count + step.can_pivot.astype(jnp.int32), step.can_pivot
 
-    carry = (simplex._tableau(scaled, basis), jnp.int32(0), jnp.bool_(True))
+    carry = (lp_tableau.factorised_tableau(scaled, basis), jnp.int32(0), jnp.bool_(True))
     tableau, count, _ = jax.lax.while_loop(lambda c: c[2] & (c[1] < budget), body, carry)
     return tableau.basis, count
 
 
 def _split_loop_pivots(cost, matrix, rhs, basis):
-    scaled = simplex._scale(cost, matrix, rhs)
+    scaled = lp_tableau.scale(cost, matrix, rhs)
     tolerance = jnp.asarray(lp.default_tolerance(matrix.dtype), matrix.dtype)
-    tableau = simplex._tableau(scaled, basis)
-    return simplex._pivot_loop(tableau, scaled, jnp.int32(0), 3 * sum(matrix.shape), tolerance, jnp.bool_(False))
+    tableau = lp_tableau.factorised_tableau(scaled, basis)
+    return pivoting.pivot_loop(tableau, scaled, jnp.int32(0), 3 * sum(matrix.shape), tolerance, jnp.bool_(False))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -225,7 +226,7 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
     pivots (same final basis, same count).  From the surplus basis (dual steps only, on
     mixed-sign and covering LPs), and from the optimal basis of other costs (primal
     feasible, not dual feasible: primal steps, which the second loop takes where
-    ``simplex._may_take_primal_step`` lets it run)."""
+    ``pivoting._may_take_primal_step`` lets it run)."""
     cost, matrix, rhs = _random_lps(21, 200, 4, 6)
     covering = (cost, np.abs(matrix), np.abs(rhs) + 0.1)
     other_cost = np.random.default_rng(22).uniform(0, 1, cost.shape)
@@ -246,19 +247,19 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
     """The scaling must add no rounding (XLA's float32 ``exp2`` is approximate, so the
-    powers of two are built from their bits), and ``_split``'s halves must add up to ``v`` exactly, each
+    powers of two are built from their bits), and ``split``'s halves must add up to ``v`` exactly, each
     short enough (12 / 26 significant bits) that products of halves are exact; ties
     round away from zero.  200,000 values spanning 1e-26..1e26, both signs."""
     rng = np.random.default_rng(3)
     x = np.exp(rng.uniform(-60, 60, 200_000)).astype(dtype)
     x[:3] = [2.0**13, 1.5 * 2.0**-20, np.sqrt(2.0) * 2.0**7]  # exact, and at rounding edges
     with jax.enable_x64(dtype == np.float64):
-        scale = np.asarray(jax.jit(numerics._power_of_two_reciprocal)(x))
-        ones = np.asarray(numerics._power_of_two_reciprocal(np.array([0.0, -3.0], dtype)))
+        scale = np.asarray(jax.jit(numerics.power_of_two_reciprocal)(x))
+        ones = np.asarray(numerics.power_of_two_reciprocal(np.array([0.0, -3.0], dtype)))
         signed = x * rng.choice(np.array([-1, 1], dtype), x.shape)
-        high, low = (np.asarray(a) for a in jax.jit(numerics._split)(signed))
+        high, low = (np.asarray(a) for a in jax.jit(numerics.split)(signed))
         ties = np.array([1 + 2.0**-12, -(1 + 2.0**-12)], dtype)  # halfway between 12-bit neighbours
-        tie = np.asarray(numerics._split(ties)[0]) if dtype == np.float32 else None
+        tie = np.asarray(numerics.split(ties)[0]) if dtype == np.float32 else None
     fraction, exponent = np.frexp(scale)
     assert np.all(fraction == 0.5), scale[fraction != 0.5][:5]  # exact powers of two
     distance = np.abs(np.log2(x.astype(np.float64)) + (exponent - 1))  # |log2 x - round(log2 x)|

@@ -1,9 +1,9 @@
 """Extra-precise arithmetic and small dense linear algebra for the simplex.
 
-Error-free transformations (:func:`_two_sum`, :func:`_split`) give residuals in about
-twice the working precision (:func:`_residual`), which iterative refinement
-(:func:`_refined_values`) turns into basic values accurate to about ``eps`` even when
-they cancel.  Every division goes through :func:`_divide`, and every power of two is
+Error-free transformations (:func:`_two_sum`, :func:`split`) give residuals in about
+twice the working precision (:func:`residual`), which iterative refinement
+(:func:`refined_values`) turns into basic values accurate to about ``eps`` even when
+they cancel.  Every division goes through :func:`divide`, and every power of two is
 built from its bits, so CPU and GPU compute the same thing.  Loops over small axes are
 unrolled on purpose: under ``vmap`` XLA on CPU runs small batched products and
 middle-axis reductions as library kernels much slower than one fused elementwise pass.
@@ -15,6 +15,21 @@ import functools
 
 import jax
 import jax.numpy as jnp
+
+__all__ = [
+    "divide",
+    "dot",
+    "gauss_jordan",
+    "leading_axis",
+    "pivot_rows",
+    "power_of_two_reciprocal",
+    "refined_values",
+    "residual",
+    "row_residuals",
+    "rows_dot",
+    "split",
+    "transposed_residual",
+]
 
 
 def _power_of_two(exponent, dtype):
@@ -29,7 +44,7 @@ def _power_of_two(exponent, dtype):
     return jax.lax.bitcast_convert_type(biased << info.nmant, dtype)
 
 
-def _power_of_two_reciprocal(x):
+def power_of_two_reciprocal(x):
     """``2**-round(log2(x))`` for ``x > 0`` (1 elsewhere): scaling that adds no rounding.
 
     Read off and built from the exponent bits (``frexp``, :func:`_power_of_two`), not
@@ -50,7 +65,7 @@ def _two_sum(a, b):
     return s, (a - (s - b_virtual)) + (b - b_virtual)
 
 
-def _split(v):
+def split(v):
     """``v = high + low`` with both halves short enough that their products are exact.
 
     ``high`` is ``v`` rounded (half away from zero) to ``digits // 2`` significant
@@ -69,15 +84,16 @@ def _split(v):
     return high, v - high
 
 
-def _dot(a, b):
+def dot(a, b):
     """Matrix product in full working precision: on GPUs the default lets float32
     products run in TF32 (10-bit mantissa), far too coarse for a simplex."""
     return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-def _residual(matrix, x, rhs, *, transposed: bool = False):
-    """``rhs - matrix @ x`` (``rhs - x @ matrix`` if ``transposed``) in about twice the
-    working precision (after Ogita-Rump-Oishi).
+def _residual_by(column, matrix, x, rhs):
+    """``rhs - sum_j column(matrix, j) * x[j]`` in about twice the working precision
+    (after Ogita-Rump-Oishi): the core of :func:`residual` and :func:`transposed_residual`,
+    which differ only in how a column is read (``column(a, j)``, ``a[:, j]`` or ``a[j]``).
 
     The basic solution of a covering LP often has one huge component (a free arm) next
     to small ones that are differences of large terms; a residual in working precision
@@ -87,17 +103,14 @@ def _residual(matrix, x, rhs, *, transposed: bool = False):
     summed separately, i.e. Sum2).  The rest, ``high * x_low + low * x``, is smaller by
     half the significand and is summed plainly with the errors (its rounding, and a
     compiler contracting it into fused multiply-adds, change the result only at that
-    smaller size).  The loop over the columns of ``matrix`` (its rows if
-    ``transposed``, so no transposed copy is made) is unrolled into one fused
-    elementwise pass, with no separate product kernels.
+    smaller size).  The loop over the columns is unrolled into one fused elementwise
+    pass, with no separate product kernels.
 
-    Shapes: ``matrix`` ``(m, k)``, ``x`` ``(k,)``, ``rhs`` ``(m,)``; transposed: ``matrix``
-    ``(k, m)``.  ``matrix`` may also be its :func:`_split` halves (a kept basis matrix is
-    split once, not at every check).
+    ``matrix`` may also be its :func:`split` halves (a kept basis matrix is split once,
+    not at every check).
     """
-    matrix_high, matrix_low = matrix if isinstance(matrix, tuple) else _split(matrix)
-    x_high, x_low = _split(x)
-    column = (lambda a, j: a[j]) if transposed else (lambda a, j: a[:, j])
+    matrix_high, matrix_low = matrix if isinstance(matrix, tuple) else split(matrix)
+    x_high, x_low = split(x)
     total = rhs
     errors = jnp.zeros_like(rhs)
     for j in range(x.shape[0]):
@@ -107,24 +120,43 @@ def _residual(matrix, x, rhs, *, transposed: bool = False):
     return total + errors
 
 
-def _rows_dot(rows, matrix):
+def residual(matrix, x, rhs):
+    """``rhs - matrix @ x`` in about twice the working precision (:func:`_residual_by`).
+
+    Shapes: ``matrix`` ``(m, k)`` (or its :func:`split` halves), ``x`` ``(k,)``, ``rhs``
+    ``(m,)``.  Returns ``(m,)``.
+    """
+    return _residual_by(lambda a, j: a[:, j], matrix, x, rhs)
+
+
+def transposed_residual(matrix, x, rhs):
+    """``rhs - x @ matrix`` in about twice the working precision (:func:`_residual_by`),
+    reading the rows of ``matrix``, so no transposed copy is made.
+
+    Shapes: ``matrix`` ``(k, m)`` (or its :func:`split` halves), ``x`` ``(k,)``, ``rhs``
+    ``(m,)``.  Returns ``(m,)``.
+    """
+    return _residual_by(lambda a, j: a[j], matrix, x, rhs)
+
+
+def rows_dot(rows, matrix):
     """``rows @ matrix`` for a few rows (``(r, m) @ (m, n)``), one vector-matrix product
     per row: under ``vmap`` XLA on CPU runs a batched ``(r, m) @ (m, n)`` with small
     ``r`` and ``m`` much slower than ``r`` vector-matrix products."""
-    return jnp.stack([_dot(rows[k], matrix) for k in range(rows.shape[0])])
+    return jnp.stack([dot(rows[k], matrix) for k in range(rows.shape[0])])
 
 
-def _row_residuals(matrix, ys, gs):
+def row_residuals(matrix, ys, gs):
     """``gs[k] - ys[k] @ matrix`` for each of a few rows ``k`` (``ys`` ``(r, m)``, ``gs``
-    ``(r, n)``), each as :func:`_residual`.  An unrolled loop over the ``r`` rows: with a
+    ``(r, n)``), each as :func:`transposed_residual`.  An unrolled loop over the ``r`` rows: with a
     trailing axis of ``r`` (or an inner ``vmap``) XLA on CPU lays the batch out badly."""
-    return jnp.stack([_residual(matrix, ys[k], gs[k], transposed=True) for k in range(ys.shape[0])])
+    return jnp.stack([transposed_residual(matrix, ys[k], gs[k]) for k in range(ys.shape[0])])
 
 
 def _refined_divide(numerator, denominator):
     """``numerator / denominator`` followed, in float32, by one Newton step on an exact
     residual: ``q + (numerator - q * denominator) / denominator``, with ``q *
-    denominator`` taken as exact partial products of :func:`_split` halves (so neither
+    denominator`` taken as exact partial products of :func:`split` halves (so neither
     rounding nor a compiler's fused multiply-adds spoil it).  A quotient within a few
     ulp comes back correctly rounded but for near-ties (below about 1e-30 the step
     itself is subnormal and helps less).  Where the step is not finite (a zero or
@@ -132,14 +164,14 @@ def _refined_divide(numerator, denominator):
     quotient = numerator / denominator
     if quotient.dtype != jnp.float32:
         return quotient  # float64 division is correctly rounded on CPUs and GPUs
-    (q_high, q_low), (d_high, d_low) = _split(quotient), _split(denominator)
+    (q_high, q_low), (d_high, d_low) = split(quotient), split(denominator)
     # numerator - q_high * d_high is exact (the two agree to ~12 bits: Sterbenz).
     residual = (numerator - q_high * d_high) - (q_high * d_low + q_low * d_high + q_low * d_low)
     step = residual / denominator
     return jnp.where(jnp.isfinite(step), quotient + step, quotient)
 
 
-def _divide(numerator, denominator):
+def divide(numerator, denominator):
     """``numerator / denominator``, correctly rounded but for near-ties on every
     backend; every division of the solver goes through here.  GPUs divide float32
     approximately (XLA lowers it to ``div.full.f32``, within 2 ulp), which is enough to
@@ -151,7 +183,7 @@ def _divide(numerator, denominator):
     )
 
 
-def _leading_axis(combine, rows):
+def leading_axis(combine, rows):
     """``combine``-reduce ``(m, ...)`` over its leading axis as an unrolled chain of
     elementwise ops.  Under ``vmap`` that axis is a middle one, and XLA on CPU hands a
     middle-axis reduction to a library kernel much slower than one fused elementwise
@@ -159,21 +191,21 @@ def _leading_axis(combine, rows):
     return functools.reduce(combine, [rows[k] for k in range(rows.shape[0])])
 
 
-def _pivot_rows(rows, p, chosen, column):
+def pivot_rows(rows, p, chosen, column):
     """``rows`` after a pivot on row ``p`` of ``column`` (``rows @ e_j`` for the
     entering ``j``): row ``p`` becomes ``rows[p] / column[p]`` and ``column`` the unit
     vector ``e_p``.  ``chosen`` is ``arange(len(rows)) == p``: a mask rather than
     ``.at[p]`` scatters, which under ``vmap`` add a kernel or two each, for the same
     arithmetic."""
     factors = jnp.where(chosen, column - 1.0, column)
-    return rows - factors[:, None] * _divide(rows[p], column[p])[None, :]
+    return rows - factors[:, None] * divide(rows[p], column[p])[None, :]
 
 
-def _gauss_jordan(matrix, rhs):
+def gauss_jordan(matrix, rhs):
     """Solve ``matrix @ X = rhs`` by Gauss-Jordan elimination with partial pivoting.
 
     Written out (``m`` rank-one updates, the pivot row marked by a mask as in
-    :func:`_pivot_rows`) rather than calling LAPACK: batched small factorisations are
+    :func:`pivot_rows`) rather than calling LAPACK: batched small factorisations are
     slow on CPU under ``vmap``, and this runs the same on any device.
 
     Args:
@@ -188,25 +220,25 @@ def _gauss_jordan(matrix, rhs):
     rows = jnp.arange(m, dtype=jnp.int32)
 
     def eliminate(k, carry):
-        augmented, used, pivot_rows = carry
+        augmented, used, pivot_order = carry
         column = augmented[:, k]
         p = jnp.argmax(jnp.where(used, -1, jnp.abs(column))).astype(jnp.int32)
         chosen = rows == p
-        augmented = _pivot_rows(augmented, p, chosen, column)
-        return augmented, used | chosen, jnp.where(rows == k, p, pivot_rows)
+        augmented = pivot_rows(augmented, p, chosen, column)
+        return augmented, used | chosen, jnp.where(rows == k, p, pivot_order)
 
-    augmented, _, pivot_rows = jax.lax.fori_loop(
+    augmented, _, pivot_order = jax.lax.fori_loop(
         0, m, eliminate, (augmented, jnp.zeros((m,), bool), jnp.zeros((m,), jnp.int32))
     )
-    return augmented[pivot_rows, m:]
+    return augmented[pivot_order, m:]
 
 
-def _refined_values(inverse, basis_matrix, values, rhs, steps: int):
+def refined_values(inverse, basis_matrix, values, rhs, steps: int):
     """``steps`` steps of iterative refinement of ``B^-1 rhs`` (extra-precise residuals).
 
     Shapes: ``inverse`` ``(m, m)`` ``B^-1``, ``basis_matrix`` ``(m, m)`` ``B`` (or its
-    :func:`_split` halves), ``values`` and ``rhs`` ``(m,)``.  Returns ``(m,)``.
+    :func:`split` halves), ``values`` and ``rhs`` ``(m,)``.  Returns ``(m,)``.
     """
     for _ in range(steps):
-        values = values + _dot(inverse, _residual(basis_matrix, values, rhs))
+        values = values + dot(inverse, residual(basis_matrix, values, rhs))
     return values

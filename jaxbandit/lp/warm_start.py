@@ -4,8 +4,8 @@ A simplex basis matrix ``B = [A, -I][:, basis]`` depends on ``A`` and the index 
 only.  When only ``cost`` and ``b`` change between solves (the lower-bound LP at new
 estimated means), :func:`factor_basis` inverts ``B`` once and :func:`quick_check`
 re-verifies the basis at new data with a few ``m x m`` products: the tests of
-:func:`~jaxbandit.lp.simplex.check_basis`, with a margin for its own rounding, so that
-a basis it accepts is the canonical optimum :func:`~jaxbandit.lp.simplex.solve`
+:func:`~jaxbandit.lp.solver.check_basis`, with a margin for its own rounding, so that
+a basis it accepts is the canonical optimum :func:`~jaxbandit.lp.solver.solve`
 returns (same basis, values equal up to rounding).  Its
 :class:`BasisSensitivity` says how far the costs may move with that answer unchanged,
 and :func:`shifted_values` moves the basic values to a new ``b`` with an error bound,
@@ -15,102 +15,40 @@ so that a caller may skip checks altogether near a verified point.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.lp.numerics import (
-    _divide,
-    _dot,
-    _gauss_jordan,
-    _leading_axis,
-    _power_of_two_reciprocal,
-    _refined_values,
-    _residual,
-    _split,
+    divide,
+    dot,
+    gauss_jordan,
+    leading_axis,
+    power_of_two_reciprocal,
+    refined_values,
+    residual,
+    split,
+    transposed_residual,
 )
-from jaxbandit.lp.simplex import (
-    _CONDITION_LIMIT,
+from jaxbandit.lp.tableau import check_inputs, validated
+from jaxbandit.lp.types import (
+    CONDITION_LIMIT,
     BasisCheck,
+    BasisFactor,
+    BasisSensitivity,
     LPSolution,
     LPStatus,
-    _check_inputs,
-    _check_refinements,
-    _validated,
+    check_refinements,
     default_tolerance,
 )
 
 __all__ = [
-    "BasisFactor",
-    "BasisSensitivity",
     "factor_basis",
     "quick_check",
     "shifted_values",
     "value_size",
 ]
-
-
-class BasisSensitivity(NamedTuple):
-    """What :func:`quick_check` learns about nearby LPs with the same ``A``.
-
-    Attributes:
-        values: ``(m,)`` the refined basic values ``x_B = B^-1 b`` (basis order).
-        cost_radius: ``()`` the basis stays the canonical optimum for every cost
-            ``c'`` with ``max_j |c'_j - c_j| < cost_radius`` and ``c'_j = 0`` wherever
-            ``c_j = 0``, at any ``b`` where it stays primal feasible: every nonbasic
-            reduced cost of the cost objective stays positive, except those that such
-            a change cannot move (zero, with a positive reduced cost of ``sum(x)``).
-            ``0`` when a nonbasic reduced cost that can move is within its rounding
-            error of zero, or the check failed.
-    """
-
-    values: Array
-    cost_radius: Array
-
-
-class BasisFactor(NamedTuple):
-    """A basis with its inverse, for cheap re-checks while ``A`` stays fixed.
-
-    Besides ``B^-1`` it keeps what every check would otherwise recompute from the basis
-    alone: ``B`` itself (rebuilt inside a check, XLA would fuse its gather and select
-    into every loop that reads it, and the extra-precise residuals read each entry once
-    per column), ``B`` split into the halves of those residuals, ``|B^-1|`` without its
-    rounding residues (each an ``m x m`` pass per check under ``vmap``), and the reduced
-    costs of the tie-breaking objective ``sum(x)``, whose costs, hence duals, do not
-    change between checks.  A factor is so four ``m x m`` arrays and a few vectors
-    (``lp_explore`` keeps one per run).
-
-    Attributes:
-        basis: ``(m,)`` int32 sorted basic-variable indices among ``(x, surplus)``.
-        matrix_high, matrix_low: ``(m, m)`` ``B = matrix_high + matrix_low`` (exactly;
-            non-finite entries of ``A`` read as 0), split as by ``_split``: the leading
-            halves of the significands, and the rest.
-        inverse: ``(m, m)`` ``B^-1`` (zeros if ``B`` is singular).
-        condition: ``()`` Skeel's ``max_i (|B^-1| |B| 1)_i`` (``inf`` if singular).
-        abs_inverse: ``(m, m)`` ``|B^-1|`` with the rounding residues zeroed: entries at
-            most ``m eps`` times the largest of their column, taken as the structural
-            zeros they are here (see ``_cost_radius``).
-        tie_reduced: ``((n,), (m,))`` the reduced costs of ``sum(x)`` on the
-            (structural, surplus) columns, refined as :func:`quick_check` computes the
-            cost objective's.
-        tie_size: ``((n,), (m,))`` their magnitudes, the scale of their rounding error.
-    """
-
-    basis: Array
-    matrix_high: Array
-    matrix_low: Array
-    inverse: Array
-    condition: Array
-    abs_inverse: Array
-    tie_reduced: tuple[Array, Array]
-    tie_size: tuple[Array, Array]
-
-    @property
-    def matrix(self) -> Array:
-        """``(m, m)`` ``B``."""
-        return self.matrix_high + self.matrix_low
 
 
 def _basis_matrix(matrix, basis):
@@ -144,13 +82,13 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
         raise ValueError(f"basis must have shape ({m},) to match A {matrix.shape}, got {basis.shape}.")
     finite_matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
     basis_matrix = _basis_matrix(finite_matrix, basis)
-    row_scale = _power_of_two_reciprocal(jnp.max(jnp.abs(basis_matrix), axis=1))
+    row_scale = power_of_two_reciprocal(jnp.max(jnp.abs(basis_matrix), axis=1))
     scaled = basis_matrix * row_scale[:, None]
-    column_scale = _power_of_two_reciprocal(jnp.max(jnp.abs(scaled), axis=0))
+    column_scale = power_of_two_reciprocal(jnp.max(jnp.abs(scaled), axis=0))
     scaled = scaled * column_scale[None, :]
-    inverse = _gauss_jordan(scaled, jnp.eye(m, dtype=matrix.dtype))
+    inverse = gauss_jordan(scaled, jnp.eye(m, dtype=matrix.dtype))
     inverse = column_scale[:, None] * inverse * row_scale[None, :]  # B^-1 = C S^-1 R
-    condition = jnp.max(_dot(jnp.abs(inverse), jnp.sum(jnp.abs(basis_matrix), axis=1)))
+    condition = jnp.max(dot(jnp.abs(inverse), jnp.sum(jnp.abs(basis_matrix), axis=1)))
     finite = jnp.all(jnp.isfinite(inverse)) & jnp.isfinite(condition)
     inverse = jnp.where(finite, inverse, jnp.zeros_like(inverse))
     condition = jnp.where(finite, condition, jnp.inf).astype(matrix.dtype)
@@ -159,10 +97,10 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     # are the structural zeros they stand for, computed with a residue (a covered
     # constraint's zero dual).  Were one real, a cost change would move a reduced cost
     # through it by a rounding-level amount only.  A true reduction for the column
-    # maxima, not `_leading_axis`: XLA would fuse that chain into the elementwise pass
+    # maxima, not `leading_axis`: XLA would fuse that chain into the elementwise pass
     # and recompute every entry of B^-1 (scales and all) m times.
     residue = abs_inverse <= m * jnp.finfo(matrix.dtype).eps * jnp.max(abs_inverse, axis=0)[None, :]
-    high, low = _split(basis_matrix)
+    high, low = split(basis_matrix)
     tie_reduced, tie_size = _reduced_costs(
         jnp.ones((n,), matrix.dtype),
         (basis < n).astype(matrix.dtype),
@@ -182,7 +120,7 @@ def _reduced_costs(g, g_basic, inverse, abs_inverse, basis_matrix, matrix, abs_m
     with the duals ``y = g_B B^-1`` refined once (extra-precise residual), and their
     magnitudes, the scale of their rounding error.
 
-    The magnitudes are those of :func:`~jaxbandit.lp.simplex.check_basis`, ``|g_j| +
+    The magnitudes are those of :func:`~jaxbandit.lp.solver.check_basis`, ``|g_j| +
     |y| |M_j| + |g_B| |B^-1 M_j|``, with the last term bounded by ``|g_B| |B^-1| |M_j|``
     (no ``m x m x n`` product): a larger noise level can only make a check refuse more,
     never accept what ``check_basis`` refuses.  Per-column quantities stay (structural,
@@ -190,15 +128,15 @@ def _reduced_costs(g, g_basic, inverse, abs_inverse, basis_matrix, matrix, abs_m
     stack is a copy kernel of its own.
 
     Shapes: ``g`` ``(n,)``, ``g_basic`` ``(m,)``, ``inverse`` and ``abs_inverse`` (the
-    plain ``|B^-1|``) ``(m, m)``, ``basis_matrix`` the :func:`_split` halves of ``B``,
+    plain ``|B^-1|``) ``(m, m)``, ``basis_matrix`` the :func:`split` halves of ``B``,
     ``matrix`` and ``abs_matrix`` ``(m, n)`` (finite).  Returns ``(d, size)``, each a
     ``((n,), (m,))`` pair (the surplus columns' ``d`` is ``y``).
     """
-    y = _dot(g_basic, inverse)
-    y = y + _dot(_residual(basis_matrix, y, g_basic, transposed=True), inverse)
-    spread = _dot(jnp.abs(g_basic), abs_inverse) + jnp.abs(y)
-    size = (jnp.abs(g) + _dot(spread, abs_matrix), spread)
-    return (g - _dot(y, matrix), y), size
+    y = dot(g_basic, inverse)
+    y = y + dot(transposed_residual(basis_matrix, y, g_basic), inverse)
+    spread = dot(jnp.abs(g_basic), abs_inverse) + jnp.abs(y)
+    size = (jnp.abs(g) + dot(spread, abs_matrix), spread)
+    return (g - dot(y, matrix), y), size
 
 
 def _check_factor_shapes(factor: BasisFactor, m: int, n: int) -> None:
@@ -223,8 +161,8 @@ def _nonbasic_columns(basis, m: int, n: int):
     One-hot comparisons rather than scatters (a vmapped scatter is a slow loop on CPU)."""
     placed = basis[:, None] == jnp.arange(n, dtype=jnp.int32)[None, :]  # (m, n)
     nonbasic = (
-        ~_leading_axis(jnp.logical_or, placed),
-        ~_leading_axis(jnp.logical_or, basis[:, None] == n + jnp.arange(m, dtype=jnp.int32)[None, :]),
+        ~leading_axis(jnp.logical_or, placed),
+        ~leading_axis(jnp.logical_or, basis[:, None] == n + jnp.arange(m, dtype=jnp.int32)[None, :]),
     )
     return placed, nonbasic
 
@@ -249,9 +187,9 @@ def _checked_point(values, placed, matrix, abs_matrix, rhs, tolerance, margin):
     """``(x, satisfied)``: the basic point ``(n,)``, clipped at 0, and whether it meets
     every row of ``A x >= b`` to ``4 * tolerance`` of the row's activity, less the
     check's margin."""
-    x = jnp.maximum(_leading_axis(jnp.add, jnp.where(placed, values[:, None], 0)), 0)
-    shortfall = rhs - _dot(matrix, x)
-    activity = _dot(abs_matrix, x) + jnp.abs(rhs)
+    x = jnp.maximum(leading_axis(jnp.add, jnp.where(placed, values[:, None], 0)), 0)
+    shortfall = rhs - dot(matrix, x)
+    activity = dot(abs_matrix, x) + jnp.abs(rhs)
     return x, jnp.all(shortfall <= (4 * tolerance - margin) * activity)
 
 
@@ -268,23 +206,23 @@ def quick_check(
 
     ``factor`` must come from :func:`factor_basis` with this same ``A`` (only ``cost``
     and ``b`` may have changed).  The refined basic values and duals meet the tests of
-    :func:`~jaxbandit.lp.simplex.check_basis` *with a margin* for the rounding of this
+    :func:`~jaxbandit.lp.solver.check_basis` *with a margin* for the rounding of this
     computation (``8 sqrt(m) eps`` relative to each quantity's magnitude), and only if
     ``eps * cond(B) <= 1e-2``.  So ``ok`` is conservative: the basis is one
     ``check_basis`` accepts too, and its point the canonical optimum
-    :func:`~jaxbandit.lp.simplex.solve` returns (same basis, values equal up to a few
+    :func:`~jaxbandit.lp.solver.solve` returns (same basis, values equal up to a few
     units in the last place).  When ``ok`` is False call ``solve``.
 
     Args:
-        cost, A, b: the LP, as in :func:`~jaxbandit.lp.simplex.solve`.
+        cost, A, b: the LP, as in :func:`~jaxbandit.lp.solver.solve`.
         factor: a :class:`BasisFactor` of ``A``.
         feasibility_tolerance: relative tolerance (default
-            :func:`~jaxbandit.lp.simplex.default_tolerance`).
+            :func:`~jaxbandit.lp.types.default_tolerance`).
 
     Returns:
-        A :class:`~jaxbandit.lp.simplex.BasisCheck` with its :class:`BasisSensitivity`.
+        A :class:`~jaxbandit.lp.types.BasisCheck` with its :class:`BasisSensitivity`.
     """
-    cost, matrix, rhs = _check_inputs(cost, A, b)
+    cost, matrix, rhs = check_inputs(cost, A, b)
     m, n = matrix.shape
     dtype = matrix.dtype
     eps = jnp.finfo(dtype).eps
@@ -292,8 +230,8 @@ def quick_check(
         default_tolerance(dtype) if feasibility_tolerance is None else feasibility_tolerance
     )
     margin = 8 * (m**0.5) * eps  # rounding error of the products below, relative
-    valid, cost, _, rhs = _validated(cost, matrix, rhs)
-    # Not _validated's matrix, which depends on cost and b: under vmap with one shared A
+    valid, cost, _, rhs = validated(cost, matrix, rhs)
+    # Not validated's matrix, which depends on cost and b: under vmap with one shared A
     # it would be a (batch, m, n) array, built and read at every check.
     matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
     _check_factor_shapes(factor, m, n)
@@ -302,9 +240,9 @@ def quick_check(
     abs_inverse = jnp.abs(inverse)
 
     # Primal: x_B = B^-1 b, refined; feasible to the tolerance of check_basis.
-    values = _dot(inverse, rhs)
-    values = _refined_values(inverse, basis_matrix, values, rhs, _check_refinements(dtype))
-    value_size = _dot(abs_inverse, jnp.abs(rhs))
+    values = dot(inverse, rhs)
+    values = refined_values(inverse, basis_matrix, values, rhs, check_refinements(dtype))
+    value_size = dot(abs_inverse, jnp.abs(rhs))
     primal_feasible = jnp.all(values >= -(tolerance - margin) * value_size)
 
     # Reduced costs of the cost objective, refined; those of the tie-break sum(x) come
@@ -320,14 +258,14 @@ def quick_check(
     strictly = _strictly_dual_feasible(cost_reduced, noise, slack, factor, nonbasic, tolerance, margin)
     x, satisfied = _checked_point(values, placed, matrix, abs_matrix, rhs, tolerance, margin)
 
-    well_conditioned = eps * factor.condition <= _CONDITION_LIMIT
+    well_conditioned = eps * factor.condition <= CONDITION_LIMIT
     finite = jnp.all(jnp.isfinite(values))
     for part in cost_reduced + factor.tie_reduced:
         finite = finite & jnp.all(jnp.isfinite(part))
     ok = valid & finite & well_conditioned & primal_feasible & strictly & satisfied
     x = jnp.where(ok, x, jnp.zeros_like(x))
     status = jnp.where(ok, LPStatus.OPTIMAL, LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
-    objective = jnp.where(ok, _dot(cost, x), jnp.inf).astype(dtype)
+    objective = jnp.where(ok, dot(cost, x), jnp.inf).astype(dtype)
     # Zero costs stay zero (the lower-bound LP: the best arm's gap), so only the basic
     # variables with a nonzero cost move the duals.
     moving = cost_basic != 0
@@ -354,7 +292,7 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     and its surplus column a zero reduced cost and a zero gain once the rounding
     residues of ``B^-1`` are dropped.  Half the smallest ratio is returned: the bound
     uses the computed ``B^-1``, which is itself off by up to ``eps cond(B)`` (at most
-    ``_CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
+    ``CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
 
     Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` pairs of ``(n,)`` (structural
     columns) and ``(m,)`` (surplus columns); ``moving_cost`` ``(n,)``; ``moving_basic``
@@ -363,14 +301,14 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
     can move.
     """
     dtype = abs_matrix.dtype
-    dual_gain = _dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
-    gains = (moving_cost.astype(dtype) + _dot(dual_gain, abs_matrix), dual_gain)
+    dual_gain = dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
+    gains = (moving_cost.astype(dtype) + dot(dual_gain, abs_matrix), dual_gain)
     smallest, roomy = jnp.asarray(jnp.inf, dtype), jnp.bool_(True)
     for d, d_noise, d_slack, free, gain in zip(reduced, noise, slack, nonbasic, gains):
         positive = d > d_noise + d_slack
         room = jnp.where(positive, d - (d_noise + d_slack), (d_noise - d_slack) - jnp.abs(d))
         constrained = free & (gain > 0)
-        ratio = jnp.where(constrained, _divide(room, jnp.where(constrained, gain, 1)), jnp.inf)
+        ratio = jnp.where(constrained, divide(room, jnp.where(constrained, gain, 1)), jnp.inf)
         smallest = jnp.minimum(smallest, jnp.min(ratio))
         roomy = roomy & jnp.all(~constrained | (room > 0))
     radius = jnp.where(roomy, 0.5 * smallest, 0)
@@ -379,7 +317,7 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
 
 def value_size(factor: BasisFactor, rhs: ArrayLike) -> Array:
     """``|B^-1| |b|`` ``(m,)``: the scale of :func:`quick_check`'s feasibility tolerance."""
-    return _dot(jnp.abs(factor.inverse), jnp.abs(rhs))
+    return dot(jnp.abs(factor.inverse), jnp.abs(rhs))
 
 
 def shifted_values(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
@@ -410,11 +348,11 @@ def shifted_values(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike, new_r
     eps = jnp.finfo(rhs.dtype).eps
     step = new_rhs - rhs
     outside = jnp.where(step == 0, 0, jnp.inf)
-    relative_step = jnp.max(jnp.where(rhs > 0, _divide(jnp.abs(step), jnp.where(rhs > 0, rhs, 1)), outside))
-    values = jnp.asarray(values) + _dot(factor.inverse, step)
-    residual = _residual((factor.matrix_high, factor.matrix_low), values, new_rhs)
+    relative_step = jnp.max(jnp.where(rhs > 0, divide(jnp.abs(step), jnp.where(rhs > 0, rhs, 1)), outside))
+    values = jnp.asarray(values) + dot(factor.inverse, step)
+    r = residual((factor.matrix_high, factor.matrix_low), values, new_rhs)
     # |X| in full, not factor.abs_inverse: dropping its rounding residues would
     # understate a bound (they are structural zeros only for the check's radius).
-    correction = _dot(jnp.abs(factor.inverse), jnp.abs(residual))
+    correction = dot(jnp.abs(factor.inverse), jnp.abs(r))
     error = 2 * correction + eps * (jnp.abs(values) + factor.condition * jnp.max(correction))
     return values, jnp.where(jnp.isfinite(error), error, jnp.inf), relative_step
