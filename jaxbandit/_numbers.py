@@ -86,9 +86,9 @@ def number(name: str, value, requirement: str = "") -> float:
     raise ArgumentError(f"{name} must be a number{' ' + requirement if requirement else ''}, got {value!r}.", argument=name)
 
 
-def integer(name: str, value, minimum: int, maximum: Optional[int] = None, why: str = "") -> int:
-    """``value`` as an int in ``[minimum, maximum]``, or an :class:`ArgumentError`
-    naming ``name`` (``why`` explains the maximum).
+def integer(name: str, value, minimum: Optional[int], maximum: Optional[int] = None, why: str = "") -> int:
+    """``value`` as an int in ``[minimum, maximum]`` (None: unbounded), or an
+    :class:`ArgumentError` naming ``name`` (``why`` explains the maximum).
 
     A Python or numpy integer, or a float that is exactly one (``2e4``, as TOML and
     scientific notation write large rounds); never a boolean, a string or a fraction.
@@ -96,8 +96,9 @@ def integer(name: str, value, minimum: int, maximum: Optional[int] = None, why: 
     whole = isinstance(value, (int, np.integer)) or (
         isinstance(value, (float, np.floating)) and math.isfinite(value) and value == math.floor(value)
     )
-    if not_a_number(value) or not whole or value < minimum:
-        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {describe(value)}.", argument=name)
+    if not_a_number(value) or not whole or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ArgumentError(f"{name} must be an integer{bound}, got {describe(value)}.", argument=name)
     value = int(value)
     if maximum is not None and value > maximum:
         raise ArgumentError(f"{name} must be at most {maximum}{why}, got {value}.", argument=name)

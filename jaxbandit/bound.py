@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import exact_lp, lp
-from jaxbandit._numbers import float_array
+from jaxbandit._numbers import float_array, float_dtype
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.bound_lp import (
     LowerBoundSolution,
@@ -29,7 +29,7 @@ from jaxbandit.bound_lp import (
     solve_lower_bound,
     warm_start,
 )
-from jaxbandit.instances import Instance, check_precisions
+from jaxbandit.instances import Instance, check_precisions, check_unique_best
 
 __all__ = ["LowerBound", "lower_bound"]
 
@@ -203,12 +203,7 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
-    try:
-        known = dtype is not None and np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.float64))
-    except TypeError:
-        known = False
-    if not known:  # None too, which numpy reads as float64
-        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+    dtype = float_dtype("dtype", dtype)
     if not isinstance(throw, (bool, np.bool_)):
         raise ValueError(f"throw must be True or False, got {throw!r}.")
     mu = np.atleast_2d(instance.mu)
@@ -276,11 +271,10 @@ def _raise_for_status(status: np.ndarray, mu: np.ndarray, precision: np.ndarray)
         prefix = f"instance {index}: " if len(status) > 1 else ""
         code = int(status[index])
         if code == LowerBoundStatus.TIED_BEST_ARM:
-            top = np.flatnonzero(mu[index] == mu[index].max()).tolist()
-            raise ValueError(
-                f"{prefix}mu has a tie for the best mean (arms {top}): mu={mu[index].tolist()}; "
-                "the lower bound needs a unique best arm."
-            )
+            try:
+                check_unique_best(mu[index])
+            except ValueError as err:
+                raise ValueError(f"{prefix}{err}") from None
         unobserved = np.flatnonzero(np.all(precision[index] == 0, axis=0))
         if code == LowerBoundStatus.INFEASIBLE and unobserved.size:
             raise ValueError(

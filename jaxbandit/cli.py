@@ -17,8 +17,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from jaxbandit._numbers import float_array
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
+from jaxbandit.config.schema import decode_numbers
 from jaxbandit.instances import Instance
 
 __all__ = ["main"]
@@ -305,24 +307,9 @@ def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
 
 
 def _as_float_array(value, name: str) -> np.ndarray:
-    """JSON/TOML values with ``"inf"`` strings allowed (booleans are not numbers)."""
-    if _holds_bool_or_null(value):
-        raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.")
-    try:
-        return np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        pass
-    try:
-        return np.vectorize(lambda v: float(v), otypes=[np.float64])(np.array(value, dtype=object))
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be numbers (or 'inf'), got {value!r}.") from err
-
-
-def _holds_bool_or_null(value) -> bool:
-    """``value`` (nested lists) holds a boolean or a null, which numpy would read as a number."""
-    if isinstance(value, (list, tuple)):
-        return any(_holds_bool_or_null(v) for v in value)
-    return isinstance(value, bool) or value is None
+    """JSON/TOML values with ``"inf"`` strings allowed, by the rule of every numeric
+    argument (booleans and other strings are not numbers)."""
+    return float_array(name, decode_numbers(value.tolist() if isinstance(value, np.ndarray) else value), "numbers (or 'inf')")
 
 
 def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:

@@ -32,6 +32,8 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from jaxbandit._numbers import integer
+
 __all__ = [
     "DistributedMismatchError",
     "EXIT_FAILURE",
@@ -88,10 +90,8 @@ def _check_coordinator(coordinator: str) -> str:
 
 
 def _check_counts(num_processes, process_id) -> None:
-    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
-        raise ValueError(f"num_processes must be an integer >= 1, got {num_processes!r}.")
-    if isinstance(process_id, bool) or not isinstance(process_id, int) or not 0 <= process_id < num_processes:
-        raise ValueError(f"process_id must be an integer in 0..{num_processes - 1} (0-based), got {process_id!r}.")
+    integer("num_processes", num_processes, 1)
+    integer("process_id", process_id, 0, num_processes - 1, " (0-based)")
 
 
 def initialize(
@@ -298,11 +298,9 @@ def add_cli_options(parser) -> None:
 
 def _check_timeouts(heartbeat_timeout, join_timeout) -> None:
     """Both timeouts positive integers (seconds); ``heartbeat_timeout`` may be None."""
-    for name, value in (("join_timeout", join_timeout), ("heartbeat_timeout", heartbeat_timeout)):
-        if value is None and name == "heartbeat_timeout":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer (seconds), got {value!r}.")
+    integer("join_timeout", join_timeout, 1)
+    if heartbeat_timeout is not None:
+        integer("heartbeat_timeout", heartbeat_timeout, 1)
 
 
 def initialize_from_cli(args) -> bool:

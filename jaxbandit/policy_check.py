@@ -32,7 +32,7 @@ class PolicyError(ValueError):
 def _describe(tree) -> str:
     """A short, readable description of an abstract value."""
     if isinstance(tree, jax.ShapeDtypeStruct):
-        weak = " (weakly typed: a Python scalar)" if getattr(tree, "weak_type", False) else ""
+        weak = " (weakly typed: a Python number, or computed from one)" if getattr(tree, "weak_type", False) else ""
         return f"{tree.dtype}{list(tree.shape)}{weak}"
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     if len(leaves) == 1 and treedef == jax.tree_util.tree_structure(0):

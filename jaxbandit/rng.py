@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxbandit._numbers import integer
 from jaxbandit._types import Array
 
 __all__ = [
@@ -75,11 +76,7 @@ def threefry2x32(key: tuple[Array, Array], counter: tuple[Array, Array], rounds:
 
 def seed_words(seed: int) -> tuple[int, int]:
     """Split a non-negative integer seed (< 2**64) into two uint32 words."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got {seed!r}.")
-    seed = int(seed)
-    if not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed}.")
+    seed = integer("seed", seed, 0, 2**64 - 1)
     return seed & 0xFFFFFFFF, seed >> 32
 
 

@@ -18,6 +18,8 @@ import dataclasses
 import re
 from typing import Sequence, Union
 
+from jaxbandit._numbers import integer
+
 
 __all__ = ["Shard", "parse", "estimated_cost", "assign", "select"]
 
@@ -37,9 +39,7 @@ class Shard:
 
     def __post_init__(self):
         for name in ("index", "count"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"shard {name} must be an integer, got {value!r}.")
+            integer(f"shard {name}", getattr(self, name), None)
         if self.count < 1 or not 0 <= self.index < self.count:
             raise ValueError(
                 f"shard must be I/N with 0 <= I < N (0-based, as SLURM_ARRAY_TASK_ID with "

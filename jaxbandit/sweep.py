@@ -115,7 +115,8 @@ def run(
     cfg, shard = _agreed_setup(config, shard)
     out = Path(out_dir)
     groups = cfg.plan()
-    distributed.run_on_process_zero(lambda: _prepare_directory(cfg, groups, out, config), (SweepMismatchError,))
+    created = []
+    distributed.run_on_process_zero(lambda: created.append(_prepare_directory(cfg, groups, out, config)), (SweepMismatchError,))
     mine = groups if shard is None else shards.select(groups, cfg.runs, shard)
     if shard is not None:
         logger.info("shard %s: groups %s of %d", shard, ", ".join(g.id for g in mine) or "none", len(groups))
@@ -123,6 +124,10 @@ def run(
 
     bar = _progress_bar(sum(len(g.cells) * cfg.runs * g.horizon for g in mine), progress and distributed.is_writer())
     total_cells, cells_done = sum(len(g.cells) for g in mine), 0
+    # A single unsharded run that stops before any result leaves no manifest behind: the
+    # same directory then serves the corrected configuration (a shard or a process of
+    # several cannot tell whether others are running under it).
+    alone = created == [True] and shard is None and not distributed.is_multiprocess()
     try:
         for number, (group, done) in enumerate(zip(mine, finished)):
             if done:
@@ -134,6 +139,11 @@ def run(
             bar.set_description_str(f"cells {cells_done}/{total_cells}", refresh=False)
             if not done:
                 logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
+    except BaseException:
+        if alone and not (io.visible_entries(out / "groups") or io.visible_entries(out / "checkpoints")):
+            for name in (io.MANIFEST, "config.toml"):
+                (out / name).unlink(missing_ok=True)
+        raise
     finally:
         bar.close()
     distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
@@ -192,8 +202,8 @@ def _finished(out: Path, groups) -> list:
 # -- the sweep directory ------------------------------------------------------------
 
 
-def _prepare_directory(cfg, groups, out: Path, config) -> None:
-    """Create the manifest, or check that the directory holds this sweep.
+def _prepare_directory(cfg, groups, out: Path, config) -> bool:
+    """Create the manifest (True), or check that the directory holds this sweep (False).
 
     Several jobs (shards of a job array) may start at the same moment on an empty
     directory: the manifest is created atomically and depends only on the
@@ -211,27 +221,33 @@ def _prepare_directory(cfg, groups, out: Path, config) -> None:
             )
         if io.create_exclusive_json(manifest_path, _manifest(cfg, groups)):
             _save_config_text(out, config)
-            return
+            return True
     manifest = io.read_json(manifest_path)
-    refuse = (
-        f"Refusing to mix them: use another output directory, or delete {out} to start over."
-    )
+    problem = _mismatch(cfg, manifest, out)
+    if problem is not None:
+        raise SweepMismatchError(
+            f"{problem}. Refusing to mix them: use another output directory, or delete {out} to start over."
+        )
+    if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
+        _save_config_text(out, config)
+    return False
+
+
+def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
+    """Why the directory's manifest is not this configuration's, or None."""
     if not isinstance(manifest, dict) or manifest.get("format") != io.FORMAT_VERSION:
         written = manifest.get("format", "unknown") if isinstance(manifest, dict) else "unknown"
-        raise SweepMismatchError(
+        return (
             f"{out} was written by another version of jaxbandit (directory format {written}, this version "
-            f"writes {io.FORMAT_VERSION}). {refuse}"
+            f"writes {io.FORMAT_VERSION})"
         )
     if manifest.get("fingerprint") != cfg.fingerprint():
         old, new = manifest.get("config", {}), cfg.raw
         changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and old.get(k) != new.get(k))
         detail = f" (changed keys: {', '.join(changed)})" if changed else " (the resolved instances or registered policies differ)"
-        raise SweepMismatchError(f"{out} holds results of a different sweep configuration{detail}. {refuse}")
+        return f"{out} holds results of a different sweep configuration{detail}"
     detail = _resolved_difference(cfg, manifest)
-    if detail:
-        raise SweepMismatchError(f"{out} holds results of the same configuration computed otherwise: {detail}. {refuse}")
-    if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
-        _save_config_text(out, config)
+    return None if detail is None else f"{out} holds results of the same configuration computed otherwise: {detail}"
 
 
 def _resolved_difference(cfg, manifest: dict) -> Optional[str]:

@@ -29,12 +29,11 @@ def _cases():
     defaults = jb.instances.default_instances()
     general10 = jb.instances.random(3, 10)
     for policy in jb.policies.names():
-        if policy in ("ossb",):
-            continue  # added after the first recording; recorded by its own tests
         for name in ("bandit", "graph_star", "general"):
             yield f"{policy}/{name}", policy, defaults[name], 600, 16
     yield "lp_explore/general10", "lp_explore", general10, 6000, 64
     yield "lp_explore_a1/general10", ("lp_explore", {"alpha": 1.0}), general10, 6000, 64
+    yield "ossb/general10", "ossb", general10, 6000, 64
 
 
 def record() -> dict:

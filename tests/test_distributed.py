@@ -214,12 +214,12 @@ def test_processes_that_disagree_are_refused(tmp_path, launched):
     [
         (["--coordinator", "127.0.0.1:1234"], "--coordinator needs --num-processes and --process-id too"),
         (["--coordinator", "nohost", "--num-processes", "2", "--process-id", "0"], "got 'nohost'"),
-        (["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"], "--process-id must be an integer in 0..1"),
+        (["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"], "--process-id must be at most 1 (0-based), got 2"),
         (["--coordinator", "h:1", "--num-processes", "0", "--process-id", "0"], "--num-processes must be an integer >= 1, got 0"),
         (["--distributed", "--process-id", "0"], "drop --process-id or --distributed"),
         # without a distributed option too (checked, though unused)
-        (["--join-timeout", "0"], "--join-timeout must be a positive integer (seconds), got 0"),
-        (["--heartbeat-timeout", "-5"], "--heartbeat-timeout must be a positive integer (seconds), got -5"),
+        (["--join-timeout", "0"], "--join-timeout must be an integer >= 1, got 0"),
+        (["--heartbeat-timeout", "-5"], "--heartbeat-timeout must be an integer >= 1, got -5"),
     ],
 )
 def test_bad_process_options_are_refused(tmp_path, capsys, options, message):

@@ -20,7 +20,7 @@ def _fails(policy, message):
 
 def test_select_must_return_a_decision_with_an_integer_scalar_arm():
     _fails(BASE._replace(select_fn=lambda k, s, t, c: jnp.int32(0)), r"select_fn returned int32\[\]; expected a jaxbandit.Decision")
-    _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(0.0)), r"select_fn returned Decision.arm = float32\[\] \(weakly typed: a Python scalar\); expected an integer scalar")
+    _fails(BASE._replace(select_fn=lambda k, s, t, c: jb.play(0.0)), r"select_fn returned Decision.arm = float32\[\] \(weakly typed: a Python number, or computed from one\); expected an integer scalar")
     _fails(
         BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.float32(0), jnp.asarray(False))),
         r"select_fn returned Decision.arm = float32\[\]; expected an integer scalar",

@@ -191,7 +191,7 @@ def test_noise_free_instance_never_produces_nan():
         # round counts are int32 on the device: beyond this a chunk's end would overflow
         ({"horizon": 2**31 - 2}, r"horizon must be at most 1073741824, got 2147483646"),
         ({"runs": -3}, "runs must be an integer >= 1, got -3"),
-        ({"seed": -1}, "seed must be in"),
+        ({"seed": -1}, "seed must be an integer >= 0, got -1"),
         ({"times": [5, 3]}, "times must be strictly increasing"),
         ({"times": [0, 3]}, r"times must lie in \[1, horizon=100\]"),
         ({"times": [3, 200]}, r"times must lie in \[1, horizon=100\]"),

@@ -12,6 +12,7 @@ import jaxbandit as jb
 from jaxbandit import config, engine, io, policies, sweep
 from jaxbandit.runner import SimulationRun
 from tests import sweep_fixtures as fx
+from tests import user_policies
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -211,12 +212,12 @@ def test_changed_config_is_refused(tmp_path, reference):
 def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypatch):
     """The same configuration text whose policy now resolves to another default, or
     whose functions were edited, is a different sweep; so is a directory an earlier
-    version wrote (another format).  Nothing compiles: shard 1/2 of one group is empty."""
+    version wrote (another format)."""
     name, out = "test_default", tmp_path / "sweep"
     cfg = fx.base_config(policies=[{"name": name}])
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=1.0: fx.cases_policy(alpha))
-    sweep.run(cfg, out, shard="1/2", progress=False)
-    sweep.run(cfg, out, shard="1/2", progress=False)  # unchanged: accepted
+    sweep.run(cfg, out, progress=False)
+    sweep.run(cfg, out, progress=False)  # unchanged: accepted
     manifest = json.loads((out / "sweep.json").read_text())
     code = engine.policy_code(fx.cases_policy(1.0))
     assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}, "code": code}]
@@ -236,12 +237,11 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
 
 def test_a_changed_default_setting_is_refused(tmp_path, monkeypatch):
     """The same configuration text whose recording times now resolve otherwise (the
-    default grid of another version) is a different sweep.  Nothing compiles: shard
-    1/2 of one group is empty."""
+    default grid of another version) is a different sweep."""
     out = tmp_path / "sweep"
     cfg = fx.base_config(policies=[{"name": "ucb"}])
     del cfg["times"]
-    sweep.run(cfg, out, shard="1/2", progress=False)
+    sweep.run(cfg, out, progress=False)
     manifest = json.loads((out / "sweep.json").read_text())
     assert len(manifest["resolved_settings"]["times"]["1500"]) == len(config.load(cfg).times_for(1500))
 
@@ -289,3 +289,16 @@ def test_a_factory_is_called_once_per_parameter_set(tmp_path, monkeypatch):
     results = sweep.run(cfg, tmp_path / "sweep", progress=False)
     assert len(results.cells) == 6 and results.complete
     assert calls == [0.5, 1.0, 2.0]
+
+
+def test_a_run_that_failed_before_any_result_does_not_lock_its_directory(tmp_path, monkeypatch):
+    """A sweep stopped by its policy before any group finished leaves only its
+    manifest: the corrected configuration runs in the same directory."""
+    name, out = "test_fixable", tmp_path / "sweep"
+    cfg = fx.base_config(policies=[{"name": name}], checkpoint={"every_chunks": 100})
+    monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.arm_out_of_range(3))
+    with pytest.raises(jb.InvalidArmError):
+        sweep.run(cfg, out, progress=False)
+    assert io.visible_entries(out) == []
+    monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.fixed_arm(0))
+    assert sweep.run(cfg, out, progress=False).complete
