@@ -22,6 +22,9 @@ import numpy as np
 __all__ = [
     "ArgumentError",
     "check_fits",
+    "check_nonnegative",
+    "check_positive",
+    "check_unit_interval",
     "check_held",
     "describe",
     "float_array",
@@ -78,12 +81,37 @@ def holds_non_numbers(value) -> bool:
 def number(name: str, value, requirement: str = "") -> float:
     """``value`` as a float, or an :class:`ArgumentError` naming ``name`` (and
     ``requirement``, e.g. ``"> 0"``) for anything that is not a number."""
-    if not not_a_number(value):
+    if not not_a_number(value) and getattr(value, "ndim", 0) == 0:
         try:
             return float(value)
         except (TypeError, ValueError):
             pass
     raise ArgumentError(f"{name} must be a number{' ' + requirement if requirement else ''}, got {value!r}.", argument=name)
+
+
+def check_positive(name: str, value) -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and > 0."""
+    number = number(name, value, "> 0")
+    if not math.isfinite(number) or number <= 0:
+        raise ArgumentError(f"{name} must be a finite number > 0, got {number!r}.", argument=name)
+    return number
+
+
+def check_nonnegative(name: str, value) -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and >= 0."""
+    number = number(name, value, ">= 0")
+    if not math.isfinite(number) or number < 0:
+        raise ArgumentError(f"{name} must be a finite number >= 0, got {number!r}.", argument=name)
+    return number
+
+
+def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
+    """``value`` as a float in (0, 1) (``(0, 1]`` if ``closed``), or a ``ValueError``."""
+    interval = "(0, 1]" if closed else "(0, 1)"
+    number = number(name, value, f"in {interval}")
+    if not ((0 < number <= 1) if closed else (0 < number < 1)):
+        raise ArgumentError(f"{name} must be in {interval}, got {number!r}.", argument=name)
+    return number
 
 
 def integer(name: str, value, minimum: Optional[int], maximum: Optional[int] = None, why: str = "") -> int:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import estimator
-from jaxbandit._numbers import ArgumentError, float_array, holds_non_numbers, integer, not_a_number
+from jaxbandit._numbers import ArgumentError, check_positive, float_array, holds_non_numbers, integer
 from jaxbandit._types import Array
 from jaxbandit.base import Context
 
@@ -159,8 +159,7 @@ def deviation_bound(t, alpha: float, num_arms: int = 1):
     t = float_array("t", t, "rounds >= 2")
     if not np.all(np.isfinite(t) & (t >= 2)):  # NaN included
         raise ValueError(f"t must be finite rounds >= 2, got {t.tolist()!r}.")
-    if not_a_number(alpha) or np.ndim(alpha) != 0 or not math.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}.")
+    check_positive("alpha", alpha)
     integer("num_arms", num_arms, 1)
     per_arm = 2 * np.ceil(np.log2(np.maximum(t - 1, 1))) * t ** (-alpha / 2)
     return np.minimum(1.0, num_arms * per_arm)

@@ -76,7 +76,8 @@ class SimulationRun:
     hyper-parameter that ``params`` does not name keeps the policy's value).
     ``noise_index`` gives each cell's index in the noise stream (cells that share an
     instance should share it, so that they see the same noise).  Other arguments are
-    those of :func:`simulate`; :meth:`from_inputs` starts from arguments already checked.
+    those of :func:`simulate` (:func:`~jaxbandit.run_inputs.check_inputs` checks them);
+    :meth:`from_inputs` starts from arguments already checked.
 
     Raises:
         ValueError: bad input (naming the argument and the value);
@@ -84,29 +85,8 @@ class SimulationRun:
             contract of :mod:`jaxbandit.base`.
     """
 
-    def __init__(
-        self,
-        policy: Policy,
-        instance: Instance,
-        horizon: int,
-        runs: int,
-        seed: int = 0,
-        times=None,
-        *,
-        params: Optional[dict] = None,
-        noise_index=None,
-        dtype="float32",
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        solve_batch: Optional[int] = None,
-        first_run: int = 0,
-        devices=None,
-        monitor: Optional[Monitor] = None,
-    ):
-        inputs = check_inputs(
-            policy, instance, horizon, runs, seed, times, params=params, noise_index=noise_index, dtype=dtype,
-            chunk_size=chunk_size, solve_batch=solve_batch, first_run=first_run, devices=devices, monitor=monitor,
-        )  # fmt: skip
-        self._start(inputs)
+    def __init__(self, policy: Policy, instance: Instance, horizon: int, runs: int, *args, **kwargs):
+        self._start(check_inputs(policy, instance, horizon, runs, *args, **kwargs))
 
     @classmethod
     def from_inputs(cls, inputs: RunInputs) -> "SimulationRun":

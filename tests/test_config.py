@@ -210,7 +210,7 @@ def test_an_instance_too_large_to_build_is_named(monkeypatch):
     def too_large(seed, num_arms):
         raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000, 1000000)")
 
-    monkeypatch.setitem(config.plan.CONSTRUCTORS, "random", too_large)
+    monkeypatch.setitem(config.schema.CONSTRUCTORS, "random", too_large)
     huge = {"type": "random", "seed": 1, "num_arms": 1_000_000}
     with pytest.raises(ConfigError, match=r"key 'instances\[0\]': too large to build \(Unable to allocate 7.28 TiB"):
         config.load({"runs": 1, "horizon": 5, "instances": [huge], "policies": [{"name": "ucb"}]})

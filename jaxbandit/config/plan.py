@@ -28,7 +28,7 @@ from jaxbandit import policies as policies_module
 from jaxbandit._numbers import ArgumentError, describe
 from jaxbandit.base import Policy
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record
-from jaxbandit.config.schema import DEFAULT_TIMES, ConfigError, SweepFile, key_path
+from jaxbandit.config.schema import CONSTRUCTORS, DEFAULT_TIMES, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, stable_digest
 from jaxbandit.instances import Instance, check_representable, check_unique_best
@@ -37,16 +37,8 @@ from jaxbandit.policy_check import PolicyError
 from jaxbandit.result import geometric_times
 from jaxbandit.run_inputs import RunInputs, check_contract, check_feedback, check_param_columns, check_param_values
 
-__all__ = ["CONSTRUCTORS", "Cell", "Group", "InstanceSpec", "PolicySpec", "SweepConfig", "resolve"]
+__all__ = ["Cell", "Group", "InstanceSpec", "PolicySpec", "SweepConfig", "resolve"]
 
-CONSTRUCTORS = {
-    "bandit": instances_module.bandit,
-    "full_information": instances_module.full_information,
-    "graph": instances_module.graph,
-    "revealing_arm": instances_module.revealing_arm,
-    "random": instances_module.random,
-    "explicit": Instance,
-}
 _WIDER = 'precision = "float64"'  # the remedy for a value float32 cannot hold
 
 

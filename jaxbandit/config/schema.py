@@ -12,17 +12,19 @@ the key (its full path, e.g. ``policies[1].alpha``) and the value.
 from __future__ import annotations
 
 import datetime
+import inspect
 import math
 import typing
 from typing import Annotated, Any, Dict, Optional, Union
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, create_model
 
-from jaxbandit._numbers import ArgumentError, describe, float_dtype, holds_non_numbers, integer, number
+from jaxbandit import instances
+from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dtype, holds_non_numbers, integer
 from jaxbandit.engine import MAX_ROUNDS
 
-__all__ = ["ConfigError", "SweepFile", "INSTANCE_TYPES", "key_path", "validate"]
+__all__ = ["CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "key_path", "validate"]
 
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
 DEFAULT_TIMES = 100  # points of the default geometric grid of recording times
@@ -62,13 +64,6 @@ def _rule(check):
 
 def _integer(minimum: int, maximum: Optional[int] = None, why: str = ""):
     return _rule(lambda name, value: integer(name, value, minimum, maximum, why))
-
-
-def _positive_number(name: str, value) -> float:
-    value = number(name, value, "> 0")
-    if not math.isfinite(value) or value <= 0:
-        raise ArgumentError(f"{name} must be a finite number > 0, got {describe(value)}.", argument=name)
-    return value
 
 
 def _precision(name: str, value) -> str:
@@ -169,7 +164,7 @@ class Checkpoint(_Table):
     """How often a running cell group saves its state (not part of the fingerprint)."""
 
     every_chunks: Optional[Integer] = None
-    every_seconds: Optional[Annotated[float, _rule(_positive_number)]] = None
+    every_seconds: Optional[Annotated[float, _rule(check_positive)]] = None
 
 
 class Monitor(_Table):
@@ -189,53 +184,6 @@ class PolicyEntry(_Table):
     __pydantic_extra__: Dict[str, Grid] = Field(init=False)
 
 
-# One table per constructor of jaxbandit.instances: the keys it takes, required or
-# not; the defaults are the constructor's own (only the keys given are passed on).
-MaybeNumbers = Optional[Numbers]
-
-
-class Bandit(_Table):
-    type: str = "bandit"
-    name: Optional[Text] = None
-    mu: Numbers
-    sigma: MaybeNumbers = None
-
-
-class FullInformation(_Table):
-    type: str = "full_information"
-    name: Optional[Text] = None
-    mu: Numbers
-    sigma: MaybeNumbers = None
-
-
-class Graph(_Table):
-    type: str = "graph"
-    name: Optional[Text] = None
-    mu: Numbers
-    adjacency: Annotated[Any, BeforeValidator(lambda value, info: _flags(info.field_name, value))]
-    sigma: MaybeNumbers = None
-
-
-class RevealingArm(_Table):
-    type: str = "revealing_arm"
-    name: Optional[Text] = None
-    mu: MaybeNumbers = None
-    reveal_mean: MaybeNumbers = None
-    sigma: MaybeNumbers = None
-    reveal_sigma: MaybeNumbers = None
-
-
-class Random(_Table):
-    type: str = "random"
-    name: Optional[Text] = None
-    seed: Numbers
-    num_arms: Numbers
-    mean_range: MaybeNumbers = None
-    log10_sigma_range: MaybeNumbers = None
-    inf_prob: MaybeNumbers = None
-    num_instances: MaybeNumbers = None
-
-
 class Default(_Table):
     """One of :func:`jaxbandit.instances.default_instances`, chosen by ``name``."""
 
@@ -243,24 +191,29 @@ class Default(_Table):
     name: Text
 
 
-class Explicit(_Table):
-    """An :class:`~jaxbandit.instances.Instance` written out."""
+def _constructor_table(kind: str, constructor, **annotations) -> type:
+    """The table of an instance entry of ``type = kind``: the arguments ``constructor``
+    takes, numbers unless ``annotations`` say otherwise, required where it has no
+    default.  Only the keys given are passed on, so the defaults are the constructor's."""
+    fields = {"type": (str, kind), "name": (Optional[Text], None)}
+    for parameter in inspect.signature(constructor).parameters.values():
+        annotation = annotations.get(parameter.name, Numbers)
+        required = parameter.default is inspect.Parameter.empty
+        fields[parameter.name] = (annotation, ...) if required else (Optional[annotation], None)
+    return create_model(kind, __base__=_Table, **fields)
 
-    type: str = "explicit"
-    name: Optional[Text] = None
-    mu: Numbers
-    sigma: Numbers
 
-
-INSTANCE_TYPES = {
-    "bandit": Bandit,
-    "full_information": FullInformation,
-    "graph": Graph,
-    "revealing_arm": RevealingArm,
-    "random": Random,
-    "default": Default,
-    "explicit": Explicit,
+CONSTRUCTORS = {
+    "bandit": instances.bandit,
+    "full_information": instances.full_information,
+    "graph": instances.graph,
+    "revealing_arm": instances.revealing_arm,
+    "random": instances.random,
+    "explicit": lambda mu, sigma: instances.Instance(mu, sigma),
 }
+_Flags = Annotated[Any, BeforeValidator(lambda value, info: _flags(info.field_name, value))]
+INSTANCE_TYPES = {kind: _constructor_table(kind, build, adjacency=_Flags) for kind, build in CONSTRUCTORS.items()}
+INSTANCE_TYPES["default"] = Default
 
 
 def _instance_type(entry) -> Optional[str]:

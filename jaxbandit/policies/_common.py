@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Mapping, NamedTuple
 
 import jax.numpy as jnp
 
 from jaxbandit import estimator
-from jaxbandit._numbers import ArgumentError
-from jaxbandit._numbers import number as _number
+from jaxbandit._numbers import check_nonnegative, check_positive, check_unit_interval
 from jaxbandit._types import Array
 from jaxbandit.base import OWN_ARM, Context, Policy
 
@@ -54,31 +52,6 @@ def own_arm_precision(ctx: Context) -> Array:
 def log_round(t: Array, dtype) -> Array:
     """``log t`` with ``t`` counted from 1."""
     return jnp.log(jnp.asarray(t, dtype))
-
-
-def check_positive(name: str, value) -> float:
-    """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and > 0."""
-    number = _number(name, value, "> 0")
-    if not math.isfinite(number) or number <= 0:
-        raise ArgumentError(f"{name} must be a finite number > 0, got {number!r}.", argument=name)
-    return number
-
-
-def check_nonnegative(name: str, value) -> float:
-    """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and >= 0."""
-    number = _number(name, value, ">= 0")
-    if not math.isfinite(number) or number < 0:
-        raise ArgumentError(f"{name} must be a finite number >= 0, got {number!r}.", argument=name)
-    return number
-
-
-def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
-    """``value`` as a float in (0, 1) (``(0, 1]`` if ``closed``), or a ``ValueError``."""
-    interval = "(0, 1]" if closed else "(0, 1)"
-    number = _number(name, value, f"in {interval}")
-    if not ((0 < number <= 1) if closed else (0 < number < 1)):
-        raise ArgumentError(f"{name} must be in {interval}, got {number!r}.", argument=name)
-    return number
 
 
 def params_check(**rules: Callable) -> Callable[[Mapping], dict]:
