@@ -91,27 +91,27 @@ def number(name: str, value, requirement: str = "") -> float:
 
 def check_positive(name: str, value) -> float:
     """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and > 0."""
-    number = number(name, value, "> 0")
-    if not math.isfinite(number) or number <= 0:
-        raise ArgumentError(f"{name} must be a finite number > 0, got {number!r}.", argument=name)
-    return number
+    x = number(name, value, "> 0")
+    if not math.isfinite(x) or x <= 0:
+        raise ArgumentError(f"{name} must be a finite number > 0, got {x!r}.", argument=name)
+    return x
 
 
 def check_nonnegative(name: str, value) -> float:
     """``value`` as a float, or a ``ValueError`` naming ``name`` unless finite and >= 0."""
-    number = number(name, value, ">= 0")
-    if not math.isfinite(number) or number < 0:
-        raise ArgumentError(f"{name} must be a finite number >= 0, got {number!r}.", argument=name)
-    return number
+    x = number(name, value, ">= 0")
+    if not math.isfinite(x) or x < 0:
+        raise ArgumentError(f"{name} must be a finite number >= 0, got {x!r}.", argument=name)
+    return x
 
 
 def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
     """``value`` as a float in (0, 1) (``(0, 1]`` if ``closed``), or a ``ValueError``."""
     interval = "(0, 1]" if closed else "(0, 1)"
-    number = number(name, value, f"in {interval}")
-    if not ((0 < number <= 1) if closed else (0 < number < 1)):
-        raise ArgumentError(f"{name} must be in {interval}, got {number!r}.", argument=name)
-    return number
+    x = number(name, value, f"in {interval}")
+    if not ((0 < x <= 1) if closed else (0 < x < 1)):
+        raise ArgumentError(f"{name} must be in {interval}, got {x!r}.", argument=name)
+    return x
 
 
 def integer(name: str, value, minimum: Optional[int], maximum: Optional[int] = None, why: str = "") -> int:
