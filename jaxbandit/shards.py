@@ -20,7 +20,6 @@ from typing import Sequence, Union
 
 from jaxbandit._numbers import integer
 
-
 __all__ = ["Shard", "parse", "estimated_cost", "assign", "select"]
 
 # A round of a policy that solves LPs costs several rounds of an index policy (see

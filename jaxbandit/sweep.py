@@ -21,63 +21,28 @@ they act as one: the same decisions everywhere, process 0 alone writes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime
-import hashlib
 import json
 import logging
 import os
-import platform
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-import jax
 import numpy as np
+from tqdm import tqdm
 
 from jaxbandit import config as config_module
 from jaxbandit import distributed, io, shards
-from jaxbandit.runner import SimulationRun
+from jaxbandit.group_run import checkpoint_cadence, run_group
 
-__all__ = ["run", "SweepMismatchError", "describe_devices", "package_versions"]
+__all__ = ["run", "SweepMismatchError"]
 
 logger = logging.getLogger("jaxbandit.sweep")
-
-# With several processes every process must checkpoint at the same chunk (gathering
-# the state is a collective) and their clocks differ: a cadence in seconds becomes
-# one in chunks.
-_MULTIPROCESS_CHECKPOINT_CHUNKS = 100
 
 
 class SweepMismatchError(ValueError):
     """The output directory holds results of a different configuration."""
-
-
-def package_versions() -> dict:
-    import jaxlib
-
-    import jaxbandit
-
-    return {
-        "jaxbandit": getattr(jaxbandit, "__version__", "unknown"),
-        "jax": jax.__version__,
-        "jaxlib": jaxlib.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
-
-
-def describe_devices() -> dict:
-    devices = jax.devices()
-    return {
-        "backend": jax.default_backend(),
-        "device_kind": devices[0].device_kind,
-        "device_count": len(devices),
-        "process_count": jax.process_count(),
-        "host": platform.node(),
-    }
 
 
 def run(
@@ -122,7 +87,10 @@ def run(
         logger.info("shard %s: groups %s of %d", shard, ", ".join(g.id for g in mine) or "none", len(groups))
     finished = _finished(out, mine)
 
-    bar = _progress_bar(sum(len(g.cells) * cfg.runs * g.horizon for g in mine), progress and distributed.is_writer())
+    bar = tqdm(
+        total=sum(len(g.cells) * cfg.runs * g.horizon for g in mine), disable=not (progress and distributed.is_writer()),
+        unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr,
+    )  # fmt: skip
     total_cells, cells_done = sum(len(g.cells) for g in mine), 0
     # A single unsharded run that stops before any result leaves no manifest behind: the
     # same directory then serves the corrected configuration (a shard or a process of
@@ -134,7 +102,7 @@ def run(
                 bar.update(len(group.cells) * cfg.runs * group.horizon)
                 logger.info("group %s (%s) already finished; skipped", group.id, group.policy_name)
             else:
-                _run_group(cfg, group, out, bar, after_chunk, f"cells {cells_done}/{total_cells}")
+                run_group(cfg, group, out, bar, after_chunk, f"cells {cells_done}/{total_cells}")
             cells_done += len(group.cells)
             bar.set_description_str(f"cells {cells_done}/{total_cells}", refresh=False)
             if not done:
@@ -165,7 +133,7 @@ def _agreed_setup(config, shard) -> tuple:
     try:
         cfg = config_module.load(config)
         shard = None if shard is None else shards.parse(shard)
-        every_chunks, every_seconds = _checkpoint_cadence(cfg)
+        every_chunks, every_seconds = checkpoint_cadence(cfg)
         identity = json.dumps(
             {"config": cfg.fingerprint(), "policies": cfg.resolved_policies(), "settings": cfg.resolved_settings(),
              "shard": str(shard),
@@ -178,14 +146,6 @@ def _agreed_setup(config, shard) -> tuple:
     if failure is not None:
         raise failure
     return cfg, shard
-
-
-def _checkpoint_cadence(cfg) -> tuple:
-    """``(every_chunks, every_seconds)``; in chunks alone with several processes."""
-    every_chunks, every_seconds = cfg.checkpoint_every_chunks, cfg.checkpoint_every_seconds
-    if distributed.is_multiprocess() and every_seconds is not None:
-        every_chunks, every_seconds = every_chunks or _MULTIPROCESS_CHECKPOINT_CHUNKS, None
-    return every_chunks, every_seconds
 
 
 def _finished(out: Path, groups) -> list:
@@ -308,221 +268,3 @@ def _manifest(cfg, groups) -> dict:
     }
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-# -- progress -------------------------------------------------------------------------
-
-
-class _NoBar:
-    def update(self, n):
-        pass
-
-    def set_description_str(self, *args, **kwargs):
-        pass
-
-    def set_postfix_str(self, *args, **kwargs):
-        pass
-
-    def close(self):
-        pass
-
-
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr)
-
-
-# -- one cell group -------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class _History:
-    """Policy counters at chunk boundaries: ``times`` ``(D,)`` rounds, and per counter
-    ``D`` arrays ``(C,)`` of means over the runs (e.g. lp_explore's case mix)."""
-
-    times: list = dataclasses.field(default_factory=list)
-    values: dict = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_checkpoint(cls, saved: dict) -> "_History":
-        prefix = "sweep/history/"
-        values = {k[len(prefix):]: list(v.T) for k, v in saved.items() if k.startswith(prefix)}
-        return cls(saved["sweep/diagnostic_times"].tolist(), values)
-
-    def record(self, sim: SimulationRun) -> None:
-        self.times.append(sim.rounds_done)
-        for name, value in sim.diagnostics().items():  # {name: (C, runs)}
-            self.values.setdefault(name, []).append(value.astype(np.float64).mean(axis=1))
-
-    def stacked(self, name: str, num_cells: int) -> np.ndarray:
-        """``(C, D)`` float64 history of counter ``name``."""
-        values = self.values.get(name, [])
-        if not values:
-            return np.zeros((num_cells, 0), np.float64)
-        return np.stack(values, axis=1).astype(np.float64)
-
-    def checkpoint_arrays(self, num_cells: int) -> dict:
-        arrays = {"sweep/diagnostic_times": np.asarray(self.times, dtype=np.int64)}
-        arrays.update({f"sweep/history/{name}": self.stacked(name, num_cells) for name in self.values})
-        return arrays
-
-
-def _new_simulation(cfg, group) -> SimulationRun:
-    """The group's :class:`SimulationRun`, from the plan (checked when it was resolved)."""
-    return SimulationRun.from_inputs(cfg.run_inputs(group))
-
-
-def _read_checkpoint(path: Path) -> tuple:
-    """``(digest, arrays)`` of a checkpoint file; ``("none", None)`` if there is none,
-    and ``(digest, None)`` with a warning if it cannot be read (a damaged copy): the
-    group then starts over rather than every rerun failing on it."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return "none", None
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    try:
-        return digest, io.read_npz(path, data)
-    except (ValueError, OSError) as error:
-        reason = error.__cause__ or error  # read_npz's message names the file again
-        logger.warning("ignoring the checkpoint %s, which cannot be read (%s): its group starts over", path, reason)
-        return digest, None
-
-
-def _resume(sim: SimulationRun, group, path: Path) -> _History:
-    """Restore ``sim`` from the group's checkpoint if there is a usable one.
-
-    Every process reads the file process 0 wrote and checks that they all read the
-    same one, so that they resume from the same round.  A checkpoint of another
-    configuration, or one that :meth:`SimulationRun.restore` refuses (another
-    simulation, or an engine state of another jaxbandit version), is ignored with a
-    warning: the group starts over and, its results depending only on the seed, ends
-    the same.
-    """
-    digest, saved = _read_checkpoint(path)
-    distributed.agree(f"the checkpoint of group {group.id} (is {path.parent.parent} shared by every process?)", digest)
-    if saved is None:
-        return _History()
-    if str(saved.get("sweep/fingerprint")) != group.fingerprint:
-        logger.warning("group %s: ignoring a checkpoint of a different configuration", group.id)
-        return _History()
-    try:
-        sim.restore({k: v for k, v in saved.items() if not k.startswith("sweep/")})
-    except (ValueError, KeyError) as error:
-        logger.warning("group %s: ignoring a checkpoint it cannot resume: %s", group.id, error)
-        return _History()
-    logger.info("group %s: resuming from round %d of %d", group.id, sim.rounds_done, group.horizon)
-    return _History.from_checkpoint(saved)
-
-
-def _save_checkpoint(sim: SimulationRun, group, history: _History, path: Path) -> None:
-    arrays = dict(sim.checkpoint())  # a collective with several processes: all call it
-    arrays["sweep/fingerprint"] = np.asarray(group.fingerprint)
-    arrays.update(history.checkpoint_arrays(len(group.cells)))
-    if distributed.is_writer():
-        io.save_npz(path, arrays)
-
-
-def _advance(sim: SimulationRun, cfg, group, history: _History, path: Path, bar, after_chunk) -> None:
-    """Run the group to its horizon one chunk at a time, recording counters and
-    saving checkpoints; every decision depends on chunk counts or, in a single
-    process only, on this process's clock."""
-    every_chunks, every_seconds = _checkpoint_cadence(cfg)
-    times = sim.times
-    last_save, chunks_since_save = time.monotonic(), 0
-    next_record = int(np.searchsorted(times, history.times[-1], side="right")) if history.times else 0
-    while not sim.done:
-        before = sim.rounds_done
-        sim.advance(max_chunks=1)
-        chunks_since_save += 1
-        bar.update(len(group.cells) * cfg.runs * (sim.rounds_done - before))
-        bar.set_postfix_str(f"{group.id} {group.policy_name} t={sim.rounds_done}/{group.horizon}", refresh=False)
-        # Counters at the chunk boundary past each time-grid point: the policy's
-        # diagnostics over time at little cost.
-        if next_record < len(times) and sim.rounds_done >= times[next_record]:
-            history.record(sim)
-            next_record = int(np.searchsorted(times, sim.rounds_done, side="right"))
-        if not sim.done and (
-            (every_chunks is not None and chunks_since_save >= every_chunks)
-            or (every_seconds is not None and time.monotonic() - last_save >= every_seconds)
-        ):
-            _save_checkpoint(sim, group, history, path)
-            last_save, chunks_since_save = time.monotonic(), 0
-        if after_chunk is not None:
-            after_chunk(group.id, sim.rounds_done)
-
-
-def _group_arrays(result, history: _History, num_cells: int) -> dict:
-    """What ``groups/gNNN.npz`` holds (see :class:`jaxbandit.io.CellResult`)."""
-    arrays = {
-        "times": result.times,
-        "regret": result.regret,
-        "counts": result.counts,
-        "diagnostic_times": np.asarray(history.times, dtype=np.int64),
-    }
-    for name, value in result.diagnostics.items():
-        arrays[f"diagnostics/{name}"] = value
-        arrays[f"diagnostic_history/{name}"] = history.stacked(name, num_cells)
-    for name, value in result.monitor.items():
-        arrays[f"monitor/{name}"] = value
-    return arrays
-
-
-def _group_metadata(cfg, group, result, session_time: float, resumed_from: int) -> dict:
-    """What ``groups/gNNN.json`` holds: the group, its configuration, where and how fast it ran."""
-    work = len(group.cells) * cfg.runs * (group.horizon - resumed_from)
-    return {
-        "id": group.id,
-        "fingerprint": group.fingerprint,
-        "config_fingerprint": cfg.fingerprint(),
-        "policy_name": group.policy_name,
-        "static": group.static,
-        "params": {k: v.tolist() for k, v in group.params.items()},
-        "horizon": group.horizon,
-        "num_cells": len(group.cells),
-        "runs": cfg.runs,
-        "seed": cfg.seed,
-        "precision": cfg.precision,
-        "chunk_size": cfg.chunk_size,
-        "diagnostics": sorted(result.diagnostics),
-        "wall_time": result.wall_time,  # engine time over all sessions (up to the checkpoint)
-        "session_wall_time": session_time,
-        "resumed_from_round": resumed_from,
-        "run_rounds_per_second": work / session_time if session_time > 0 else None,
-        "device": describe_devices(),
-        "versions": package_versions(),
-        "finished": _now(),
-    }
-
-
-def _run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None:
-    """Simulate one cell group (resuming its checkpoint) and write its results."""
-    checkpoint_path = out / "checkpoints" / f"{group.id}.npz"
-    precision = contextlib.nullcontext() if cfg.precision == "float32" else jax.enable_x64(True)
-    with precision:
-        sim = _new_simulation(cfg, group)
-        history = _resume(sim, group, checkpoint_path)
-        resumed_from = sim.rounds_done
-        logger.info(
-            "group %s: %s, K=%d, %d cells x %d runs, horizon %d",
-            group.id, group.policy_name, group.num_arms, len(group.cells), cfg.runs, group.horizon,
-        )  # fmt: skip
-        bar.set_description_str(description, refresh=False)
-        bar.update(len(group.cells) * cfg.runs * resumed_from)
-        session_start = time.perf_counter()
-        _advance(sim, cfg, group, history, checkpoint_path, bar, after_chunk)
-        result = sim.result()
-    session_time = time.perf_counter() - session_start
-    meta = _group_metadata(cfg, group, result, session_time, resumed_from)
-    if distributed.is_writer():
-        io.save_npz(out / "groups" / f"{group.id}.npz", _group_arrays(result, history, len(group.cells)))
-        io.save_json(out / "groups" / f"{group.id}.json", meta)  # last: marks the group done
-        checkpoint_path.unlink(missing_ok=True)
-    logger.info(
-        "group %s: done in %.1f s (%.3g run-rounds/s)", group.id, session_time, meta["run_rounds_per_second"] or 0
-    )

@@ -52,6 +52,7 @@ __all__ = [
     "LPSolution",
     "LPStatus",
     "check_basis",
+    "default_refactorizations",
     "default_tolerance",
     "factor_basis",
     "quick_check",
