@@ -56,7 +56,6 @@ __all__ = [
     "reuse_warm_start_at",
     "right_hand_side",
     "solve_lower_bound",
-    "solve_lower_bound_batch",
     "solve_lower_bound_warm",
     "warm_start",
 ]
@@ -282,26 +281,6 @@ def solve_lower_bound(
         feasibility_tolerance=feasibility_tolerance,
     )
     return _finish(problem, solution)
-
-
-def solve_lower_bound_batch(
-    mu: ArrayLike, precision: ArrayLike, *, chunk_size: int = 256
-) -> LowerBoundSolution:
-    """:func:`solve_lower_bound` over a batch, vmapped in chunks of ``chunk_size``.
-
-    A vmapped simplex runs until the slowest lane is done; chunks (``lax.map`` with
-    ``batch_size``) bound how many lanes wait for one hard LP.
-
-    Args:
-        mu: ``(num_instances, K)``.
-        precision: ``(num_instances, K, K)``.
-
-    Returns:
-        A :class:`LowerBoundSolution` with a leading ``num_instances`` axis.
-    """
-    return jax.lax.map(
-        lambda args: solve_lower_bound(*args), (mu, precision), batch_size=chunk_size
-    )
 
 
 def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
