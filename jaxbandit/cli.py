@@ -17,11 +17,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from jaxbandit import compile_cache, distributed, shards, sweep
+from jaxbandit import config as config_module
 from jaxbandit._numbers import float_array
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
+from jaxbandit.config import ConfigError
 from jaxbandit.config.schema import decode_numbers
 from jaxbandit.instances import Instance
+from jaxbandit.sweep import SweepMismatchError
 
 __all__ = ["main"]
 
@@ -35,7 +39,6 @@ def _configure_logging(quiet: bool) -> None:
     # --quiet: no progress bar, timestamped log lines instead (for batch jobs and logs).
     package_logger = logging.getLogger("jaxbandit")
     if quiet and not package_logger.handlers:
-        from jaxbandit import distributed
 
         handler = logging.StreamHandler(sys.stderr)
         process = distributed.process_label()  # "" in a single process
@@ -45,7 +48,7 @@ def _configure_logging(quiet: bool) -> None:
 
 
 def _run_sweep(config, out: Path, quiet: bool, plot: bool, distribution: str, logx: bool, shard=None) -> int:
-    from jaxbandit import distributed, plotting, sweep
+    from jaxbandit import plotting  # matplotlib: only where a figure is drawn
 
     start = time.perf_counter()
     results = sweep.run(config, out, shard=shard, progress=not quiet)
@@ -71,7 +74,6 @@ def _cmd_run(args) -> int:
 
 
 def _shard_option(text: str):
-    from jaxbandit import shards
 
     try:
         return shards.parse(text)
@@ -80,7 +82,6 @@ def _shard_option(text: str):
 
 
 def _cmd_demo(args) -> int:
-    from jaxbandit import config as config_module
 
     cfg = config_module.demo_config()
     print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
@@ -89,7 +90,7 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from jaxbandit import plotting
+    from jaxbandit import plotting  # matplotlib: only where a figure is drawn
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     supported = plotting.supported_formats()
@@ -107,7 +108,6 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from jaxbandit import config as config_module
 
     cfg = config_module.load(args.config)
     groups = cfg.plan()
@@ -132,7 +132,6 @@ def _bound(argv: list) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jaxbandit import distributed
 
     parser = argparse.ArgumentParser(
         prog="jaxbandit",
@@ -195,7 +194,6 @@ def _parser() -> argparse.ArgumentParser:
 def _enable_compile_cache(directory: Optional[str]) -> int:
     """Turn on the persistent compile cache (before anything compiles); returns
     :data:`EXIT_USAGE` after printing why if the directory cannot be used, else 0."""
-    from jaxbandit import compile_cache
 
     try:
         compile_cache.enable(directory)
@@ -235,7 +233,6 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if argv[:1] == ["bound"]:  # every argument, options included, belongs to 'bound'
         return _bound(argv[1:])
     args = _parser().parse_args(argv)
-    from jaxbandit import distributed
 
     if args.command == "run":
         try:  # first: joining other processes must precede any other JAX call
@@ -246,8 +243,6 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     _configure_logging(getattr(args, "quiet", False))
     if hasattr(args, "compile_cache") and _enable_compile_cache(args.compile_cache):
         return EXIT_USAGE
-    from jaxbandit.config import ConfigError
-    from jaxbandit.sweep import SweepMismatchError
 
     try:
         return args.handler(args)

@@ -269,3 +269,32 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     raw["instances"][1]["mu"] = "1, 2"
     with pytest.raises(ConfigError, match=r"key 'instances\[1\].mu': must be numbers"):
         config.load(raw)
+
+
+def test_the_schema_takes_what_toml_and_python_users_write():
+    """Booleans in an adjacency, TOML's own inf, numpy arrays in a dict, and a horizon
+    written 2e4 (an exact integer)."""
+    adjacency = [[False, True, False], [False, False, True], [True, False, False]]
+    data = {
+        "runs": 1, "horizon": 2e4,
+        "instances": [{"type": "graph", "name": "g", "mu": np.array([1.0, 0.5, 0.2]), "adjacency": adjacency}],
+        "policies": [{"name": "ucb_n", "alpha": np.array([1.0, 2.0])}],
+    }  # fmt: skip
+    cfg = config.load(data)
+    assert cfg.horizons == (20000,) and [p.grid for p in cfg.policies] == [({"alpha": 1.0}, {"alpha": 2.0})]
+    assert cfg.instances[0].instance == instances.graph([1.0, 0.5, 0.2], np.array(adjacency))
+    text = GOOD.replace('sigma = [[1.0, "inf"], [0.5, 2.0]]', "sigma = [[1.0, inf], [0.5, 2.0]]")
+    assert config.loads(text).instances[2].instance == config.loads(GOOD).instances[2].instance
+    assert config.loads(text).fingerprint() == config.loads(GOOD).fingerprint()  # inf is inf, however written
+    for bad, key in ((2e4 + 0.5, "horizon"), (float("nan"), "horizon"), (True, "horizon")):
+        with pytest.raises(ConfigError) as info:
+            config.load({**data, "horizon": bad})
+        assert info.value.key == key
+
+
+def test_check_runs_the_policy_contract():
+    """A policy that breaks the contract is refused when the configuration resolves (by
+    ``jaxbandit check``, and before a run writes anything)."""
+    entry = {"name": "tests.user_policies:float_arm"}
+    with pytest.raises(ConfigError, match=r"key 'policies\[0\]': select_fn returned Decision.arm = float32\[\]; expected an integer scalar"):
+        config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [entry]})

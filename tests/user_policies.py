@@ -81,3 +81,12 @@ def ucb_n_worst_arm() -> jb.Policy:
         return jb.play(ctx.sigma.shape[-1] - 1)
 
     return jb.policies.make("ucb_n")._replace(select_fn=select_fn)
+
+
+def float_arm() -> jb.Policy:
+    """Plays arm ``t / 2`` as a float: the arm is computed from a traced round, not an integer."""
+
+    def select_fn(key, stats, t, ctx):
+        return jb.play(t / 2)
+
+    return _estimator_policy(select_fn, "float_arm")

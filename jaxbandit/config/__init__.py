@@ -67,8 +67,7 @@ __all__ = ["Cell", "ConfigError", "Group", "InstanceSpec", "PolicySpec", "SweepC
 def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
     """Validate a configuration dict (as parsed from TOML; numpy arrays allowed) and
     resolve it into its plan."""
-    file = validate(data, source)
-    return resolve(file, data, source)
+    return resolve(*validate(data, source), source)
 
 
 def loads(text: str, source: str = "<string>") -> SweepConfig:

@@ -273,8 +273,9 @@ def plain(value, key: str = ""):
     return value
 
 
-def validate(data, source: str) -> SweepFile:
-    """``data`` (a parsed TOML file or a dict) as a :class:`SweepFile`.
+def validate(data, source: str) -> tuple[SweepFile, dict]:
+    """``data`` (a parsed TOML file or a dict) as a :class:`SweepFile`, with ``data``
+    as plain TOML values (:func:`plain`).
 
     Raises:
         ConfigError: naming ``source``, the key and the reason.
@@ -286,7 +287,7 @@ def validate(data, source: str) -> SweepFile:
     except ConfigError as err:
         raise ConfigError(source, err.key, err.reason) from None
     try:
-        return SweepFile.model_validate(data)
+        return SweepFile.model_validate(data), data
     except ValidationError as err:
         raise _config_error(err.errors()[0], source) from None
 
