@@ -49,7 +49,6 @@ class InstanceSpec:
     label: str
     index: int
     instance: Instance
-    entry: dict  # the config entry it came from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,7 +263,7 @@ def _instances(fail, entries, precision: str) -> list:
                 check_unique_best(inst.mu)
             except ValueError as err:
                 fail(key, f"{label}: {err}" if len(built) > 1 else str(err))
-            specs.append(InstanceSpec(label, len(specs), inst, entry.model_dump(exclude_unset=True)))
+            specs.append(InstanceSpec(label, len(specs), inst))
     return specs
 
 
