@@ -15,6 +15,7 @@ sweep configuration can name the key the value came from.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
     "float_dtype",
     "holds_non_numbers",
     "integer",
+    "is_real",
     "not_a_number",
     "number",
 ]
@@ -65,17 +67,24 @@ def not_a_number(value) -> bool:
     return dtype is not None and np.dtype(dtype).kind not in "iuf"
 
 
+def is_real(entry) -> bool:
+    """An int or float scalar (Python, numpy or JAX), not a boolean."""
+    if isinstance(entry, (numbers.Real, np.generic)) or hasattr(entry, "dtype"):
+        return not not_a_number(entry) and getattr(entry, "ndim", 0) == 0
+    return False
+
+
 def holds_non_numbers(value) -> bool:
-    """True if ``value`` (a scalar, an array or nested lists) holds None or anything
-    :func:`not_a_number` refuses.  Lists are looked at entry by entry: numpy would
-    promote ``[1.0, True]`` to a float array silently."""
+    """True if ``value`` (a scalar, an array or nested lists) holds anything but real
+    numbers: None, booleans, strings, complex values, tables.  Lists are looked at entry
+    by entry: numpy would promote ``[1.0, True]`` to a float array silently."""
     if hasattr(value, "dtype"):
         return not_a_number(value)
     try:
         entries = np.array(value, dtype=object).ravel().tolist()
     except (TypeError, ValueError):  # ragged: the conversion to floats names the argument
         return False
-    return any(entry is None or not_a_number(entry) for entry in entries)
+    return not all(is_real(entry) for entry in entries)
 
 
 def number(name: str, value, requirement: str = "") -> float:
@@ -84,7 +93,7 @@ def number(name: str, value, requirement: str = "") -> float:
     if not not_a_number(value) and getattr(value, "ndim", 0) == 0:
         try:
             return float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # 10**400 is an int, not a float
             pass
     raise ArgumentError(f"{name} must be a number{' ' + requirement if requirement else ''}, got {value!r}.", argument=name)
 
@@ -139,7 +148,7 @@ def float_array(name: str, value, expected: str) -> np.ndarray:
     if not holds_non_numbers(value):
         try:
             return np.array(value, dtype=np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             pass
     raise ArgumentError(
         f"{name} must be {expected}, got {value!r}. Booleans, strings and complex values are not taken as numbers.",
@@ -148,17 +157,18 @@ def float_array(name: str, value, expected: str) -> np.ndarray:
 
 
 def float_dtype(name: str, value) -> np.dtype:
-    """``value`` (``"float32"``, ``np.float64``, ...) as the numpy dtype float32 or
-    float64, or an :class:`ArgumentError` naming ``name``."""
-    try:
-        if value is None:  # numpy reads None as float64
-            raise TypeError
-        dtype = np.dtype(value)
-    except TypeError:
-        dtype = None
-    if dtype is None or dtype.name not in ("float32", "float64"):  # np.dtype == None holds for float64
+    """``value`` (``"float32"``, ``np.float64``, a dtype) as the native numpy dtype
+    float32 or float64, or an :class:`ArgumentError` naming ``name``."""
+    dtype = None
+    names = ("float32", "float64")
+    if isinstance(value, (type, np.dtype)) or (isinstance(value, str) and value in names):  # not None, not a number
+        try:
+            dtype = np.dtype(value)
+        except (TypeError, ValueError, SyntaxError):  # numpy parses strings as dtype specs
+            pass
+    if dtype is None or dtype.name not in names:
         raise ArgumentError(f"{name} must be float32 or float64, got {value!r}.", argument=name)
-    return dtype
+    return np.dtype(dtype.name)  # native byte order, as JAX takes it
 
 
 def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: Optional[str] = None) -> None:

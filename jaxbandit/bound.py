@@ -240,7 +240,7 @@ def _check_gaps(mu: np.ndarray, dtype) -> None:
     """Every nonzero gap's ``b_i = 2 / gap**2`` must be a normal float64 number (a
     subnormal one has lost digits, and one that underflows to 0 drops the arm from the
     bound), and every gap must fit in ``dtype`` (the results report them)."""
-    with np.errstate(over="ignore", under="ignore"):
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
         gaps = np.max(mu, axis=-1, keepdims=True) - mu
         positive = np.where(gaps > 0, gaps, np.inf)
         requirement = 2 / np.square(positive)

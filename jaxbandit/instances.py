@@ -12,9 +12,11 @@ arms: ``mu`` of shape ``(num_instances, K)`` and ``sigma`` of shape
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from jaxbandit._numbers import ArgumentError, check_fits, float_array, integer, not_a_number, number
+from jaxbandit._numbers import ArgumentError, is_real, check_fits, check_nonnegative, float_array, integer, not_a_number, number
 from jaxbandit._types import ArrayLike
 
 __all__ = [
@@ -217,6 +219,9 @@ def check_precisions(sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") 
         )
 
 
+_LOG10_SIGMA_LIMIT = 150  # 1e150**2 and 1e-150**2 are still normal float64 numbers
+
+
 def _interval(name: str, value) -> tuple:
     """``(low, high)`` as floats; a string is refused (it would be read character by
     character: ``"05"`` as ``(0.0, 5.0)``)."""
@@ -229,6 +234,8 @@ def _interval(name: str, value) -> tuple:
         raise ArgumentError(f"{name} must be two numbers (low, high), got {value!r}.", argument=name) from None
     if not low <= high:  # NaN included
         raise ArgumentError(f"{name} must be two numbers with low <= high, got {value!r}.", argument=name)
+    if not math.isfinite(high - low):  # numpy draws uniformly only over a finite width
+        raise ArgumentError(f"{name} must be two finite numbers a finite distance apart, got {value!r}.", argument=name)
     return low, high
 
 
@@ -271,12 +278,17 @@ def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
     """
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    adj = np.asarray(adjacency)
-    if adj.shape != (k, k):
-        raise ArgumentError(f"adjacency must have shape {(k, k)}, got shape {adj.shape}.", argument="adjacency")
-    if not np.all(np.isin(adj, (0, 1))):
-        raise ArgumentError(f"adjacency must be boolean or 0/1, got values {np.unique(adj).tolist()}.", argument="adjacency")
-    adj = adj.astype(bool) | np.eye(k, dtype=bool)
+    try:
+        entries = np.array(adjacency, dtype=object)
+    except ValueError:  # ragged rows
+        entries = np.empty(0, dtype=object)
+    if entries.shape != (k, k):
+        raise ArgumentError(f"adjacency must be a {k} x {k} array (rows of equal length), got {adjacency!r}.", argument="adjacency")
+    flags = [isinstance(v, (bool, np.bool_)) or (is_real(v) and v in (0, 1)) for v in entries.ravel()]
+    if not all(flags):
+        bad = entries.ravel()[flags.index(False)]
+        raise ArgumentError(f"adjacency must be booleans or 0/1, got {bad!r}.", argument="adjacency")
+    adj = entries.astype(bool) | np.eye(k, dtype=bool)
     return Instance(mu_arr, np.where(adj, number("sigma", sigma), np.inf))
 
 
@@ -296,12 +308,15 @@ def revealing_arm(
     """
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0] + 1
-    sigma = number("sigma", sigma)
-    reveal_sigma = sigma if reveal_sigma is None else number("reveal_sigma", reveal_sigma)
+    sigma = check_nonnegative("sigma", sigma)
+    reveal_sigma = sigma if reveal_sigma is None else check_nonnegative("reveal_sigma", reveal_sigma)
+    reveal_mean = number("reveal_mean", reveal_mean)
+    if not math.isfinite(reveal_mean):
+        raise ArgumentError(f"reveal_mean must be finite, got {reveal_mean!r}.", argument="reveal_mean")
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, sigma)
     matrix[-1, :] = reveal_sigma
-    return Instance(np.append(mu_arr, number("reveal_mean", reveal_mean)), matrix)
+    return Instance(np.append(mu_arr, reveal_mean), matrix)
 
 
 def random(
@@ -329,13 +344,23 @@ def random(
     if not 0.0 <= inf_prob < 1.0:
         raise ArgumentError(f"inf_prob must be in [0, 1), got {inf_prob}.", argument="inf_prob")
     mean_range = _interval("mean_range", mean_range)
+    given = log10_sigma_range
     log10_sigma_range = _interval("log10_sigma_range", log10_sigma_range)
     shape = () if num_instances is None else (integer("num_instances", num_instances, 1),)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    mu = rng.uniform(*mean_range, size=shape + (k,))
-    sigma = 10.0 ** rng.uniform(*log10_sigma_range, size=shape + (k, k))
-    off_diag = ~np.eye(k, dtype=bool)
-    sigma = np.where((rng.uniform(size=shape + (k, k)) < inf_prob) & off_diag, np.inf, sigma)
+    if max(abs(x) for x in log10_sigma_range) > _LOG10_SIGMA_LIMIT:
+        raise ArgumentError(
+            f"log10_sigma_range must lie in [-{_LOG10_SIGMA_LIMIT}, {_LOG10_SIGMA_LIMIT}] (sigma and its precision "
+            f"1 / sigma**2 finite and nonzero), got {given!r}.",
+            argument="log10_sigma_range",
+        )
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(integer("seed", seed, 0))
+    try:
+        mu = rng.uniform(*mean_range, size=shape + (k,))
+        sigma = 10.0 ** rng.uniform(*log10_sigma_range, size=shape + (k, k))
+        unseen = rng.uniform(size=shape + (k, k)) < inf_prob
+    except ValueError as err:  # numpy's "maximum allowed dimension exceeded"
+        raise MemoryError(f"num_arms = {k} with num_instances = {num_instances} is too large to build ({err})") from None
+    sigma = np.where(unseen & ~np.eye(k, dtype=bool), np.inf, sigma)
     return Instance(mu, sigma)
 
 

@@ -6,12 +6,24 @@ import dataclasses
 
 import numpy as np
 
-from jaxbandit._numbers import holds_non_numbers, integer
+from jaxbandit._numbers import ArgumentError, holds_non_numbers, integer
 
-__all__ = ["Result", "check_times", "geometric_times", "standard_error"]
+__all__ = ["Result", "check_grid", "check_times", "geometric_times", "standard_error"]
 
 
-def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
+DEFAULT_POINTS = 100  # points of the default geometric grid of recording times
+MAX_HORIZON = 2**62  # rounds an int64 grid holds with room to spare
+
+
+def check_grid(horizon: int, num_points: int) -> tuple[int, int]:
+    """The rule for a grid of ``num_points`` recording times up to ``horizon``.  The grid
+    is built in full before its repeats go, so more points than rounds only cost memory."""
+    horizon = integer("horizon", horizon, 1, MAX_HORIZON)
+    limit = max(horizon, DEFAULT_POINTS)
+    return horizon, integer("num_points", num_points, 2, limit, " grid points (the horizon, or 100 if that is larger)")
+
+
+def geometric_times(horizon: int, num_points: int = DEFAULT_POINTS) -> np.ndarray:
     """About ``num_points`` distinct rounds from 1 to ``horizon``, geometrically spaced.
 
     Args:
@@ -21,8 +33,7 @@ def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
     Returns:
         ``(P,)`` int64, strictly increasing, ``P <= num_points``, last == ``horizon``.
     """
-    integer("horizon", horizon, 1)
-    integer("num_points", num_points, 2)
+    horizon, num_points = check_grid(horizon, num_points)
     grid = np.geomspace(1, horizon, num_points)
     times = np.unique(np.round(grid).astype(np.int64))
     times = times[(times >= 1) & (times <= horizon)]
@@ -34,23 +45,27 @@ def geometric_times(horizon: int, num_points: int = 100) -> np.ndarray:
 def check_times(times, horizon: int) -> np.ndarray:
     """``times`` as ``(P,)`` int64 rounds in ``[1, horizon]``, strictly increasing, with
     ``horizon`` appended if missing (the final regret is always recorded)."""
+    horizon = integer("horizon", horizon, 1, MAX_HORIZON)
     if holds_non_numbers(times):  # numpy would read [True, 5] as rounds 1 and 5
-        raise ValueError(f"times must be integers, got {times!r}.")
-    arr = np.asarray(times)
+        raise ArgumentError(f"times must be integers, got {times!r}.", argument="times")
+    try:
+        arr = np.asarray(times)
+    except ValueError:  # ragged
+        arr = np.empty((0, 0))
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"times must be a non-empty 1-D sequence of rounds, got shape {arr.shape}.")
+        raise ArgumentError(f"times must be a non-empty 1-D sequence of rounds, got shape {arr.shape}.", argument="times")
     if np.issubdtype(arr.dtype, np.integer):
         if arr.max() > horizon or arr.min() < 1:  # before the cast: a uint64 beyond int64 would wrap
-            raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
+            raise ArgumentError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.", argument="times")
     elif not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-        raise ValueError(f"times must be integers, got {arr.tolist()}.")
+        raise ArgumentError(f"times must be integers, got {arr.tolist()}.", argument="times")
     elif arr.max() > horizon or arr.min() < 1:  # before the cast: 1e20 would wrap around in int64
-        raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
+        raise ArgumentError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.", argument="times")
     arr = arr.astype(np.int64)  # signed: differences of unsigned times would wrap around
     if np.any(np.diff(arr) <= 0):
-        raise ValueError(f"times must be strictly increasing, got {arr.tolist()}.")
+        raise ArgumentError(f"times must be strictly increasing, got {arr.tolist()}.", argument="times")
     if arr[0] < 1 or arr[-1] > horizon:
-        raise ValueError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.")
+        raise ArgumentError(f"times must lie in [1, horizon={horizon}], got {arr.tolist()}.", argument="times")
     if arr[-1] != horizon:
         arr = np.append(arr, horizon)
     return arr.astype(np.int64)

@@ -94,7 +94,7 @@ def test_constructors():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: instances.graph([1.0, 0.5], np.ones((3, 3))), r"adjacency must have shape \(2, 2\)"),
+        (lambda: instances.graph([1.0, 0.5], np.ones((3, 3))), r"adjacency must be a 2 x 2 array \(rows of equal length\)"),
         (lambda: instances.graph([1.0, 0.5], [[0, 2], [0, 0]]), r"adjacency must be boolean"),
         (lambda: instances.random(0, 1), r"num_arms must be an integer >= 2"),
         (lambda: instances.random(0, 3, inf_prob=1.0), r"inf_prob must be in"),
@@ -108,8 +108,8 @@ def test_constructors():
         (lambda: instances.bandit([1.0, 0.5], sigma=None), r"sigma must be a number or 2 numbers, got None"),
         (lambda: instances.full_information([1.0, 0.5], sigma=None), r"sigma must be a number, got None"),
         (lambda: instances.graph([1.0, 0.5], np.eye(2), sigma=None), r"sigma must be a number, got None"),
-        (lambda: instances.revealing_arm(sigma=None), r"sigma must be a number, got None"),
-        (lambda: instances.revealing_arm(reveal_sigma="x"), r"reveal_sigma must be a number, got 'x'"),
+        (lambda: instances.revealing_arm(sigma=None), r"sigma must be a number >= 0, got None"),
+        (lambda: instances.revealing_arm(reveal_sigma="x"), r"reveal_sigma must be a number >= 0, got 'x'"),
         (lambda: instances.revealing_arm(reveal_mean=None), r"reveal_mean must be a number, got None"),
         (lambda: instances.random(0, None), r"num_arms must be an integer >= 2, got None"),
         (lambda: instances.random(0, 3, num_instances=0), r"num_instances must be an integer >= 1, got 0"),

@@ -28,13 +28,13 @@ from jaxbandit import policies as policies_module
 from jaxbandit._numbers import ArgumentError, describe
 from jaxbandit.base import Policy
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record
-from jaxbandit.config.schema import CONSTRUCTORS, DEFAULT_TIMES, ConfigError, SweepFile, key_path
+from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, stable_digest
 from jaxbandit.instances import Instance, check_representable, check_unique_best
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import PolicyError
-from jaxbandit.result import geometric_times
+from jaxbandit.result import check_grid, geometric_times
 from jaxbandit.run_inputs import RunInputs, check_contract, check_feedback, check_param_columns, check_param_values
 
 __all__ = ["Cell", "Group", "InstanceSpec", "PolicySpec", "SweepConfig", "resolve"]
@@ -228,10 +228,10 @@ def _times(fail, times, horizons: tuple):
         if times[-1] > max(horizons):
             fail("times", f"explicit rounds must be <= the horizon {max(horizons)}, got {times[-1]}")
         return tuple(times)
-    # A grid records each round at most once: more points than rounds only cost memory.
-    limit = max(max(horizons), DEFAULT_TIMES)
-    if times > limit:
-        fail("times", f"must be at most {limit} grid points (the longest horizon, or {DEFAULT_TIMES} if that is larger), got {times}")
+    try:  # the grid's own rule
+        check_grid(max(horizons), times)
+    except ValueError as err:
+        fail("times", str(err).removeprefix("num_points "))
     return times
 
 

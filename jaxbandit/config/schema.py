@@ -23,11 +23,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 from jaxbandit import instances
 from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dtype, holds_non_numbers, integer
 from jaxbandit.engine import MAX_ROUNDS
+from jaxbandit.result import DEFAULT_POINTS
 
 __all__ = ["CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "key_path", "validate"]
 
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
-DEFAULT_TIMES = 100  # points of the default geometric grid of recording times
 
 
 class ConfigError(ValueError):
@@ -97,7 +97,7 @@ def _numbers(name, value):
     if isinstance(decoded, list):
         try:
             np.asarray(decoded, dtype=np.float64)
-        except ValueError:
+        except (ValueError, TypeError, OverflowError):
             raise ArgumentError(f"must be a rectangular array (rows of equal length), got {value!r}", argument=name) from None
     return decoded
 
@@ -242,7 +242,7 @@ class SweepFile(_Table):
     runs: Annotated[int, _integer(1, 2**32, " (run indices are 32-bit)")]
     horizon: _one_or_many(Annotated[int, _integer(1, MAX_ROUNDS)], Annotated[int, _integer(1, MAX_ROUNDS)])
     precision: Annotated[str, _rule(_precision)] = "float32"
-    times: _one_or_many(Annotated[int, _rule(_grid_points)], Integer) = DEFAULT_TIMES
+    times: _one_or_many(Annotated[int, _rule(_grid_points)], Integer) = DEFAULT_POINTS
     chunk_size: Annotated[int, _integer(1, MAX_ROUNDS)] = 1024
     solve_batch: Optional[Integer] = None
     checkpoint: Checkpoint = Checkpoint()

@@ -90,7 +90,7 @@ def resolve(name: str) -> Callable[..., Policy]:
     module_name, _, attribute = name.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as err:
+    except (ImportError, ValueError) as err:  # ValueError: an empty module name
         raise ValueError(f"policy {name!r}: cannot import module {module_name!r} ({err}).") from err
     found = module
     for part in attribute.split("."):
@@ -123,7 +123,10 @@ def make(name: str, **params) -> Policy:
                 f"policy {name!r} got unknown parameter(s) {unknown}; it accepts {sorted(accepted) or 'none'}.",
                 argument=unknown[0],
             )
-    policy = build(**params)
+    try:
+        policy = build(**params)
+    except TypeError as err:  # a callable that is not a factory of keyword arguments
+        raise ValueError(f"policy {name!r}: calling {build!r} with {params} failed: {err}.") from err
     if not isinstance(policy, Policy):
         raise ValueError(f"policy {name!r}: the factory returned {type(policy).__name__}, not a jaxbandit.Policy.")
     return policy
