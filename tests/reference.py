@@ -162,8 +162,10 @@ def greedy_arms(mu, sigma, horizon, z, family=None) -> np.ndarray:
     for t in range(1, horizon + 1):
         arm = initial_side_arm(sigma, t) if t <= mu.size else int(np.argmax(est.mean))
         arms[t - 1] = arm
-        values = observe(mu, sigma, arm, z[t - 1]) if family is None else family_observe(family, mu, sigma, arm, z[t - 1])
-        est.add(arm, values)
+        if family is None:
+            est.add(arm, observe(mu, sigma, arm, z[t - 1]))
+        else:
+            est.add(arm, family_observe(family, mu, sigma, arm, z[t - 1]))
     return arms
 
 
