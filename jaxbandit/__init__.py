@@ -6,7 +6,9 @@ rest of the package (the engine, the LP solver, the records) is reachable as
 submodules, for those who extend it.
 """
 
-from jaxbandit import compile_cache, config, distributed, estimator, instances, monitors, policies, rng, shards, sweep
+from jaxbandit import (
+    compile_cache, config, distributed, estimator, instances, monitors, noise, policies, rng, shards, sweep,
+)  # fmt: skip
 from jaxbandit._numbers import ArgumentError
 from jaxbandit.base import Context, Decision, Policy, Solver, Stage, play
 from jaxbandit.bound import LowerBound, lower_bound
@@ -43,6 +45,7 @@ __all__ = [
     "load",
     "lower_bound",
     "monitors",
+    "noise",
     "play",
     "policies",
     "rng",

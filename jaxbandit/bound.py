@@ -7,6 +7,31 @@ are retried with other settings and, in the end, solved in exact rational arithm
 (:mod:`jaxbandit.exact_lp`), so every feasible instance without a tie ends
 ``OPTIMAL``.  Ties, unobservable arms and unsolved LPs raise ``ValueError`` unless
 ``throw=False``.
+
+The bound depends on the instance's noise family (:mod:`jaxbandit.noise`) through the
+divergence between a sample's law and the closest alternative's, which the paper's LP
+(Theorem 1) takes per sample as the Gaussian ``Delta**2 / (2 sigma**2)``.
+
+* Gaussian: the paper's LP.
+* Bernoulli: the same LP with other coefficients.  A play of ``j`` that observes arm
+  ``k != i*`` gives ``kl(mu_k, mu*)`` toward the alternative that lifts ``mu_k`` just
+  above ``mu*``, one that observes ``i*`` gives ``kl(mu*, mu_(2))`` toward the one that
+  drops ``mu*`` to the second-best mean ``mu_(2) = mu* - Delta_min`` (``kl`` the
+  Bernoulli relative entropy), so constraint ``k`` reads
+  ``sum_j [j observes k] c_j kl(mu_k, mu*) >= 1``.  Multiplied by ``2 / Delta_k**2``
+  it is the Gaussian constraint ``sum_j W'[j, k] c_j >= 2 / Delta_k**2`` with the
+  *equivalent precision* ``W'[j, k] = [j observes k] 2 kl(mu_k, mu*) / Delta_k**2``
+  (and ``2 kl(mu*, mu_(2)) / Delta_min**2`` in column ``i*``): :func:`bernoulli_precision`,
+  solved by the same exact batched LP.  An infinite divergence (``mu* = 1`` against a
+  worse arm, whose alternative would need a mean above 1; ``mu_(2) = 0`` for ``i*``)
+  is an infinite precision: its constraint is dropped, as a noise-free observation's
+  is (:mod:`jaxbandit.bound_lp`), so the statuses keep their meaning.  As
+  ``W' >= 4`` (Pinsker: ``kl >= 2 Delta**2``), the Bernoulli bound is at most the
+  Gaussian one at ``sigma = 1/2``.
+* Uniform, Rademacher, Student's t: no bound is claimed (their divergences are not
+  the Gaussian one, and the policies assume only the scale ``sigma``).
+  ``lower_bound(instance, reference="gaussian")`` gives the Gaussian LP at that
+  ``sigma``, labelled ``kind = "gaussian reference"``: a yardstick, not a bound.
 """
 
 from __future__ import annotations
@@ -19,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import exact_lp, lp
-from jaxbandit._numbers import float_array, float_dtype
+from jaxbandit._numbers import ArgumentError, check_fits, float_array, float_dtype
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.bound_lp import (
     LowerBoundSolution,
@@ -31,7 +56,9 @@ from jaxbandit.bound_lp import (
 )
 from jaxbandit.instances import Instance, check_precisions, check_unique_best
 
-__all__ = ["LowerBound", "lower_bound"]
+__all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "lower_bound"]
+
+BOUND_FAMILIES = ("gaussian", "bernoulli")  # the noise families whose bound is known
 
 
 class LowerBound(NamedTuple):
@@ -45,6 +72,10 @@ class LowerBound(NamedTuple):
             :class:`~jaxbandit.bound_lp.LowerBoundStatus`.
         best_arm: ``()`` or ``(num_instances,)`` ``i*``.
         gaps: same shape as ``c``, ``Delta``.
+        kind: ``"bound"`` (the lower bound of the instance's noise family) or
+            ``"gaussian reference"`` (the Gaussian LP at the instance's ``sigma``, for a
+            family whose bound is not known or not asked for; not a bound).
+        family: the instance's noise family, as its label (:mod:`jaxbandit.noise`).
     """
 
     c: np.ndarray
@@ -52,6 +83,8 @@ class LowerBound(NamedTuple):
     status: np.ndarray
     best_arm: np.ndarray
     gaps: np.ndarray
+    kind: str = "bound"
+    family: str = "gaussian"
 
     def curve(self, times: ArrayLike) -> np.ndarray:
         """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``."""
@@ -180,7 +213,64 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
     return jax.tree.map(lambda a, b: _assign(a, retry, b), out, best)
 
 
-def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> LowerBound:
+def _log1p_minus_x(x: np.ndarray) -> np.ndarray:
+    """``log1p(x) - x`` to full relative precision, for ``|x| < 1/2``: its Taylor series
+    below 1e-2 (the direct difference would keep only ``eps / |x|`` of it)."""
+    series = sum((-1) ** (n + 1) * x**n / n for n in range(2, 10))  # next term below 1e-20 relative
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x) < 1e-2, series, np.log1p(x) - x)
+
+
+def bernoulli_kl(p: ArrayLike, q: ArrayLike) -> np.ndarray:
+    """The Bernoulli relative entropy ``kl(p, q) = p log(p/q) + (1-p) log((1-p)/(1-q))``,
+    elementwise (float64, broadcasting), with ``0 log 0 = 0``: ``kl(0, q) = -log(1 - q)``,
+    ``kl(1, q) = -log q``, and ``inf`` where ``q`` is 0 or 1 and ``p`` is not ``q``.
+
+    Near ``p = q`` its two terms nearly cancel (each of order ``p - q``, the sum of order
+    ``(p - q)**2``); there it is evaluated as ``d**2 / (q (1 - q)) + p g(d / q) +
+    (1 - p) g(-d / (1 - q))`` with ``d = p - q`` and ``g(x) = log1p(x) - x``, which keeps
+    its relative precision.
+    """
+    p, q = np.broadcast_arrays(np.asarray(p, np.float64), np.asarray(q, np.float64))
+    d = p - q
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x, y = d / q, -d / (1 - q)
+        direct = np.where(p > 0, p * np.log1p(x), 0.0) + np.where(p < 1, (1 - p) * np.log1p(y), 0.0)
+        near = (np.abs(x) < 0.5) & (np.abs(y) < 0.5)  # False where q is 0 or 1 (x or y not finite)
+        series = d * d / (q * (1 - q)) + p * _log1p_minus_x(x) + (1 - p) * _log1p_minus_x(y)
+    return np.where(near, series, direct)
+
+
+def bernoulli_precision(mu: ArrayLike, sigma: ArrayLike) -> np.ndarray:
+    """The equivalent precision ``W'`` of Bernoulli instances (see the module's
+    docstring): ``W'[j, k] = 2 kl(mu_k, mu*) / Delta_k**2`` where ``j`` observes ``k``
+    (finite ``sigma[j, k]``), ``2 kl(mu*, mu_(2)) / Delta_min**2`` in the best arm's
+    column, ``inf`` where the divergence is, 0 where ``j`` does not observe ``k``.
+
+    Args:
+        mu: ``(..., K)`` means in ``[0, 1]``.
+        sigma: ``(..., K, K)``; only which entries are finite matters.
+
+    Returns:
+        ``(..., K, K)`` float64, for :func:`jaxbandit.bound_lp.solve_lower_bound`.
+    """
+    mu = np.asarray(mu, np.float64)
+    top = mu.max(axis=-1, keepdims=True)
+    gaps = top - mu
+    positive = gaps > 0
+    min_gap = np.min(np.where(positive, gaps, np.inf), axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        worse = 2 * bernoulli_kl(mu, top) / np.square(gaps)
+        best = 2 * bernoulli_kl(top, top - min_gap) / np.square(min_gap)
+    # Tied arms (gap 0 but not i*) take the best arm's column; with no positive gap at
+    # all the instance is a tie (the LP reports it) and any finite value does.
+    ratio = np.where(positive, worse, np.where(np.isfinite(min_gap), best, 1.0))
+    return np.where(np.isfinite(np.asarray(sigma)), ratio[..., None, :], 0.0)
+
+
+def lower_bound(
+    instance: Instance, *, dtype=np.float64, throw: bool = True, reference: str | None = None
+) -> LowerBound:
     """The lower bound ``c*(mu)`` and ``value = sum_i c*_i Delta_i`` of an instance.
 
     A batch :class:`~jaxbandit.instances.Instance` gives batched arrays (one compiled,
@@ -192,26 +282,49 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
     rational arithmetic (:mod:`jaxbandit.exact_lp`: plain Python, slow, so kept for
     the few lanes left).  So every feasible instance without a tie ends ``OPTIMAL``.
 
+    The bound is that of the instance's noise family (Gaussian: the paper's LP;
+    Bernoulli: the same LP with :func:`bernoulli_precision`); for the others none is
+    known, and ``reference="gaussian"`` asks for the Gaussian LP at the instance's
+    ``sigma`` instead (see the module's docstring).
+
     Args:
         instance: a single or batch ``Instance``.
         dtype: ``np.float64`` (default) or ``np.float32``, the working precision.
         throw: raise ``ValueError`` when an instance has a tie for the best mean, an
             unobservable arm or an unsolved LP; otherwise report it in ``status``.
+        reference: None (the family's bound) or ``"gaussian"`` (the Gaussian LP at
+            ``sigma``: ``kind = "gaussian reference"`` unless the noise is Gaussian).
 
     Returns:
         A :class:`LowerBound`.
+
+    Raises:
+        ValueError: also for a noise family without a known bound and no ``reference``.
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
     dtype = float_dtype("dtype", dtype)
     if not isinstance(throw, (bool, np.bool_)):
         raise ValueError(f"throw must be True or False, got {throw!r}.")
+    if reference not in (None, "gaussian"):
+        raise ArgumentError(f"reference must be None or 'gaussian', got {reference!r}.", argument="reference")
+    family = instance.noise
+    if reference is None and family.name not in BOUND_FAMILIES:
+        raise ArgumentError(
+            f"no lower bound is known for noise {family.label!r} (only for {' and '.join(BOUND_FAMILIES)}); "
+            "lower_bound(instance, reference='gaussian') gives the Gaussian LP at the instance's sigma, "
+            "labelled as a Gaussian reference, not a bound.", argument="noise")
+    gaussian = reference == "gaussian" or family.name == "gaussian"
+    kind = "bound" if reference is None or family.name == "gaussian" else "gaussian reference"
     mu = np.atleast_2d(instance.mu)
-    precision = instance.precision.reshape(mu.shape + (mu.shape[-1],))
+    sigma = instance.sigma.reshape(mu.shape + (mu.shape[-1],))
+    precision = instance.precision.reshape(sigma.shape) if gaussian else bernoulli_precision(mu, sigma)
     _check_gaps(mu, dtype)
     float32 = np.dtype(dtype) == np.float32
-    if float32:  # a precision float32 rounds to 0 would read as an unobserved row
+    if float32 and gaussian:  # a precision float32 rounds to 0 would read as an unobserved row
         check_precisions(instance.sigma, dtype)
+    elif float32:  # W' >= 4 never vanishes, but one near a mean of 0 or 1 can overflow
+        check_fits("the Bernoulli equivalent precision", precision, dtype, "dtype=np.float64")
     # The LP depends on the gaps only: in float32 take them from the float64 means (one
     # rounding), not from means rounded to float32 first, where two close means lose
     # most of their gap.  float64 solves the means as given.
@@ -233,6 +346,8 @@ def lower_bound(instance: Instance, *, dtype=np.float64, throw: bool = True) -> 
         status=squeeze(out.status.astype(np.int32)),
         best_arm=squeeze(np.argmax(mu, axis=-1)),
         gaps=squeeze((np.max(mu, axis=-1, keepdims=True) - mu).astype(dtype)),
+        kind=kind,
+        family=family.label,
     )
 
 

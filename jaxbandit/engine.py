@@ -8,7 +8,8 @@ does not depend on the horizon and progress and checkpoints happen between chunk
 Randomness (DESIGN §4): the noise of run ``r`` at round ``t`` is a pure function of
 ``(seed, cell's noise index, r, t)`` (:mod:`jaxbandit.rng`), so results do not depend on
 how many runs are simulated together, the chunk size, the solve buffers or the device
-count, and two policies run with the same seed see the same noise.
+count, and two policies run with the same seed see the same noise.  The noise family
+(:mod:`jaxbandit.noise`) is static: each family compiles its own program.
 
 The engine counts each run's plays itself (regret comes from these counts, never from
 a policy's state) and records the first round in which a policy chose an arm outside
@@ -31,6 +32,7 @@ from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
+from jaxbandit.noise import GAUSSIAN, NoiseFamily
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -138,11 +140,15 @@ def _make_init(policy: Policy, monitor: Optional[Monitor]) -> Callable:
     return init
 
 
-def _make_round(policy: Policy, solve_batch: Optional[int], monitor: Optional[Monitor]) -> Callable:
+def _make_round(policy: Policy, solve_batch: Optional[int], monitor: Optional[Monitor], noise: NoiseFamily) -> Callable:
     """``(carry, t, noise_keys, policy_keys, env, ctx) -> carry``: round ``t + 1`` of every run."""
     select = _vmap_cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
     update = _vmap_cells_runs(policy.update_fn, (0, 0, 0, None), (0, 0, 0, 0))
-    observe = _vmap_cells_runs(environment.observe, (0, None, 0, None), (0, None, 0, 0))
+
+    def observe_one(run_key, t, arm, env):
+        return environment.observe(run_key, t, arm, env, noise)
+
+    observe = _vmap_cells_runs(observe_one, (0, None, 0, None), (0, None, 0, 0))
     solver = policy.solver
     if solver is not None:
         finish = _vmap_cells_runs(solver.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
@@ -255,10 +261,13 @@ def make_simulation(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     solve_batch: Optional[int] = None,
     monitor: Optional[Monitor] = None,
+    noise: NoiseFamily = GAUSSIAN,
 ) -> Simulation:
-    """Build the jitted pieces of the engine for ``policy`` (shapes are traced lazily)."""
+    """Build the jitted pieces of the engine for ``policy`` under the noise family
+    ``noise`` (shapes are traced lazily)."""
     consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
-    run_chunk = _make_chunk(_make_round(policy, solve_batch, monitor), _make_record(monitor), consolidate, chunk_size)
+    one_round = _make_round(policy, solve_batch, monitor, noise)
+    run_chunk = _make_chunk(one_round, _make_record(monitor), consolidate, chunk_size)
     if policy.diagnostics_fn is None:
         diagnostics = lambda state: {}  # noqa: E731 - nothing to vmap (a policy may keep no arrays)
     else:
@@ -290,18 +299,23 @@ def policy_code(policy: Policy) -> str:
 
 
 def cached_simulation(
-    policy: Policy, chunk_size: int, solve_batch: Optional[int], monitor: Optional[Monitor] = None
+    policy: Policy,
+    chunk_size: int,
+    solve_batch: Optional[int],
+    monitor: Optional[Monitor] = None,
+    noise: NoiseFamily = GAUSSIAN,
 ) -> Simulation:
-    """The engine for ``policy`` (and ``monitor``), built once per computation (:func:`policy_key`).
+    """The engine for ``policy`` (and ``monitor``) under ``noise``, built once per
+    computation (:func:`policy_key`) and noise family.
 
     Two policies share a compiled program only if they compute the same thing; numeric
     hyper-parameters live in ``ctx.params`` (traced), so a grid of them shares one.
     """
-    key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor))
+    key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor), noise)
     if key in _SIMULATIONS:
         _SIMULATIONS.move_to_end(key)
     else:
-        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch, monitor)
+        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch, monitor, noise)
         while len(_SIMULATIONS) > _CACHE_SIZE:
             _SIMULATIONS.popitem(last=False)
     return _SIMULATIONS[key]

@@ -3,7 +3,8 @@
 Playing arm ``i`` at round ``t`` reveals ``X_j = mu_j + sigma[i, j] * z[t, j]`` for every
 arm ``j`` with ``sigma[i, j] < inf``; the reward collected is ``X_i``.  The standard
 normals ``z[t, :]`` depend only on the run key and ``t`` (not on the arm played), so two
-policies run with the same seed see the same noise: common random numbers.
+policies run with the same seed see the same noise: common random numbers.  Other noise
+families (:mod:`jaxbandit.noise`) draw their numbers the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxbandit import rng
+from jaxbandit import noise as noise_families
 from jaxbandit._types import Array
 
 __all__ = ["EnvParams", "make_params", "observe", "gaps"]
@@ -51,7 +52,9 @@ def _make_params(mu, sigma) -> EnvParams:
     return EnvParams(mu, sigma, precision, noise_scale, revealed_mean)
 
 
-def observe(run_key: Array, t: Array, arm: Array, params: EnvParams) -> Array:
+def observe(
+    run_key: Array, t: Array, arm: Array, params: EnvParams, noise: noise_families.NoiseFamily = noise_families.GAUSSIAN
+) -> Array:
     """Samples revealed by playing ``arm`` at round ``t`` (0-based).
 
     Args:
@@ -59,14 +62,14 @@ def observe(run_key: Array, t: Array, arm: Array, params: EnvParams) -> Array:
         t: scalar round index.
         arm: scalar int, the arm played.
         params: the instance.
+        noise: the instance's noise family (static).
 
     Returns:
         ``(num_arms,)`` observations; entries the play does not reveal are set to 0
         (their precision is 0, so estimators ignore them).
     """
-    noise = rng.standard_normal(run_key, t, params.mu.shape[-1], params.mu.dtype)
-    # Precomputed rows keep this to a gather and one multiply-add per arm.
-    return params.revealed_mean[arm] + params.noise_scale[arm] * noise
+    # Precomputed rows keep this to a gather and, for Gaussian noise, one multiply-add per arm.
+    return noise_families.sample(noise, run_key, t, params.revealed_mean[arm], params.noise_scale[arm])
 
 
 def gaps(mu: Array) -> Array:

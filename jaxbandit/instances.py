@@ -8,6 +8,11 @@ when arm ``i`` is played (row = arm played, column = arm observed, as in the pap
 An :class:`Instance` may also hold a *batch* of instances with the same number of
 arms: ``mu`` of shape ``(num_instances, K)`` and ``sigma`` of shape
 ``(num_instances, K, K)``.  Validation happens once, here, on the host.
+
+Every instance has a noise family (:mod:`jaxbandit.noise`, ``noise=``, default
+``"gaussian"``); a batch has one.  Under ``"bernoulli"`` the means are probabilities and
+every finite ``sigma`` at least 1/2; ``sigma`` keeps its meaning of the scale the
+policies assume, and ``inf`` still means "no information".
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import numpy as np
 
 from jaxbandit._numbers import ArgumentError, is_real, check_fits, check_nonnegative, float_array, integer, not_a_number, number
 from jaxbandit._types import ArrayLike
+from jaxbandit.noise import BERNOULLI_MIN_SIGMA, GAUSSIAN, NoiseFamily
+from jaxbandit.noise import resolve as resolve_noise
 
 __all__ = [
     "Instance",
@@ -41,16 +48,21 @@ class Instance:
         mu: ``(K,)`` or ``(num_instances, K)`` float64 true means.
         sigma: ``(K, K)`` or ``(num_instances, K, K)`` float64 noise levels, ``>= 0``,
             ``inf`` allowed.
+        noise: the :class:`~jaxbandit.noise.NoiseFamily` (``noise=`` takes a name such
+            as ``"bernoulli"`` or a family such as ``jaxbandit.noise.student_t(df=3)``).
     """
 
-    __slots__ = ("mu", "sigma")
+    __slots__ = ("mu", "sigma", "noise")
     mu: np.ndarray
     sigma: np.ndarray
+    noise: NoiseFamily
 
-    def __init__(self, mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool = True):
-        mu_arr, sigma_arr = _validate(mu, sigma, allow_ties=allow_ties)
+    def __init__(self, mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool = True, noise="gaussian"):
+        family = resolve_noise(noise)
+        mu_arr, sigma_arr = _validate(mu, sigma, family, allow_ties=allow_ties)
         object.__setattr__(self, "mu", mu_arr)
         object.__setattr__(self, "sigma", sigma_arr)
+        object.__setattr__(self, "noise", family)
 
     def __setattr__(self, name, value):
         raise AttributeError("Instance is immutable; build a new one.")
@@ -60,6 +72,7 @@ class Instance:
             isinstance(other, Instance)
             and np.array_equal(self.mu, other.mu)
             and np.array_equal(self.sigma, other.sigma)
+            and self.noise == other.noise
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -97,14 +110,15 @@ class Instance:
         """``batch[k]`` is the k-th instance of a batch."""
         if not self.is_batch:
             raise IndexError("a single Instance cannot be indexed; it is not a batch")
-        return Instance(self.mu[index], self.sigma[index])
+        return Instance(self.mu[index], self.sigma[index], noise=self.noise)
 
     def __repr__(self) -> str:
         kind = f"batch of {self.num_instances}" if self.is_batch else "single"
-        return f"Instance({kind}, K={self.num_arms}, mu={self.mu!r})"
+        noise = "" if self.noise == GAUSSIAN else f", noise={self.noise.label!r}"
+        return f"Instance({kind}, K={self.num_arms}, mu={self.mu!r}{noise})"
 
 
-def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
+def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_ties: bool):
     mu_arr = float_array("mu", mu, "a numeric array")
     sigma_arr = float_array("sigma", sigma, "a numeric array")
 
@@ -146,11 +160,32 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool):
         raise ArgumentError(
             f"{prefix}arm {arm} is observed by no row of sigma (sigma[:, {arm}] is all inf), "
             "so its mean can never be estimated.", argument="sigma")
+    if family.name == "bernoulli":
+        _check_bernoulli(mu_arr, sigma_arr)
     if not allow_ties:
         check_unique_best(mu_arr)
     mu_arr.setflags(write=False)
     sigma_arr.setflags(write=False)
     return mu_arr, sigma_arr
+
+
+def _check_bernoulli(mu: np.ndarray, sigma: np.ndarray) -> None:
+    """Bernoulli means are probabilities, and a finite ``sigma`` (the scale the policies
+    assume) is one that every ``[0, 1]`` sample satisfies: at least 1/2."""
+    outside = (mu < 0) | (mu > 1)
+    if outside.any():
+        where = np.argwhere(outside)[0].tolist()
+        raise ArgumentError(
+            f"mu{where} = {float(mu[tuple(where)])!r}: under Bernoulli noise a mean is the probability of a 1, "
+            "so it must lie in [0, 1].", argument="mu")
+    small = np.isfinite(sigma) & (sigma < BERNOULLI_MIN_SIGMA)
+    if small.any():
+        where = np.argwhere(small)[0].tolist()
+        raise ArgumentError(
+            f"sigma{where} = {float(sigma[tuple(where)])!r} is below 1/2: under Bernoulli noise sigma is the "
+            "sub-Gaussian scale the policies assume, and a [0, 1] sample is sub-Gaussian with scale 1/2 (variance "
+            "proxy 1/4, Hoeffding's lemma) but with no smaller one for every mean (a fair coin); use sigma >= 1/2, "
+            "and inf where a play reveals nothing.", argument="sigma")
 
 
 def check_unique_best(mu: np.ndarray) -> None:
@@ -246,8 +281,9 @@ def _as_means(mu: ArrayLike) -> np.ndarray:
     return mu_arr
 
 
-def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0) -> Instance:
-    """Standard bandit: arm ``i`` reveals only itself, with noise ``sigma`` (scalar or (K,))."""
+def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0, *, noise="gaussian") -> Instance:
+    """Standard bandit: arm ``i`` reveals only itself, with noise ``sigma`` (scalar or (K,))
+    of the family ``noise`` (:mod:`jaxbandit.noise`), as in every constructor here."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
     diag = float_array("sigma", sigma, f"a number or {k} numbers")
@@ -258,17 +294,17 @@ def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0) -> Instance:
     diag = np.broadcast_to(diag, (k,))
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, diag)
-    return Instance(mu_arr, matrix)
+    return Instance(mu_arr, matrix, noise=noise)
 
 
-def full_information(mu: ArrayLike, sigma: float = 1.0) -> Instance:
+def full_information(mu: ArrayLike, sigma: float = 1.0, *, noise="gaussian") -> Instance:
     """Full information: every play reveals every arm with noise ``sigma``."""
     mu_arr = _as_means(mu)
     k = mu_arr.shape[0]
-    return Instance(mu_arr, np.full((k, k), number("sigma", sigma)))
+    return Instance(mu_arr, np.full((k, k), number("sigma", sigma)), noise=noise)
 
 
-def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
+def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0, *, noise="gaussian") -> Instance:
     """Graph feedback: playing ``i`` reveals ``i`` and every ``j`` with ``adjacency[i, j]``.
 
     Args:
@@ -289,7 +325,7 @@ def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0) -> Instance:
         bad = entries.ravel()[flags.index(False)]
         raise ArgumentError(f"adjacency must be booleans or 0/1, got {bad!r}.", argument="adjacency")
     adj = entries.astype(bool) | np.eye(k, dtype=bool)
-    return Instance(mu_arr, np.where(adj, number("sigma", sigma), np.inf))
+    return Instance(mu_arr, np.where(adj, number("sigma", sigma), np.inf), noise=noise)
 
 
 def revealing_arm(
@@ -297,6 +333,8 @@ def revealing_arm(
     reveal_mean: float = 0.0,
     sigma: float = 1.0,
     reveal_sigma: float | None = None,
+    *,
+    noise="gaussian",
 ) -> Instance:
     """The paper's §1 example: ``K-1`` bandit arms plus one "information-revealing" arm.
 
@@ -316,7 +354,7 @@ def revealing_arm(
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, sigma)
     matrix[-1, :] = reveal_sigma
-    return Instance(np.append(mu_arr, reveal_mean), matrix)
+    return Instance(np.append(mu_arr, reveal_mean), matrix, noise=noise)
 
 
 def random(
@@ -327,12 +365,15 @@ def random(
     log10_sigma_range: tuple[float, float] = (-0.5, 0.5),
     inf_prob: float = 0.3,
     num_instances: int | None = None,
+    noise="gaussian",
 ) -> Instance:
     """Random general side-information instances (asymmetric, with ``inf`` entries).
 
     Entries are ``10**U(log10_sigma_range)``; off-diagonal entries are ``inf`` with
     probability ``inf_prob``; the diagonal is always finite, so every arm is observable.
     ``sigma[j, i] < sigma[i, i]`` occurs freely.  Means are uniform in ``mean_range``.
+    Under Bernoulli noise ``mean_range`` must lie in ``[0, 1]`` and ``log10_sigma_range``
+    start at ``log10(1/2)`` or above.
 
     Args:
         seed: integer seed or a ``numpy.random.Generator`` (host-side randomness).
@@ -346,6 +387,12 @@ def random(
     mean_range = _interval("mean_range", mean_range)
     given = log10_sigma_range
     log10_sigma_range = _interval("log10_sigma_range", log10_sigma_range)
+    family = resolve_noise(noise)
+    if family.name == "bernoulli" and 10.0 ** log10_sigma_range[0] < BERNOULLI_MIN_SIGMA:
+        raise ArgumentError(
+            f"log10_sigma_range {log10_sigma_range!r} reaches sigma = {10.0 ** log10_sigma_range[0]!r}, below the 1/2 "
+            "that Bernoulli noise needs (the sub-Gaussian scale of a [0, 1] sample); start it at "
+            "np.log10(0.5) or above.", argument="log10_sigma_range")
     shape = () if num_instances is None else (integer("num_instances", num_instances, 1),)
     if max(abs(x) for x in log10_sigma_range) > _LOG10_SIGMA_LIMIT:
         raise ArgumentError(
@@ -361,7 +408,7 @@ def random(
     except ValueError as err:  # numpy's "maximum allowed dimension exceeded"
         raise MemoryError(f"num_arms = {k} with num_instances = {num_instances} is too large to build ({err})") from None
     sigma = np.where(unseen & ~np.eye(k, dtype=bool), np.inf, sigma)
-    return Instance(mu, sigma)
+    return Instance(mu, sigma, noise=family)
 
 
 def stack(instances: list[Instance]) -> Instance:
@@ -374,7 +421,14 @@ def stack(instances: list[Instance]) -> Instance:
     sizes = {inst.num_arms for inst in instances}
     if len(sizes) != 1 or any(inst.is_batch for inst in instances):
         raise ValueError(f"stack needs single instances with equal K, got K in {sorted(sizes)}.")
-    return Instance(np.stack([i.mu for i in instances]), np.stack([i.sigma for i in instances]))
+    families = list(dict.fromkeys(inst.noise for inst in instances))
+    if len(families) > 1:  # one compiled program draws the whole batch's noise
+        first = next(i for i, inst in enumerate(instances) if inst.noise == families[1])
+        raise ValueError(
+            f"stack needs instances of one noise family: instances[0] has noise {families[0].label!r}, "
+            f"instances[{first}] {families[1].label!r}."
+        )
+    return Instance(np.stack([i.mu for i in instances]), np.stack([i.sigma for i in instances]), noise=families[0])
 
 
 def default_instances() -> dict[str, Instance]:

@@ -94,6 +94,8 @@ class Result:
         seed, horizon, runs, dtype: as simulated.  wall_time: seconds.
         monitor: a monitor's reports at ``times``, each ``(runs, P)`` (or ``(C, runs, P)``);
             empty without a monitor (see :mod:`jaxbandit.monitors`).
+        noise: the instance's noise family, as its label (``"gaussian"``,
+            ``"student_t(df=3)"``; see :mod:`jaxbandit.noise`).
     """
 
     times: np.ndarray
@@ -109,6 +111,7 @@ class Result:
     dtype: str
     wall_time: float
     monitor: dict = dataclasses.field(default_factory=dict)
+    noise: str = "gaussian"
 
     @property
     def final_regret(self) -> np.ndarray:

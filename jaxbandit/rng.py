@@ -6,7 +6,8 @@ Every random number in a simulation comes from the Threefry-2x32 block cipher
 the generator behind ``jax.random``) applied to a counter:
 
 * a *run key* (two uint32 words) is ``threefry(stream_key(seed, stream), (cell, run))``;
-* the standard normal ``z[r, t, j]`` comes from ``threefry(run_key, (t, j))``.
+* the standard normal ``z[r, t, j]`` comes from ``threefry(run_key, (t, j))``, and so
+  do the uniform and the Student's t draw of entry ``j`` (one of them per noise family).
 
 So results cannot depend on batch size, chunk size, device count or on which policy is
 run (two policies with the same seed see the same noise: common random numbers).
@@ -17,6 +18,7 @@ Normals use Box–Muller (one cosine branch per 64-bit block): ``u1`` takes 40 b
 ``|z|`` reaches about 7.5 before the grid of ``u1`` truncates the tail (P(|z| > 7.5) is
 6e-14), and the cosine is a polynomial on a quarter turn, cheaper on a CPU than
 ``jnp.cos`` (``benchmarks/throughput.py`` compares this path with ``jax.random.normal``).
+Student's t draws use the same two numbers with another radius (:func:`student_t`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "stream_key",
     "run_keys",
     "standard_normal",
+    "student_t",
     "uniform",
     "NOISE_STREAM",
     "POLICY_STREAM",
@@ -134,6 +137,14 @@ def _cos_turns(turns: Array, dtype) -> Array:
     )
 
 
+def _polar(run_key: Array, t: Array, num: int, dtype) -> tuple[Array, Array]:
+    """Entry ``j``'s block at counter ``(t, j)`` as ``(u, turns)``: ``u`` in ``(0, 1]``
+    (40 bits, :func:`_unit_interval`) and ``turns`` in ``[0, 1)`` (the other 24 bits)."""
+    index = jnp.arange(num, dtype=jnp.uint32)
+    a, b = threefry2x32((run_key[0], run_key[1]), (jnp.asarray(t, jnp.uint32), index))
+    return _unit_interval(a, b, dtype), (b >> jnp.uint32(8)).astype(dtype) * dtype(2.0**-24)
+
+
 def standard_normal(run_key: Array, t: Array, num: int, dtype=jnp.float32) -> Array:
     """``num`` standard normals for one run at counter ``t``.
 
@@ -147,16 +158,35 @@ def standard_normal(run_key: Array, t: Array, num: int, dtype=jnp.float32) -> Ar
         ``(num,)`` array of N(0, 1) draws; entry ``j`` depends only on (key, t, j).
     """
     dtype = jnp.dtype(dtype).type
-    index = jnp.arange(num, dtype=jnp.uint32)
-    a, b = threefry2x32((run_key[0], run_key[1]), (jnp.asarray(t, jnp.uint32), index))
-    radius = jnp.sqrt(dtype(-2.0) * jnp.log(_unit_interval(a, b, dtype)))
-    turns = (b >> jnp.uint32(8)).astype(dtype) * dtype(2.0**-24)
+    u, turns = _polar(run_key, t, num, dtype)
+    radius = jnp.sqrt(dtype(-2.0) * jnp.log(u))
+    return radius * _cos_turns(turns, dtype)
+
+
+def student_t(run_key: Array, t: Array, num: int, df: float, dtype=jnp.float32) -> Array:
+    """``num`` draws of Student's t with ``df`` degrees of freedom (static, > 0) for one
+    run at counter ``t``, from the same blocks as :func:`standard_normal`.
+
+    Bailey's polar method (Math. Comp. 62, 1994), without its rejection step: for
+    ``(U, V)`` uniform on the unit disc and ``W = U**2 + V**2``,
+    ``U sqrt(df (W**(-2/df) - 1) / W)`` is t-distributed; writing the point as
+    ``W = u``, angle ``2 pi turns`` gives ``sqrt(df (u**(-2/df) - 1)) cos(2 pi turns)``,
+    Box-Muller with another radius (``-2 log u`` is its ``df -> inf`` limit).  The
+    radius grows as ``u`` shrinks, so the 40-bit grid of ``u`` cuts the tails with
+    probability ``P(u < 2**-41)``, as for the normals.
+
+    Returns:
+        ``(num,)`` t draws (variance ``df / (df - 2)`` for ``df > 2``); entry ``j``
+        depends only on (key, t, j).
+    """
+    dtype = jnp.dtype(dtype).type
+    u, turns = _polar(run_key, t, num, dtype)
+    # expm1: u**(-2/df) - 1 loses its digits to cancellation for u near 1
+    radius = jnp.sqrt(dtype(df) * jnp.expm1(dtype(-2.0 / df) * jnp.log(u)))
     return radius * _cos_turns(turns, dtype)
 
 
 def uniform(run_key: Array, t: Array, num: int, dtype=jnp.float32) -> Array:
     """``num`` uniforms in ``(0, 1]`` for one run at counter ``t`` (see :func:`standard_normal`)."""
     dtype = jnp.dtype(dtype).type
-    index = jnp.arange(num, dtype=jnp.uint32)
-    a, b = threefry2x32((run_key[0], run_key[1]), (jnp.asarray(t, jnp.uint32), index))
-    return _unit_interval(a, b, dtype)
+    return _polar(run_key, t, num, dtype)[0]

@@ -52,7 +52,7 @@ def _recording_times(times: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(times, np.int32), np.full(size - len(times), never, np.int32)])
 
 
-_SCALAR_IDENTITY = ("policy", "options", "seed", "horizon", "runs", "first_run", "dtype", "monitor")
+_SCALAR_IDENTITY = ("policy", "options", "noise", "seed", "horizon", "runs", "first_run", "dtype", "monitor")
 
 
 def _fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:
@@ -102,7 +102,9 @@ class SimulationRun:
         self.params, self.dtype, self.noise_index = inputs.params, inputs.dtype, inputs.noise_index
         self._placement = Placement(inputs.devices, inputs.runs)
         env, ctx = make_context(inputs.instance, inputs.cell_params, inputs.horizon, inputs.dtype)
-        self._sim = cached_simulation(inputs.policy, inputs.chunk_size, inputs.solve_batch, inputs.monitor)
+        self._sim = cached_simulation(
+            inputs.policy, inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise
+        )
         cell_index = inputs.noise_index.astype(np.uint32)[:, None]
         run_index = np.arange(inputs.first_run, inputs.first_run + self._placement.padded_runs, dtype=np.uint32)[None, :]
         keys = [rng.run_keys(rng.stream_key(inputs.seed, stream), cell_index, run_index) for stream in (rng.NOISE_STREAM, rng.POLICY_STREAM)]
@@ -211,9 +213,10 @@ class SimulationRun:
         return {k: to_host(v)[:, : self.runs, ..., : len(self.times)] for k, v in self.carry.monitor_record.items()}
 
     def identity(self) -> dict:
-        """What determines this simulation's results, as a JSON-able dict: scalars as
-        they are, arrays (instance, parameters, noise indices, times) and the code of
-        the policy and the monitor (:func:`~jaxbandit.engine.policy_code`) as digests.
+        """What determines this simulation's results, as a JSON-able dict: scalars (and
+        the noise family's label) as they are, arrays (instance, parameters, noise
+        indices, times) and the code of the policy and the monitor
+        (:func:`~jaxbandit.engine.policy_code`) as digests.
         Chunk size, solve buffer and devices are left out: they never change results."""
         return {
             "policy": self.policy.name,
@@ -221,6 +224,7 @@ class SimulationRun:
             "options": json.dumps(options_record(self.policy.options), sort_keys=True),
             "params": {k: array_digest(v) for k, v in sorted(self.params.items())},
             "instance": array_digest(self.instance.mu) + array_digest(self.instance.sigma),
+            "noise": self.instance.noise.label,
             "noise_index": array_digest(self.noise_index),
             "seed": self.seed,
             "horizon": self.horizon,
@@ -256,6 +260,7 @@ class SimulationRun:
                 "version wrote it), so it cannot be checked against this one."
             )
         saved_identity, identity = json.loads(str(arrays["identity"])), self.identity()
+        saved_identity.setdefault("noise", "gaussian")  # checkpoints that name no family are Gaussian ones
         differ = [k for k in sorted(set(saved_identity) | set(identity)) if saved_identity.get(k) != identity.get(k)]
         if differ:
             details = [
@@ -310,6 +315,7 @@ class SimulationRun:
             dtype=self.dtype.name,
             wall_time=self.wall_time,
             monitor=monitor,
+            noise=self.instance.noise.label,
         )
 
 

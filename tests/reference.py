@@ -25,6 +25,48 @@ def _noise_rows(key, rounds, num_arms):
     return jax.vmap(lambda t: rng.standard_normal(key, t, num_arms, jnp.float64))(rounds)
 
 
+def engine_draws(family, seed: int, instance_index: int, run: int, horizon: int, num_arms: int) -> np.ndarray:
+    """``(horizon, K)`` float64 numbers the engine draws for this run under the noise
+    ``family`` (a :class:`jaxbandit.noise.NoiseFamily`; round t at row t-1): standard
+    normals (Gaussian), unscaled Student's t draws, else the uniforms in (0, 1]."""
+    key = rng.run_keys(rng.stream_key(seed, rng.NOISE_STREAM), instance_index, run)
+    with jax.enable_x64(True):
+        return np.asarray(_draw_rows(family.name, family.df, key, np.arange(horizon), num_arms))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 4))
+def _draw_rows(name, df, key, rounds, num_arms):
+    if name == "gaussian":
+        draw = lambda t: rng.standard_normal(key, t, num_arms, jnp.float64)  # noqa: E731
+    elif name == "student_t":
+        draw = lambda t: rng.student_t(key, t, num_arms, df, jnp.float64)  # noqa: E731
+    else:
+        draw = lambda t: rng.uniform(key, t, num_arms, jnp.float64)  # noqa: E731
+    return jax.vmap(draw)(rounds)
+
+
+def family_observe(family, mu, sigma, arm, draws):
+    """The samples ``arm`` reveals under ``family`` from the round's ``draws`` (as
+    :func:`engine_draws` gives them), 0 where it reveals nothing; vectorised like
+    :func:`observe`.  Written from the families' definitions in the README."""
+    row = sigma[arm]
+    revealed = np.isfinite(row)
+    scale = np.where(revealed, row, 0.0)
+    if family.name == "bernoulli":
+        values = (draws <= mu).astype(np.float64)  # a 1 with probability mu_j
+    elif family.name == "gaussian":
+        values = mu + scale * draws
+    elif family.name == "uniform":
+        values = mu + scale * ((2 * draws - 1) * np.sqrt(3))  # variance sigma**2
+    elif family.name == "rademacher":
+        values = mu + scale * np.where(draws > 0.5, 1.0, -1.0)
+    elif family.name == "student_t":
+        values = mu + scale * (draws * np.sqrt((family.df - 2) / family.df))  # variance sigma**2
+    else:
+        raise ValueError(family)
+    return np.where(revealed, values, 0.0)
+
+
 def initial_side_arm(sigma: np.ndarray, t: int) -> int:
     """Paper's initial rounds: at round t <= K play argmin_i sigma[i, t-1] (first on ties)."""
     column = sigma[:, t - 1]
@@ -79,10 +121,11 @@ def one_run(z):
     return lambda t: z[None, t - 1]
 
 
-def ucb_n(mu, sigma, horizon, runs, noise, alpha=1.0) -> np.ndarray:
+def ucb_n(mu, sigma, horizon, runs, noise, alpha=1.0, family=None) -> np.ndarray:
     """``(runs, horizon)`` arms of UCB-N (weighted estimator, paper's initial rounds),
     the runs as arrays and a Python loop over rounds; ``noise(t)`` gives round t's
-    ``(runs, K)`` standard normals."""
+    ``(runs, K)`` standard normals, or with a noise ``family`` its draws
+    (:func:`family_observe`)."""
     mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
     est = WeightedEstimate(sigma, runs)
     # Fewer passes over the runs than ``observe`` and ``est.mean`` (this loop is also
@@ -98,24 +141,31 @@ def ucb_n(mu, sigma, horizon, runs, noise, alpha=1.0) -> np.ndarray:
             index = est.sums / est.weights + np.sqrt(2 * alpha * np.log(t) / est.weights)
             arm = np.argmax(index, axis=-1)
         arms[:, t - 1] = arm
-        est.add(arm, mu + noise_sd[arm] * noise(t))
+        if family is None:
+            est.add(arm, mu + noise_sd[arm] * noise(t))
+        else:
+            est.add(arm, family_observe(family, mu, sigma, arm, noise(t)))
     return arms
 
 
-def ucb_n_arms(mu, sigma, horizon, z, alpha=1.0) -> np.ndarray:
-    """Arm sequence of UCB-N on one run's noise ``z``."""
-    return ucb_n(mu, sigma, horizon, 1, one_run(z), alpha)[0]
+def ucb_n_arms(mu, sigma, horizon, z, alpha=1.0, family=None) -> np.ndarray:
+    """Arm sequence of UCB-N on one run's noise ``z`` (the draws of ``family``, if given)."""
+    return ucb_n(mu, sigma, horizon, 1, one_run(z), alpha, family)[0]
 
 
-def greedy_arms(mu, sigma, horizon, z) -> np.ndarray:
-    """Arm sequence of greedy on the weighted estimator, on noise ``z``."""
+def greedy_arms(mu, sigma, horizon, z, family=None) -> np.ndarray:
+    """Arm sequence of greedy on the weighted estimator, on noise ``z`` (the draws of
+    ``family``, if given)."""
     mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
     est = WeightedEstimate(sigma)
     arms = np.zeros(horizon, np.int64)
     for t in range(1, horizon + 1):
         arm = initial_side_arm(sigma, t) if t <= mu.size else int(np.argmax(est.mean))
         arms[t - 1] = arm
-        est.add(arm, observe(mu, sigma, arm, z[t - 1]))
+        if family is None:
+            est.add(arm, observe(mu, sigma, arm, z[t - 1]))
+        else:
+            est.add(arm, family_observe(family, mu, sigma, arm, z[t - 1]))
     return arms
 
 

@@ -276,3 +276,14 @@ def test_the_engine_cache_is_bounded():
     for value in range(engine._CACHE_SIZE + 3):
         engine.cached_simulation(user_policies.fixed_arm(value), 16, None)
     assert len(engine._SIMULATIONS) == engine._CACHE_SIZE
+
+
+def test_each_noise_family_is_its_own_engine():
+    """The family is static (the engine closes over it): part of the cache key."""
+    policy = jb.policies.make("ucb_n")
+    gaussian = engine.cached_simulation(policy, 16, None)
+    assert engine.cached_simulation(policy, 16, None, noise=jb.noise.gaussian()) is gaussian
+    bernoulli = engine.cached_simulation(policy, 16, None, noise=jb.noise.bernoulli())
+    assert bernoulli is not gaussian
+    assert engine.cached_simulation(policy, 16, None, noise=jb.noise.student_t(3)) is not bernoulli
+    assert engine.cached_simulation(policy, 16, None, noise=jb.noise.resolve("bernoulli")) is bernoulli

@@ -136,3 +136,54 @@ def test_constructors():
 def test_bad_constructor_arguments(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# -- noise families ---------------------------------------------------------------------
+
+
+def test_every_constructor_takes_and_keeps_the_noise_family():
+    mu = [0.9, 0.5, 0.2]
+    built = [
+        jb.Instance(mu, np.full((3, 3), 0.5), noise="bernoulli"),
+        instances.bandit(mu, 0.5, noise="bernoulli"),
+        instances.full_information(mu, 0.5, noise="bernoulli"),
+        instances.graph(mu, np.eye(3), 0.5, noise="bernoulli"),
+        instances.revealing_arm(mu, noise="bernoulli"),
+        instances.random(0, 3, log10_sigma_range=(np.log10(0.5), 0.5), noise="bernoulli"),
+    ]
+    assert all(inst.noise == jb.noise.bernoulli() for inst in built)
+    assert instances.bandit(mu).noise == jb.noise.gaussian()  # the default: the paper's model
+    student = instances.random(0, 3, num_instances=2, noise=jb.noise.student_t(df=3))
+    assert student.noise.label == "student_t(df=3)" and student[1].noise == student.noise
+    assert instances.stack([student[0], student[1]]).noise == student.noise
+    # the family is part of the instance
+    assert instances.bandit(mu, 0.5) != instances.bandit(mu, 0.5, noise="uniform")
+    assert repr(instances.bandit(mu, 0.5, noise="rademacher")).endswith("noise='rademacher')")
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: instances.bandit([1.5, 0.5], 0.5, noise="bernoulli"), r"mu\[0\] = 1.5: under Bernoulli noise a mean is the probability"),
+        (lambda: instances.bandit([0.5, -0.1], 0.5, noise="bernoulli"), r"mu\[1\] = -0.1: .* must lie in \[0, 1\]"),
+        (lambda: instances.bandit([0.5, 0.2], [0.5, 0.3], noise="bernoulli"), r"sigma\[1, 1\] = 0.3 is below 1/2: .*Hoeffding"),
+        (lambda: instances.full_information([0.5, 0.2], 0.0, noise="bernoulli"), r"sigma\[0, 0\] = 0.0 is below 1/2"),
+        (lambda: instances.random(0, 3, noise="bernoulli"), r"log10_sigma_range \(-0.5, 0.5\) reaches sigma = 0.316.*np.log10\(0.5\)"),
+        (lambda: instances.random(0, 3, mean_range=(0, 2), log10_sigma_range=(0, 1), noise="bernoulli"), r"under Bernoulli noise a mean"),
+        (
+            lambda: instances.stack([instances.bandit([1.0, 0.0]), instances.bandit([1.0, 0.0], noise="uniform")]),
+            r"stack needs instances of one noise family: instances\[0\] has noise 'gaussian', instances\[1\] 'uniform'",
+        ),
+    ],
+)
+def test_bad_instances_for_a_noise_family(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_other_families_take_any_gaussian_instance():
+    """Uniform, Rademacher and Student's t noise are scaled by sigma as Gaussian noise
+    is: any mean, and sigma = 0 (a noise-free observation)."""
+    for noise in ("uniform", "rademacher", jb.noise.student_t(df=4)):
+        inst = jb.Instance([3.0, -2.0], [[0.0, INF], [0.1, 1.0]], noise=noise)
+        assert inst.noise == jb.noise.resolve(noise)

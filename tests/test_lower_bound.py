@@ -22,14 +22,19 @@ float32 sweep solve traced once (and the test session's compile cache keeps the
 program the first compiles for the second).
 """
 
+import decimal
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import special
 from scipy.optimize import linprog
 
+import jaxbandit as jb
 from jaxbandit import bound_lp, exact_lp, instances, lp
-from jaxbandit.bound import LowerBound, _batched_solve, _lanes, _on_lanes, _solve_batch, lower_bound
+from jaxbandit.bound import LowerBound, _batched_solve, _lanes, _on_lanes, _solve_batch, bernoulli_kl, lower_bound
 from tests.approximate_division import approximate_division
 
 Status = bound_lp.LowerBoundStatus
@@ -512,6 +517,118 @@ def test_host_batches_run_on_few_compiled_sizes():
     np.testing.assert_array_equal(twice, 2 * values)
     np.testing.assert_array_equal(same, values[:, None])
     assert double._cache_size() == 1
+
+
+# -- noise families: the Bernoulli bound, the Gaussian reference ----------------------
+# K = 3 and at most 8 instances: the host API's program compiled above serves them all.
+
+
+def _exact_kl(p: float, q: float) -> float:
+    """The Bernoulli relative entropy in 60-digit decimal arithmetic from the exact
+    binary values of ``p`` and ``q`` (both in (0, 1))."""
+    with decimal.localcontext() as context:
+        context.prec = 60
+        p, q = decimal.Decimal(p), decimal.Decimal(q)
+        one = decimal.Decimal(1)
+        return float(p * (p / q).ln() + (one - p) * ((one - p) / (one - q)).ln())
+
+
+def test_bernoulli_kl_against_exact_arithmetic():
+    """200 random pairs and 200 pairs 1e-3 to 1e-12 apart (relative), within 1e-12 of
+    the exact value (the direct formula keeps only about eps / (p - q) of it there),
+    and the edges: 0 log 0 = 0, inf where q is 0 or 1 and p is not."""
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0, 1, 400)
+    q = np.concatenate([rng.uniform(0, 1, 200), p[200:] * (1 + 10.0 ** rng.uniform(-12, -3, 200))])
+    exact = np.array([_exact_kl(a, b) for a, b in zip(p, q)])
+    np.testing.assert_allclose(bernoulli_kl(p, q), exact, rtol=1e-12)
+    edges = bernoulli_kl([0.0, 1.0, 0.3], [0.4, 0.4, 0.3])
+    np.testing.assert_allclose(edges, [-np.log(0.6), -np.log(0.4), 0.0], rtol=1e-15)
+    np.testing.assert_array_equal(bernoulli_kl([0.5, 0.5, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0]), [np.inf, np.inf, 0.0, 0.0])
+
+
+def test_bernoulli_bound_closed_forms():
+    """Standard bandit: ``c_k = 1 / kl(mu_k, mu*)`` and ``sum_k Delta_k / kl(mu_k, mu*)``
+    (Lai-Robbins); full information: 0.  A best mean of 1 makes every worse arm's
+    divergence infinite (no alternative lifts it above 1): those constraints need no
+    samples; a worst mean of 0 is finite, ``kl(0, mu*) = -log(1 - mu*)``."""
+    rng = np.random.default_rng(3)
+    mu = rng.uniform(0, 1, 3)
+    bound = lower_bound(instances.bandit(mu, 0.5, noise="bernoulli"))
+    gaps = mu.max() - mu
+    worse = gaps > 0
+    kl = bernoulli_kl(mu[worse], mu.max())
+    assert (bound.kind, bound.family, int(bound.status)) == ("bound", "bernoulli", Status.OPTIMAL)
+    assert bound.value == pytest.approx(np.sum(gaps[worse] / kl), rel=1e-12)
+    np.testing.assert_allclose(bound.c[worse], 1 / kl, rtol=1e-12)
+    # Pinsker (kl >= 2 Delta**2): at most the Gaussian LP at sigma = 1/2
+    gaussian = lower_bound(instances.bandit(mu, 0.5, noise="bernoulli"), reference="gaussian")
+    assert bound.value <= gaussian.value and gaussian.kind == "gaussian reference"
+    assert lower_bound(instances.full_information(mu, 0.5, noise="bernoulli")).value == 0.0
+    certain = lower_bound(instances.bandit([1.0, 0.5, 0.2], 0.5, noise="bernoulli"))
+    assert certain.value == 0.0 and int(certain.status) == Status.OPTIMAL
+    edge = lower_bound(instances.bandit([0.7, 0.5, 0.0], 0.5, noise="bernoulli"))
+    assert edge.value == pytest.approx(0.2 / bernoulli_kl(0.5, 0.7) - 0.7 / np.log(0.3), rel=1e-12)
+    with pytest.raises(ValueError, match="tie for the best mean"):
+        lower_bound(instances.bandit([0.5, 0.5, 0.2], 0.5, noise="bernoulli"))
+    # float32 holds W' = 2 kl / Delta**2 ~ 2e40 (means 1e-40 apart near 0) as inf
+    with pytest.raises(ValueError, match="Bernoulli equivalent precision = 2.*e\\+40 overflows float32"):
+        lower_bound(instances.bandit([1e-40, 0.0], 0.5, noise="bernoulli"), dtype=np.float32)
+
+
+def _bernoulli_highs(mu, observed):
+    """The Bernoulli LP as the module's docstring derives it, for HiGHS: minimise
+    ``Delta @ c`` s.t. ``sum_j [j observes k] c_j kl_k >= 1`` for each arm ``k``, with
+    ``kl_k = kl(mu_k, mu*)`` (``kl(mu*, mu_(2))`` for ``i*``) from scipy's ``rel_entr``;
+    constraints with an infinite divergence are left out.  Returns the optimal value."""
+    best = int(np.argmax(mu))
+    second = np.max(np.delete(mu, best))
+    kl = lambda p, q: special.rel_entr(p, q) + special.rel_entr(1 - p, 1 - q)  # noqa: E731
+    divergence = np.where(np.arange(len(mu)) == best, kl(mu[best], second), kl(mu, mu[best]))
+    keep = np.isfinite(divergence)
+    matrix = observed.T[keep] * divergence[keep, None]
+    result = linprog(mu.max() - mu, A_ub=-matrix, b_ub=-np.ones(keep.sum()), bounds=(0, None), method="highs")
+    assert result.status == 0
+    return result.fun, matrix
+
+
+def test_bernoulli_bound_matches_highs_on_random_graphs():
+    """8 random graphs, K = 3 (edges with probability 1/2, self-loops; sigma values
+    from 1/2 to 2, which the bound ignores), means uniform in [0, 1] and, in two of
+    them, a best mean of 1 and a worst of 0: the value within 1e-9 (relative) of
+    HiGHS's, and c* feasible for the divergence constraints."""
+    rng = np.random.default_rng(11)
+    mu = rng.uniform(0, 1, (8, 3))
+    mu[0] = [1.0, 0.4, 0.0]
+    mu[1] = [0.3, 0.0, 0.8]
+    edges = (rng.uniform(size=(8, 3, 3)) < 0.5) | np.eye(3, dtype=bool)
+    sigma = np.where(edges, rng.uniform(0.5, 2, (8, 3, 3)), np.inf)
+    bound = lower_bound(jb.Instance(mu, sigma, noise="bernoulli"))
+    assert np.all(bound.status == Status.OPTIMAL)
+    for i in range(8):
+        value, matrix = _bernoulli_highs(mu[i], edges[i].astype(float))
+        assert bound.value[i] == pytest.approx(value, rel=1e-9, abs=1e-12), i
+        assert np.all(matrix @ bound.c[i] >= 1 - 1e-9) and np.all(bound.c[i] >= 0)
+
+
+def test_families_without_a_bound_get_a_labelled_gaussian_reference():
+    mu, sigma = np.array([0.9, 0.5, 0.2]), np.array([0.5, 1.0, 2.0])
+    gaussian = lower_bound(instances.bandit(mu, sigma))
+    assert (gaussian.kind, gaussian.family) == ("bound", "gaussian")
+    assert lower_bound(instances.bandit(mu, sigma), reference="gaussian").kind == "bound"
+    for noise in ("uniform", "rademacher", jb.noise.student_t(df=3)):
+        inst = instances.bandit(mu, sigma, noise=noise)
+        label = inst.noise.label
+        refusal = rf"no lower bound is known for noise '{re.escape(label)}'.*reference='gaussian'"
+        with pytest.raises(ValueError, match=refusal) as caught:
+            lower_bound(inst)
+        assert caught.value.argument == "noise"
+        reference = lower_bound(inst, reference="gaussian")
+        assert (reference.kind, reference.family) == ("gaussian reference", label)
+        np.testing.assert_array_equal(reference.c, gaussian.c)
+        assert reference.value == gaussian.value
+    with pytest.raises(ValueError, match="reference must be None or 'gaussian', got 'bernoulli'"):
+        lower_bound(instances.bandit(mu, sigma), reference="bernoulli")
 
 
 # -- warm start ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The runner: agreement with a NumPy loop, reproducibility invariances, bad input."""
 
+import json
 import math
 import sys
 
@@ -112,6 +113,10 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
         jb.SimulationRun(policy, other, 1000, 100, seed=5).restore(saved)
     with pytest.raises(ValueError, match="does not say which simulation it belongs to"):
         jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4).restore({k: v for k, v in saved.items() if k != "identity"})
+    # the same arrays under another noise family: other observations
+    uniform = jb.Instance(GENERAL.mu, GENERAL.sigma, noise="uniform")
+    with pytest.raises(ValueError, match=r"another simulation: its noise 'gaussian' \(here 'uniform'\) differ"):
+        jb.SimulationRun(policy, uniform, 2500, 100, seed=4).restore(saved)
     # the same name, other code (an edited function): the state would mix two policies
     edited = policy._replace(diagnostics_fn=lambda state: {})
     with pytest.raises(ValueError, match=r"another simulation: its policy_code differ"):
@@ -131,6 +136,12 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
     assert resumed.rounds_done == first.rounds_done
     resumed.advance()
     np.testing.assert_array_equal(resumed.result().regret, reference_runs.regret)
+    # an identity that names no noise family is a Gaussian simulation's
+    identity = json.loads(str(saved["identity"]))
+    assert identity.pop("noise") == "gaussian"
+    unnamed = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)
+    unnamed.restore({**saved, "identity": np.asarray(json.dumps(identity, sort_keys=True))})
+    assert unnamed.rounds_done == first.rounds_done
     # fewer padded runs than here (from fewer devices): filled up, the real runs kept
     fitted = runner._fit_runs(np.arange(12).reshape(2, 3, 2), 4, 3)
     assert fitted.shape == (2, 4, 2)

@@ -1,0 +1,176 @@
+"""Noise families: how the sample of arm ``j`` revealed by playing arm ``i`` is drawn.
+
+A family is a property of an :class:`~jaxbandit.instances.Instance` (``noise=``); in
+every family ``sigma[i, j] = inf`` means that playing ``i`` reveals nothing of ``j``,
+and every policy treats a finite ``sigma[i, j]`` as the (sub-)Gaussian scale of that
+sample, as in the paper.  ``X`` is the sample, ``mu_j`` its mean, ``s = sigma[i, j]``:
+
+* ``"gaussian"`` (the paper's model, the default): ``X = mu_j + s z``, ``z ~ N(0, 1)``.
+* ``"bernoulli"``: ``X = 1`` with probability ``mu_j`` (in ``[0, 1]``), else 0; ``s``
+  only says which plays reveal the arm and is the scale the policies assume, at least
+  1/2 (the sub-Gaussian scale of any ``[0, 1]`` variable).
+* ``"uniform"``: ``X = mu_j + s sqrt(3) U``, ``U`` uniform on ``(-1, 1]``: variance ``s**2``,
+  sub-Gaussian with scale ``s``.
+* ``"rademacher"``: ``X = mu_j +- s`` with probability 1/2 each: variance and
+  sub-Gaussian scale ``s``.
+* ``student_t(df)``: ``X = mu_j + s T sqrt((df - 2) / df)``, ``T`` Student's t with
+  ``df > 2`` degrees of freedom: variance ``s**2``, heavy-tailed (not sub-Gaussian).
+
+A family is static: the engine closes over it (one compiled program per family).  Each
+draws one counter-based number per arm and round (:mod:`jaxbandit.rng`), so a run's
+noise depends only on (seed, instance, run, round), and two policies run with the same
+seed see the same numbers (Bernoulli: the same uniforms, thresholded at ``mu_j``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import NamedTuple, Optional
+
+import jax.numpy as jnp
+
+from jaxbandit import rng
+from jaxbandit._numbers import ArgumentError, number
+from jaxbandit._types import Array
+
+__all__ = [
+    "BERNOULLI_MIN_SIGMA",
+    "GAUSSIAN",
+    "NAMES",
+    "NoiseFamily",
+    "bernoulli",
+    "gaussian",
+    "rademacher",
+    "resolve",
+    "sample",
+    "student_t",
+    "uniform",
+]
+
+NAMES = ("gaussian", "bernoulli", "uniform", "rademacher", "student_t")
+# The smallest Bernoulli sigma: a [0, 1] variable is sub-Gaussian with variance proxy 1/4
+# (Hoeffding's lemma), and with no smaller one for a fair coin.
+BERNOULLI_MIN_SIGMA = 0.5
+
+
+class NoiseFamily(NamedTuple):
+    """A noise family (hashable, static): ``name`` one of :data:`NAMES`, and ``df``
+    (Student's t degrees of freedom, a float) or None.  Build it with the constructors
+    below or :func:`resolve`."""
+
+    name: str
+    df: Optional[float] = None
+
+    @property
+    def label(self) -> str:
+        """The family as results record it: ``"bernoulli"``, ``"student_t(df=3)"``
+        (read back by :func:`resolve`)."""
+        if self.df is None:
+            return self.name
+        df = int(self.df) if float(self.df).is_integer() else self.df
+        return f"{self.name}(df={df!r})"
+
+
+def gaussian() -> NoiseFamily:
+    """Gaussian noise with standard deviation ``sigma`` (the paper's model)."""
+    return NoiseFamily("gaussian")
+
+
+def bernoulli() -> NoiseFamily:
+    """Bernoulli samples of mean ``mu`` (``sigma >= 1/2``: the scale policies assume)."""
+    return NoiseFamily("bernoulli")
+
+
+def uniform() -> NoiseFamily:
+    """Uniform noise of variance ``sigma**2`` (sub-Gaussian with scale ``sigma``)."""
+    return NoiseFamily("uniform")
+
+
+def rademacher() -> NoiseFamily:
+    """``mu +- sigma`` with probability 1/2 each (sub-Gaussian with scale ``sigma``)."""
+    return NoiseFamily("rademacher")
+
+
+def student_t(df: float) -> NoiseFamily:
+    """Student's t noise with ``df`` degrees of freedom (a finite number > 2, so that the
+    variance exists), scaled to variance ``sigma**2``."""
+    value = number("df", df, "> 2")
+    if not (math.isfinite(value) and value > 2):  # NaN included
+        raise ArgumentError(
+            f"df must be a finite number > 2 (Student's t has a variance only then), got {value!r}.", argument="df"
+        )
+    return NoiseFamily("student_t", value)
+
+
+GAUSSIAN = gaussian()
+_PLAIN = {"gaussian": gaussian, "bernoulli": bernoulli, "uniform": uniform, "rademacher": rademacher}
+_STUDENT_LABEL = re.compile(r"student_t\(df=(.*)\)")
+
+
+def resolve(value) -> NoiseFamily:
+    """A family from its name (``"bernoulli"``), its label (``"student_t(df=3)"``) or a
+    :class:`NoiseFamily`, checked.
+
+    Raises:
+        ArgumentError: naming the argument ``noise`` and the value.
+    """
+    expected = (
+        f"noise must be one of {', '.join(repr(n) for n in _PLAIN)}, 'student_t(df=...)' "
+        f"or a family of jaxbandit.noise (e.g. jaxbandit.noise.student_t(df=3)), got {value!r}."
+    )
+    if isinstance(value, NoiseFamily):
+        name, df = value
+    elif isinstance(value, str):
+        match = _STUDENT_LABEL.fullmatch(value)
+        name, df = ("student_t", match.group(1)) if match else (value, None)
+        if match:
+            try:
+                df = float(df)
+            except ValueError:
+                raise ArgumentError(expected, argument="noise") from None
+    else:
+        raise ArgumentError(expected, argument="noise")
+    if name in _PLAIN and df is None:
+        return _PLAIN[name]()
+    if name == "student_t" and df is not None:
+        try:
+            return student_t(df)
+        except ArgumentError as err:
+            raise ArgumentError(f"noise {value!r}: {err}", argument="noise") from None
+    if name == "student_t":
+        raise ArgumentError(
+            f"noise 'student_t' needs its degrees of freedom: use jaxbandit.noise.student_t(df=...), got {value!r}.",
+            argument="noise",
+        )
+    raise ArgumentError(expected, argument="noise")
+
+
+def sample(family: NoiseFamily, run_key: Array, t: Array, mean: Array, scale: Array) -> Array:
+    """The samples one play reveals at round ``t`` (0-based).
+
+    Args:
+        family: the noise family (static).
+        run_key: ``(2,)`` uint32 noise key of the run.
+        t: scalar round index.
+        mean: ``(num_arms,)`` ``mu_j`` where the play reveals arm ``j``, else 0.
+        scale: ``(num_arms,)`` ``sigma[i, j]`` where it reveals ``j``, else 0.
+
+    Returns:
+        ``(num_arms,)`` samples; 0 where the play reveals nothing.
+    """
+    num_arms, dtype = mean.shape[-1], mean.dtype.type
+    if family.name == "gaussian":
+        return mean + scale * rng.standard_normal(run_key, t, num_arms, dtype)
+    if family.name == "student_t":
+        draw = rng.student_t(run_key, t, num_arms, family.df, dtype) * dtype(math.sqrt((family.df - 2) / family.df))
+        return mean + scale * draw
+    u = rng.uniform(run_key, t, num_arms, dtype)  # in (0, 1]
+    if family.name == "bernoulli":
+        # P(u <= mu) = mu; an arm the play does not reveal has mean 0 here, and u > 0.
+        return (u <= mean).astype(dtype)
+    if family.name == "uniform":
+        return mean + scale * ((2 * u - 1) * dtype(math.sqrt(3)))
+    if family.name == "rademacher":
+        return mean + scale * jnp.where(u > dtype(0.5), dtype(1), dtype(-1))
+    raise ValueError(f"unknown noise family {family!r}")
