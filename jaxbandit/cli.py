@@ -364,6 +364,10 @@ def _bound_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--file", help="JSON/TOML with keys mu and sigma ('inf' allowed), or .npz")
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    parser.add_argument("--noise", default="gaussian", help=(
+        "noise family: gaussian (default), bernoulli, uniform, rademacher or 'student_t(df=N)'"))  # fmt: skip
+    parser.add_argument("--gaussian-reference", action="store_true", help=(
+        "the Gaussian LP at sigma, labelled a reference: for a family without a known bound"))  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -389,10 +393,11 @@ def bound_main(argv: list[str] | None = None) -> int:
                 raise ValueError("give --mu and --sigma (or --file).")
             mu = _parse_vector(args.mu, "mu")
             sigma = _parse_sigma(args.sigma, mu.shape[0])
-        instance = Instance(mu, sigma)
+        instance = Instance(mu, sigma, noise=args.noise)
         if instance.is_batch:
             raise ValueError(f"bound takes one instance, got mu of shape {mu.shape}.")
-        result = lower_bound(instance, dtype=np.dtype(args.dtype), throw=False)
+        reference = "gaussian" if args.gaussian_reference else None
+        result = lower_bound(instance, dtype=np.dtype(args.dtype), throw=False, reference=reference)
         if int(result.status) == LowerBoundStatus.TIED_BEST_ARM:  # bad input, not a failure
             _raise_for_status(np.atleast_1d(result.status), instance.mu[None], instance.precision[None])
     except (ValueError, OSError) as err:
@@ -408,8 +413,11 @@ def bound_main(argv: list[str] | None = None) -> int:
             "status": status,
             "status_name": LowerBoundStatus.NAMES[status],
             "dtype": args.dtype,
+            "noise": result.family,
+            "kind": result.kind,
         }, allow_nan=False))
     else:
+        print(f"noise: {result.family}; {result.kind}")
         print(f"status: {status} ({LowerBoundStatus.NAMES[status]})")
         print(f"best arm: {int(result.best_arm)}")
         print(f"value: {float(result.value):.10g}   (regret >~ value * log T)")

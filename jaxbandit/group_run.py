@@ -221,6 +221,7 @@ def _group_metadata(cfg, group, result, session_time: float, resumed_from: int) 
         "runs": cfg.runs,
         "seed": cfg.seed,
         "precision": cfg.precision,
+        "noise": group.instance.noise.label,
         "chunk_size": cfg.chunk_size,
         "diagnostics": sorted(result.diagnostics),
         "wall_time": result.wall_time,  # engine time over all sessions (up to the checkpoint)

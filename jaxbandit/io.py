@@ -59,7 +59,7 @@ __all__ = [
 MANIFEST = "sweep.json"
 FORMAT_VERSION = 2
 SUMMARY_FIELDS = (
-    "instance", "policy", "policy_name", "params", "horizon", "runs",
+    "instance", "noise", "policy", "policy_name", "params", "horizon", "runs",
     "mean", "stderr", "median", "q05", "q95",
 )
 
@@ -217,6 +217,7 @@ class CellResult:
         group: id of the cell group it was simulated in.
         monitor: ``{name: (runs, P)}`` the sweep's monitor's reports at ``times`` (empty
             without a ``[monitor]``).
+        noise: the instance's noise family, as a label (``"bernoulli"``).
     """
 
     instance: str
@@ -232,6 +233,7 @@ class CellResult:
     diagnostic_history: dict
     group: str
     monitor: dict = dataclasses.field(default_factory=dict)
+    noise: str = "gaussian"
 
     @property
     def label(self) -> str:
@@ -400,7 +402,7 @@ def load(directory) -> SweepResults:
     manifest = read_json(manifest_path)
     _check_manifest(manifest, manifest_path)
     instances = {
-        label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]))
+        label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]), noise=entry.get("noise", "gaussian"))
         for label, entry in manifest["instances"].items()
     }
     cells, groups, missing = [], {}, []
@@ -437,6 +439,7 @@ def load(directory) -> SweepResults:
                     diagnostic_history={k: arrays[f"diagnostic_history/{k}"][c] for k in diag_names},
                     group=group["id"],
                     monitor={k: arrays[f"monitor/{k}"][c] for k in monitor_names},
+                    noise=instances[cell["instance"]].noise.label,
                 )
             )
     return SweepResults(
@@ -464,6 +467,7 @@ def summary_rows(cells) -> list:
         rows.append(
             dict(
                 instance=cell.instance,
+                noise=cell.noise,
                 policy=cell.policy,
                 policy_name=cell.policy_name,
                 params=json.dumps(cell.params, sort_keys=True),

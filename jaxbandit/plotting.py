@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxbandit import io
 from jaxbandit._numbers import not_a_number
-from jaxbandit.bound import lower_bound
+from jaxbandit.bound import BOUND_FAMILIES, lower_bound
 
 __all__ = [
     "plot_sweep",
@@ -72,11 +72,15 @@ def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None
     ax.set_ylabel("pseudo-regret")
 
 
-def regret_over_log(ax, cells, *, bound: Optional[float] = None, colors: Optional[dict] = None) -> None:
-    """Mean ``regret(t) / log t`` (t >= 2) with 95% bands; ``bound``: the LP constant.
+def regret_over_log(
+    ax, cells, *, bound: Optional[float] = None, colors: Optional[dict] = None, bound_label: str = "LP lower bound"
+) -> None:
+    """Mean ``regret(t) / log t`` (t >= 2) with 95% bands; ``bound``: the LP constant,
+    drawn as ``bound_label``.
 
     The asymptotic lower bound on ``regret(T) / log T`` is ``sum_i c_i Delta_i``, the
-    value of the paper's LP at the true means.
+    value of the paper's LP at the true means (for Gaussian or Bernoulli noise; for
+    another family the Gaussian LP at its sigma is a reference, labelled so).
     """
     colors = _cell_colors(cells, colors)
     if bound is not None and (not_a_number(bound) or np.ndim(bound) or not np.isfinite(bound) or bound < 0):
@@ -89,7 +93,7 @@ def regret_over_log(ax, cells, *, bound: Optional[float] = None, colors: Optiona
         if cell.runs > 1:
             ax.fill_between(cell.times[keep], mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
     if bound is not None:
-        ax.axhline(bound, color="black", linestyle="--", linewidth=1.2, label=f"LP lower bound ({bound:.3g})")
+        ax.axhline(bound, color="black", linestyle="--", linewidth=1.2, label=f"{bound_label} ({bound:.3g})")
     if any(np.any(cell.times >= 2) for cell in cells):
         ax.set_xscale("log")
     else:  # a horizon of 1: nothing to draw, and a log axis of nothing cannot be drawn
@@ -148,9 +152,12 @@ def case_mix(ax, cell) -> None:
 
 def lower_bound_value(instance) -> Optional[float]:
     """``sum_i c_i Delta_i`` from :func:`jaxbandit.bound.lower_bound`, or None when
-    the bound is not solved (a tie for the best mean, an unobservable arm)."""
+    the bound is not solved (a tie for the best mean, an unobservable arm).  For a
+    noise family without a known bound, the Gaussian reference (:func:`bound_label`
+    says which it is)."""
     try:
-        bound = lower_bound(instance)
+        reference = None if instance.noise.name in BOUND_FAMILIES else "gaussian"
+        bound = lower_bound(instance, reference=reference)
     except Exception as err:  # the plot should survive a failed bound; say why
         logger.warning("lower bound unavailable for %r: %s", instance, err)
         return None
@@ -160,6 +167,11 @@ def lower_bound_value(instance) -> Optional[float]:
         logger.warning("lower bound LP did not solve (status %s); line omitted", status)
         return None
     return value
+
+
+def bound_label(instance) -> str:
+    """What :func:`lower_bound_value` gives for ``instance``: a bound, or a reference."""
+    return "LP lower bound" if instance.noise.name in BOUND_FAMILIES else "Gaussian reference (not a bound)"
 
 
 def supported_formats() -> list:
@@ -274,20 +286,22 @@ def plot_sweep(
             if not cells:
                 continue
             suffix = slugs[instance] + tags[horizon]
-            value = lower_bound_value(results.instances[instance]) if bound else None
-            written += _instance_figures(cells, value, out, suffix, logx, distribution, formats, colors)
+            inst = results.instances[instance]
+            value = lower_bound_value(inst) if bound else None
+            written += _instance_figures(cells, value, bound_label(inst), out, suffix, logx, distribution, formats, colors)
     return written
 
 
-def _instance_figures(cells, bound_value, out, suffix, logx, distribution, formats, colors) -> list:
+def _instance_figures(cells, bound_value, label, out, suffix, logx, distribution, formats, colors) -> list:
     """The figures of one instance and horizon (see :func:`plot_sweep`); the paths written."""
     from matplotlib.figure import Figure
 
-    title = f"{cells[0].instance}, T = {cells[0].horizon}, {cells[0].runs} runs"
+    noise = "" if cells[0].noise == "gaussian" else f", {cells[0].noise} noise"
+    title = f"{cells[0].instance}{noise}, T = {cells[0].horizon}, {cells[0].runs} runs"
     written = []
     curves = {
         "regret": lambda ax: regret_curves(ax, cells, logx=logx, colors=colors),
-        "regret_log": lambda ax: regret_over_log(ax, cells, bound=bound_value, colors=colors),
+        "regret_log": lambda ax: regret_over_log(ax, cells, bound=bound_value, colors=colors, bound_label=label),
     }
     for stem, draw in curves.items():
         fig = Figure(figsize=(6.4, 4.4), layout="constrained")

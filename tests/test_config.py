@@ -298,3 +298,32 @@ def test_check_runs_the_policy_contract():
     entry = {"name": "tests.user_policies:float_arm"}
     with pytest.raises(ConfigError, match=r"key 'policies\[0\]': select_fn returned Decision.arm = float32\[\]; expected an integer scalar"):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [entry]})
+
+
+def test_instances_take_a_noise_family():
+    """``noise`` on an instance entry: a name or a table; instances of two families are
+    two programs, and the family is part of what the configuration determines."""
+    entries = [
+        {"type": "default", "name": "bandit"},
+        {"type": "default", "name": "graph_star", "noise": "bernoulli"},
+        {"type": "bandit", "name": "t", "mu": [0.9, 0.5], "noise": {"family": "student_t", "df": 3}},
+    ]
+    base = {"runs": 1, "horizon": 5, "policies": [{"name": "ucb_n"}]}
+    cfg = config.load({**base, "instances": entries})
+    assert [s.instance.noise.label for s in cfg.instances] == ["gaussian", "bernoulli", "student_t(df=3)"]
+    assert [g.num_arms for g in cfg.plan()] == [5, 5, 2]
+    assert cfg.instance_table()["graph_star"]["noise"] == "bernoulli" and "noise" not in cfg.instance_table()["bandit"]
+    gaussian = config.load({**base, "instances": [entries[0], {**entries[1], "noise": "gaussian"}, entries[2]]})
+    assert gaussian.fingerprint() != cfg.fingerprint()
+    bad = [
+        ({**entries[1], "noise": "poisson"}, "instances[1].noise", "must be one of"),
+        ({**entries[2], "noise": {"family": "student_t", "df": 2}}, "instances[2].noise", "df must be a finite number > 2"),
+        ({**entries[2], "noise": {"family": "bernoulli", "df": 3}}, "instances[2].noise", "only family student_t takes df"),
+        ({**entries[2], "noise": {"family": "uniform", "scale": 3}}, "instances[2].noise.scale", "unknown key"),
+        ({**entries[2], "mu": [1.5, 0.5], "noise": "bernoulli"}, "instances[2].mu", "under Bernoulli noise a mean is the probability of a 1"),
+    ]  # fmt: skip
+    for entry, key, reason in bad:
+        index = int(key[len("instances[")])
+        with pytest.raises(ConfigError) as info:
+            config.load({**base, "instances": [entries[i] if i != index else entry for i in range(3)]})
+        assert info.value.key == key and reason in info.value.reason, info.value

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+import jaxbandit as jb
 from jaxbandit import plotting, sweep
 from tests import sweep_fixtures as fx
 
@@ -31,7 +32,7 @@ def _check_images(paths, stems):
     for path in paths:
         data = path.read_bytes()
         if path.suffix == ".csv":
-            assert data.startswith(b"instance,policy,")
+            assert data.startswith(b"instance,noise,policy,")
             continue
         assert len(data) > 2000, path
         assert data.startswith(PNG_MAGIC if path.suffix == ".png" else b"%PDF"), path
@@ -120,12 +121,12 @@ def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch):
     class Bound:
         value, status = 7.5, 0
 
-    monkeypatch.setattr(plotting, "lower_bound", lambda instance: Bound())
+    monkeypatch.setattr(plotting, "lower_bound", lambda instance, reference: Bound())
     assert plotting.lower_bound_value(results.instances["bandit"]) == 7.5
     Bound.status = 1  # not optimal: no line rather than a wrong one
     assert plotting.lower_bound_value(results.instances["bandit"]) is None
 
-    def failing(instance):
+    def failing(instance, reference):
         raise ValueError("mu has a tie for the best mean")
 
     monkeypatch.setattr(plotting, "lower_bound", failing)  # a bound that raises: no line
@@ -135,6 +136,15 @@ def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch):
     plotting.regret_over_log(ax, results.select(instance="bandit"), bound=7.5)
     assert "LP lower bound (7.5)" in [line.get_label() for line in ax.get_lines()]
     assert len(ax.get_lines()) == 5  # 4 cells + the bound
+
+
+def test_a_family_without_a_bound_gets_the_gaussian_reference_labelled_so(results, monkeypatch):
+    asked = []
+    monkeypatch.setattr(plotting, "lower_bound", lambda instance, reference: asked.append(reference) or jb.lower_bound(instance, reference=reference))
+    uniform = jb.Instance(results.instances["bandit"].mu, results.instances["bandit"].sigma, noise="uniform")
+    assert plotting.lower_bound_value(uniform) == pytest.approx(float(jb.lower_bound(results.instances["bandit"]).value))
+    assert asked == ["gaussian"] and plotting.bound_label(uniform) == "Gaussian reference (not a bound)"
+    assert plotting.bound_label(results.instances["bandit"]) == "LP lower bound"
 
 
 def test_case_mix_shares_sum_to_one(results):

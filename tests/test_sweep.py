@@ -61,7 +61,7 @@ def test_results_are_labelled_arrays(reference):
 def test_summary_csv(reference):
     out, results = reference
     lines = (out / "summary.csv").read_text().splitlines()
-    assert lines[0] == "instance,policy,policy_name,params,horizon,runs,mean,stderr,median,q05,q95"
+    assert lines[0] == "instance,noise,policy,policy_name,params,horizon,runs,mean,stderr,median,q05,q95"
     assert len(lines) == 1 + len(results.cells)
     row = results.summary()[7]
     final = results.cells[7].final_regret
@@ -302,3 +302,14 @@ def test_a_run_that_failed_before_any_result_does_not_lock_its_directory(tmp_pat
     assert io.visible_entries(out) == []
     monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.fixed_arm(0))
     assert sweep.run(cfg, out, progress=False).complete
+
+
+def test_a_sweep_records_each_instance_s_noise_family(tmp_path):
+    """Two families of one K run as two programs; results, group records and the
+    summary name each cell's family, and the loaded instances keep theirs."""
+    instances = [{"type": "default", "name": "bandit"}, {"type": "default", "name": "graph_star", "noise": "bernoulli"}]
+    results = sweep.run(fx.base_config(instances=instances, policies=[{"name": "ts_n"}]), tmp_path / "s", progress=False)
+    assert {c.instance: c.noise for c in results.cells} == {"bandit": "gaussian", "graph_star": "bernoulli"}
+    assert results.instances["graph_star"].noise == jb.noise.bernoulli()
+    assert sorted(g["noise"] for g in results.groups.values()) == ["bernoulli", "gaussian"]
+    assert {row["instance"]: row["noise"] for row in results.summary()} == {"bandit": "gaussian", "graph_star": "bernoulli"}

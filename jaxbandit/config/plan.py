@@ -32,6 +32,7 @@ from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_pa
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, stable_digest
 from jaxbandit.instances import Instance, check_representable, check_unique_best
+from jaxbandit.noise import GAUSSIAN
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import PolicyError
 from jaxbandit.result import check_grid, geometric_times
@@ -153,11 +154,8 @@ class SweepConfig:
         }
 
     def instance_table(self) -> dict:
-        """``{label: {"index", "mu", "sigma"}}`` with ``inf`` as the string ``"inf"``."""
-        return {
-            s.label: {"index": s.index, "mu": encode_array(s.instance.mu), "sigma": encode_array(s.instance.sigma)}
-            for s in self.instances
-        }
+        """``{label: {"index", "mu", "sigma", "noise"}}`` with ``inf`` as the string ``"inf"``."""
+        return {s.label: {"index": s.index, **_instance_record(s)} for s in self.instances}
 
     def run_inputs(self, group: Group) -> RunInputs:
         """What :meth:`~jaxbandit.runner.SimulationRun.from_inputs` runs for ``group``
@@ -192,7 +190,7 @@ def resolve(file: SweepFile, raw: dict, source: str) -> SweepConfig:
     record = encode_numbers(raw)
     fingerprint = json_digest({
         "raw": {k: v for k, v in record.items() if k != "checkpoint"},
-        "instances": [{"label": s.label, "mu": encode_array(s.instance.mu), "sigma": encode_array(s.instance.sigma)} for s in specs],
+        "instances": [_instance_record(s) for s in specs],
         "policies": [p.name for p in policies],
     })  # fmt: skip
     groups = _groups(fail, horizons, specs, policies, fingerprint, np.dtype(file.precision), monitor)
@@ -202,6 +200,14 @@ def resolve(file: SweepFile, raw: dict, source: str) -> SweepConfig:
         checkpoint_every_chunks=every_chunks, checkpoint_every_seconds=every_seconds, instances=tuple(specs),
         policies=tuple(policies), monitor=monitor, groups=tuple(groups), config_fingerprint=fingerprint,
     )  # fmt: skip
+
+
+def _instance_record(spec: InstanceSpec) -> dict:
+    """An instance as records hold it: its label, arrays and noise family."""
+    inst = spec.instance
+    record = {"label": spec.label, "mu": encode_array(inst.mu), "sigma": encode_array(inst.sigma)}
+    # a Gaussian instance is recorded as before noise families were (its fingerprint too)
+    return record if inst.noise == GAUSSIAN else {**record, "noise": inst.noise.label}
 
 
 class _Failure:
@@ -244,7 +250,13 @@ def _instances(fail, entries, precision: str) -> list:
             defaults = instances_module.default_instances() if defaults is None else defaults
             if entry.name not in defaults:
                 fail(f"{key}.name", f"unknown default instance {entry.name!r}; known: {', '.join(defaults)}")
-            built = [(entry.name, defaults[entry.name])]
+            inst = defaults[entry.name]
+            if entry.noise is not None:
+                try:
+                    inst = Instance(inst.mu, inst.sigma, noise=entry.noise)
+                except ValueError as err:
+                    fail(f"{key}.noise", str(err))
+            built = [(entry.name, inst)]
         else:
             label = entry.name or f"{entry.type}_{i}"
             try:
@@ -353,13 +365,13 @@ def _monitor(fail, entry) -> Optional[Monitor]:
 def _groups(fail, horizons, specs, policies, fingerprint: str, dtype, monitor) -> list:
     """The cell groups: per horizon, policy entry, computation and K, one group."""
     groups = []
-    by_arms: dict = {}
+    by_shape: dict = {}  # instances stacked into one program share K and their noise family
     for spec in specs:
-        by_arms.setdefault(spec.instance.num_arms, []).append(spec)
+        by_shape.setdefault((spec.instance.num_arms, spec.instance.noise), []).append(spec)
     for horizon in horizons:
         for entry_index, policy in enumerate(policies):
             for static, points in _split_by_computation(policy):
-                for num_arms, members in by_arms.items():
+                for (num_arms, _), members in by_shape.items():
                     cells = [
                         Cell(spec.label, spec.index, policy.label, policy.name, dict(kwargs))
                         for spec in members for kwargs, _ in points

@@ -21,7 +21,8 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, create_model
 
 from jaxbandit import instances
-from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dtype, holds_non_numbers, integer
+from jaxbandit import noise as noise_module
+from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dtype, holds_non_numbers, integer, number
 from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.result import DEFAULT_POINTS
 
@@ -184,11 +185,35 @@ class PolicyEntry(_Table):
     __pydantic_extra__: Dict[str, Grid] = Field(init=False)
 
 
+def _noise(name, value) -> noise_module.NoiseFamily:
+    """A noise family: its name (``"bernoulli"``), or a table ``{family = "student_t", df = 3}``."""
+    if isinstance(value, dict):
+        table = NoiseTable.model_validate(value)
+        if table.family == "student_t":
+            return noise_module.student_t(table.df)
+        if table.df is not None:
+            raise ArgumentError(f"only family student_t takes df, got {value!r}", argument=name)
+        value = table.family
+    return noise_module.resolve(value)
+
+
+class NoiseTable(_Table):
+    """``noise = { family = "student_t", df = 3 }``."""
+
+    family: Text
+    df: Optional[Annotated[float, _rule(number)]] = None
+
+
+Noise = Annotated[Any, BeforeValidator(lambda value, info: _noise(info.field_name, value))]
+
+
 class Default(_Table):
-    """One of :func:`jaxbandit.instances.default_instances`, chosen by ``name``."""
+    """One of :func:`jaxbandit.instances.default_instances`, chosen by ``name``, with
+    its noise family (default Gaussian)."""
 
     type: str = "default"
     name: Text
+    noise: Optional[Noise] = None
 
 
 def _constructor_table(kind: str, constructor, **annotations) -> type:
@@ -209,10 +234,10 @@ CONSTRUCTORS = {
     "graph": instances.graph,
     "revealing_arm": instances.revealing_arm,
     "random": instances.random,
-    "explicit": lambda mu, sigma: instances.Instance(mu, sigma),
+    "explicit": lambda mu, sigma, noise="gaussian": instances.Instance(mu, sigma, noise=noise),
 }
 _Flags = Annotated[Any, BeforeValidator(lambda value, info: _flags(info.field_name, value))]
-INSTANCE_TYPES = {kind: _constructor_table(kind, build, adjacency=_Flags) for kind, build in CONSTRUCTORS.items()}
+INSTANCE_TYPES = {kind: _constructor_table(kind, build, adjacency=_Flags, noise=Noise) for kind, build in CONSTRUCTORS.items()}
 INSTANCE_TYPES["default"] = Default
 
 
