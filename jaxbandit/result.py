@@ -8,19 +8,12 @@ import numpy as np
 
 from jaxbandit._numbers import ArgumentError, holds_non_numbers, integer
 
-__all__ = ["Result", "check_grid", "check_times", "geometric_times", "standard_error"]
+__all__ = ["Result", "check_times", "geometric_times", "standard_error"]
 
 
 DEFAULT_POINTS = 100  # points of the default geometric grid of recording times
 MAX_HORIZON = 2**62  # rounds an int64 grid holds with room to spare
-
-
-def check_grid(horizon: int, num_points: int) -> tuple[int, int]:
-    """The rule for a grid of ``num_points`` recording times up to ``horizon``.  The grid
-    is built in full before its repeats go, so more points than rounds only cost memory."""
-    horizon = integer("horizon", horizon, 1, MAX_HORIZON)
-    limit = max(horizon, DEFAULT_POINTS)
-    return horizon, integer("num_points", num_points, 2, limit, " grid points (the horizon, or 100 if that is larger)")
+MAX_POINTS = 2**30  # as many points as the longest simulation has rounds
 
 
 def geometric_times(horizon: int, num_points: int = DEFAULT_POINTS) -> np.ndarray:
@@ -33,7 +26,8 @@ def geometric_times(horizon: int, num_points: int = DEFAULT_POINTS) -> np.ndarra
     Returns:
         ``(P,)`` int64, strictly increasing, ``P <= num_points``, last == ``horizon``.
     """
-    horizon, num_points = check_grid(horizon, num_points)
+    horizon = integer("horizon", horizon, 1, MAX_HORIZON)
+    num_points = integer("num_points", num_points, 2, MAX_POINTS, " (the grid is built in full)")
     grid = np.geomspace(1, horizon, num_points)
     times = np.unique(np.round(grid).astype(np.int64))
     times = times[(times >= 1) & (times <= horizon)]

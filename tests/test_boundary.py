@@ -1202,9 +1202,9 @@ def test_lower_bound_refuses_bad_arguments_before_solving(case, data):
 
 
 def _geometric_times(draw):
-    # num_points is at most max(horizon, 100): the grid is built in full
+    # num_points is at most 2**30: the grid is built in full
     name = draw(st.sampled_from(["horizon", "num_points"]))
-    bad = draw(bad_integer(1 if name == "horizon" else 2, 2**62 if name == "horizon" else 100))
+    bad = draw(bad_integer(1 if name == "horizon" else 2, 2**62 if name == "horizon" else 2**30))
     arguments = {"horizon": 100, name: bad.value}
     return lambda: geometric_times(**arguments), name, bad
 
