@@ -72,3 +72,23 @@ def test_record_results_checks_its_files_before_recording(record_results, monkey
     nowhere = str(tmp_path / "no_such_directory" / "rec.npz")
     err = _refused(record_results.main, ["--out", nowhere], capsys)
     assert f"--out: expected a file name in an existing directory, got {nowhere!r}" in err
+
+
+def test_the_robustness_study_resolves_its_sweeps_and_refuses_bad_options(tmp_path, capsys):
+    """Every family's sweep is a valid configuration on the same instances (Bernoulli's
+    rules included), resolved without simulating anything."""
+    import warnings
+
+    import jaxbandit as jb
+
+    study = _script("robustness_study")
+    configs = study.sweep_configs(100, 2, 0)
+    assert list(configs) == list(study.FAMILIES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jb.policies.lp_explore.TheoryWarning)  # alpha = 0.25 on purpose
+        resolved = {family: jb.config.load(raw) for family, raw in configs.items()}
+    for family, cfg in resolved.items():
+        assert {s.instance.noise.label for s in cfg.instances} == {family}
+        assert [s.label for s in cfg.instances] == [s.label for s in resolved["gaussian"].instances]
+    err = _refused(study.main, ["--horizon", "1", "--out", str(tmp_path / "out")], capsys)
+    assert "--horizon and --runs must be >= 2, got 1 and 100" in err and not (tmp_path / "out").exists()
