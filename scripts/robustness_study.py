@@ -141,12 +141,17 @@ def figure(table: list, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def report(table: list, path: str, figure_path: str, command: str, hours: float) -> None:
+def _ratio(row: dict) -> str:
+    """`` (1.23x)``, or nothing where the reference is 0 (full information)."""
+    return f" ({row['ratio']:.2f}x)" if math.isfinite(row["ratio"]) else ""
+
+
+def report(table: list, path: str, figure_path: str, command: str, hours: float, device: str) -> None:
     horizon, runs = table[0]["horizon"], table[0]["runs"]
     lines = [
         "# Beyond Gaussian noise: a robustness study",
         "",
-        f"`{command}` ({hours:.2f} hours of simulation). T = {horizon}, {runs} runs per cell on common",
+        f"`{command}` ({hours:.2f} hours of simulation on {device}). T = {horizon}, {runs} runs per cell on common",
         "random numbers; means mapped to 0.05 + 0.9 mu, every finite sigma 1/2 (see the script's",
         "docstring). Regret / log T at T, mean ± standard error, and its ratio to the reference:",
         "the family's lower bound (Gaussian, Bernoulli) or the Gaussian LP at sigma, a",
@@ -162,7 +167,7 @@ def report(table: list, path: str, figure_path: str, command: str, hours: float)
         for instance in dict.fromkeys(r["instance"] for r in table if r["family"] == family):
             picked = {r["policy"]: r for r in table if r["family"] == family and r["instance"] == instance}
             first = next(iter(picked.values()))
-            cells = [f"{picked[p]['regret_over_log_T']:.3g} ± {picked[p]['standard_error']:.2g} ({picked[p]['ratio']:.2f}x)"
+            cells = [f"{picked[p]['regret_over_log_T']:.3g} ± {picked[p]['standard_error']:.2g}" + _ratio(picked[p])
                      if p in picked else "" for p in policies]  # fmt: skip
             lines.append(f"| {family} | {instance} | {first['reference']:.3g} | {first['reference_kind']} | " + " | ".join(cells) + " |")
     with open(path, "w", encoding="utf-8") as handle:
@@ -192,7 +197,10 @@ def main(argv=None) -> int:
         if v != parser.get_default(k)
     )
     hours = sum(meta.get("wall_time", 0.0) for sweep in results.values() for meta in sweep.groups.values()) / 3600
-    report(table, args.report, figure_path, command, hours)
+    metas = [meta for sweep in results.values() for meta in sweep.groups.values()]
+    kinds = {(m["device"]["device_kind"], m["device"]["backend"]) for m in metas if "device" in m}
+    device = ", ".join(sorted(kind if kind == backend else f"{kind} ({backend})" for kind, backend in kinds))
+    report(table, args.report, figure_path, command, hours, device)
     print(f"report: {args.report}; figure: {figure_path}")
     return 0
 
