@@ -153,7 +153,7 @@ BAD = [
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [["inf", "inf"], ["inf", 2.0]]'), "instances[2].sigma", "observed by no row"),
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, -1.0], [0.5, 2.0]]'), "instances[2].sigma", ">= 0"),
     (('name = "explicit"\nmu = [0.9, 0.1]', 'name = "explicit"\nmu = [0.9, 0.1]\ntype = "explicit"\nextra = 1'), "instances[2].extra", "unknown key"),
-    (("adjacency = [[0, 1, 0, 0, 0], ", "adjacency = [[0, 1, 0, 0], "), "instances[3].adjacency", "rectangular"),
+    (("adjacency = [[0, 1, 0, 0, 0], ", "adjacency = [[0, 1, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
     (("adjacency = [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0], ", "adjacency = [[0, 1, 0, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
     (('name = "b3"', 'name = "graph_star"'), "instances[1].name", "duplicate instance name"),
     (('name = "ucb_n"', 'name = "ucb_x"'), "policies[0].name", "unknown policy name 'ucb_x'"),

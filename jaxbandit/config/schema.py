@@ -103,18 +103,6 @@ def _numbers(name, value):
     return decoded
 
 
-def _flags(name, value):
-    """An adjacency: nested arrays of booleans or 0/1 numbers (rectangular)."""
-    if isinstance(value, list):
-        rows = [_flags(name, v) for v in value]
-        if any(isinstance(r, list) for r in rows) and len({len(r) if isinstance(r, list) else -1 for r in rows}) != 1:
-            raise ArgumentError(f"must be a rectangular array (rows of equal length), got {value!r}", argument=name)
-        return rows
-    if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
-        return bool(value)
-    raise ArgumentError(f"must be booleans (or 0/1), got {value!r}", argument=name)
-
-
 def decode_numbers(value):
     """``"inf"`` strings (any case, signed +) in nested lists as ``math.inf``."""
     if isinstance(value, list):
@@ -236,8 +224,8 @@ CONSTRUCTORS = {
     "random": instances.random,
     "explicit": lambda mu, sigma, noise="gaussian": instances.Instance(mu, sigma, noise=noise),
 }
-_Flags = Annotated[Any, BeforeValidator(lambda value, info: _flags(info.field_name, value))]
-INSTANCE_TYPES = {kind: _constructor_table(kind, build, adjacency=_Flags, noise=Noise) for kind, build in CONSTRUCTORS.items()}
+# an adjacency is checked by graph's own rule (booleans or 0/1, K x K)
+INSTANCE_TYPES = {kind: _constructor_table(kind, build, adjacency=Any, noise=Noise) for kind, build in CONSTRUCTORS.items()}
 INSTANCE_TYPES["default"] = Default
 
 
