@@ -148,7 +148,7 @@ BAD = [
     (('type = "default"\nname = "graph_star"', 'type = "default"\nname = "graph_star"\nmu = [1, 2]'), "instances[0].mu", "unknown key"),
     (("sigma = 1.0", "sigma = 1.0\nsigmas = 2.0"), "instances[1].sigmas", "unknown key"),
     (("mu = [1.0, 0.5, 0.2]", 'mu = [1.0, "inf", 0.2]'), "instances[1].mu", "finite"),
-    (("mu = [1.0, 0.5, 0.2]", 'mu = [1.0, "x", 0.2]'), "instances[1].mu", "must be numbers"),
+    (("mu = [1.0, 0.5, 0.2]", 'mu = [1.0, "x", 0.2]'), "instances[1].mu", "mu must be a list of K numbers, got [1.0, 'x', 0.2]"),
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, "inf", 1.0], [0.5, 2.0, 1.0]]'), "instances[2].sigma", "must have shape (2, 2)"),
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [["inf", "inf"], ["inf", 2.0]]'), "instances[2].sigma", "observed by no row"),
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, -1.0], [0.5, 2.0]]'), "instances[2].sigma", ">= 0"),
@@ -240,7 +240,7 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     # not numbers, whatever float() makes of them (true is 1.0: a tie with the best arm)
     for entry, key in (({"type": "revealing_arm", "mu": [1.0, 0.5], "reveal_mean": True}, "reveal_mean"),
                        ({"type": "random", "seed": 1, "num_arms": 3, "inf_prob": "0.5"}, "inf_prob")):  # fmt: skip
-        with pytest.raises(ConfigError, match=rf"key 'instances\[0\].{key}': must be numbers"):
+        with pytest.raises(ConfigError, match=rf"key 'instances\[0\].{key}': {key} must be a number, got "):
             config.load({"runs": 1, "horizon": 5, "instances": [entry], "policies": [{"name": "ucb"}]})
     # float32 rounds 0.99999999 to 1.0, outside lp_explore's range: refused, not run as 1.0
     rounded = {"name": "lp_explore", "gamma": [0.5, 0.99999999]}
@@ -267,7 +267,7 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     good = config.loads(GOOD)
     raw = copy.deepcopy(good.raw)
     raw["instances"][1]["mu"] = "1, 2"
-    with pytest.raises(ConfigError, match=r"key 'instances\[1\].mu': must be numbers"):
+    with pytest.raises(ConfigError, match=r"key 'instances\[1\].mu': mu must be a list of K numbers, got '1, 2'"):
         config.load(raw)
 
 

@@ -3,9 +3,9 @@
 The schema says which keys exist, which are tables, arrays or numbers, and their
 defaults; each leaf value of the run settings goes through the one rule of its kind
 (:mod:`jaxbandit._numbers`).  What an instance constructor, a policy factory or a
-monitor does with its arguments is theirs to check: the schema only requires numbers
-(or ``"inf"``) where they take numbers, and :mod:`jaxbandit.config.plan` names the key
-of any argument they refuse.  Every failure is a :class:`ConfigError` naming the file,
+monitor does with its arguments is theirs to check, by the same rules (the schema reads
+``"inf"`` as inf where they take numbers), and :mod:`jaxbandit.config.plan` names the
+key of any argument they refuse.  Every failure is a :class:`ConfigError` naming the file,
 the key (its full path, e.g. ``policies[1].alpha``) and the value.
 """
 
@@ -22,7 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 
 from jaxbandit import instances
 from jaxbandit import noise as noise_module
-from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dtype, holds_non_numbers, integer, number
+from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dtype, integer, number
 from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.result import DEFAULT_POINTS
 
@@ -68,8 +68,6 @@ def _integer(minimum: int, maximum: Optional[int] = None, why: str = ""):
 
 
 def _precision(name: str, value) -> str:
-    if not isinstance(value, str):
-        raise ArgumentError(f'{name} must be "float32" or "float64", got {describe(value)}.', argument=name)
     return float_dtype(name, value).name
 
 
@@ -87,20 +85,6 @@ def _text(name: str, value) -> str:
     if not isinstance(value, str) or not value:
         raise ArgumentError(f"{name} must be a non-empty string, got {describe(value)}.", argument=name)
     return value
-
-
-def _numbers(name, value):
-    """Numbers, or nested arrays of them, with ``"inf"`` strings read as ``inf``: what
-    instance constructors take.  Rectangular, if an array."""
-    decoded = decode_numbers(value)
-    if holds_non_numbers(decoded) or decoded is None or isinstance(decoded, dict):
-        raise ArgumentError(f'must be numbers (or "inf" strings), got {value!r}', argument=name)
-    if isinstance(decoded, list):
-        try:
-            np.asarray(decoded, dtype=np.float64)
-        except (ValueError, TypeError, OverflowError):
-            raise ArgumentError(f"must be a rectangular array (rows of equal length), got {value!r}", argument=name) from None
-    return decoded
 
 
 def decode_numbers(value):
@@ -128,7 +112,8 @@ def _grid(name, value) -> tuple:
 
 
 Integer = Annotated[int, _integer(1)]
-Numbers = Annotated[Any, BeforeValidator(lambda value, info: _numbers(info.field_name, value))]
+# what an instance constructor takes: its own rules check the values ("inf" is inf)
+Numbers = Annotated[Any, BeforeValidator(lambda value, info: decode_numbers(value))]
 Text = Annotated[str, _rule(_text)]
 Grid = Annotated[tuple, BeforeValidator(lambda value, info: _grid(info.field_name, value))]
 
