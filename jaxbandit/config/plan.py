@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import itertools
 import json
@@ -25,15 +26,15 @@ import numpy as np
 from jaxbandit import instances as instances_module
 from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
-from jaxbandit._numbers import ArgumentError, describe
+from jaxbandit._numbers import ArgumentError, describe, is_real
 from jaxbandit.base import Policy
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record
 from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, stable_digest
 from jaxbandit.instances import Instance, check_representable, check_unique_best
-from jaxbandit.noise import GAUSSIAN
 from jaxbandit.monitors import Monitor
+from jaxbandit.noise import GAUSSIAN
 from jaxbandit.policy_check import PolicyError
 from jaxbandit.result import DEFAULT_POINTS, geometric_times
 from jaxbandit.run_inputs import RunInputs, check_contract, check_feedback, check_param_columns, check_param_values
@@ -136,14 +137,22 @@ class SweepConfig:
         ``options`` and a digest of its code (:func:`~jaxbandit.config.records.policy_record`):
         a factory default that changed, or an edited policy function, computes
         something else from the same text."""
+        return self._policy_records
+
+    def resolved_settings(self) -> dict:
+        """The run settings as they resolve, defaults included: seed, runs, precision,
+        each horizon's recording times and the monitor (its name and code digest)."""
+        return self._settings_record
+
+    @functools.cached_property
+    def _policy_records(self) -> list:  # the code digests are computed once
         return [
             {"label": spec.label, "name": spec.name, "grid": [policy_record(p) for p in spec.built]}
             for spec in self.policies
         ]
 
-    def resolved_settings(self) -> dict:
-        """The run settings as they resolve, defaults included: seed, runs, precision,
-        each horizon's recording times and the monitor (its name and code digest)."""
+    @functools.cached_property
+    def _settings_record(self) -> dict:
         monitor = self.monitor
         return {
             "seed": self.seed,
@@ -333,7 +342,7 @@ def _check_numeric(fail, key: str, built: list, grid: tuple, dtype) -> None:
     for name in numeric:
         for kwargs in grid:  # true and "4.5" are not numbers, even where a factory converts them
             value = kwargs[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not is_real(value):
                 fail(f"{key}.{name}", f"must be a number (or an array of them), got {describe(value)}")
     columns = {name: np.asarray([p.params[name] for p in built], np.float64) for name in built[0].params}
     try:
