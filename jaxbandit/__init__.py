@@ -1,17 +1,20 @@
 """jaxbandit: vectorized Monte Carlo simulation of Gaussian bandits with side observations.
 
 The public API is what this module exports (``__all__``): the instances, the policies
-and their contract, :func:`simulate`, the lower bound, sweeps and their results.  The
+and their contract, :func:`simulate`, the lower bound, sweeps, their results and
+their paired comparison.  The
 rest of the package (the engine, the LP solver, the records) is reachable as
 submodules, for those who extend it.
 """
 
 from jaxbandit import (
-    compile_cache, config, distributed, estimator, instances, monitors, noise, policies, rng, shards, sweep,
+    comparison, compile_cache, config, distributed, estimator, frames, instances, monitors, noise, policies, rng,
+    shards, summary, sweep,
 )  # fmt: skip
 from jaxbandit._numbers import ArgumentError
 from jaxbandit.base import Context, Decision, Policy, Solver, Stage, play
 from jaxbandit.bound import LowerBound, lower_bound
+from jaxbandit.comparison import PairedDifference, compare
 from jaxbandit.config import ConfigError
 from jaxbandit.instances import Instance
 from jaxbandit.io import load
@@ -30,16 +33,20 @@ __all__ = [
     "InvalidArmError",
     "LowerBound",
     "NaNStateError",
+    "PairedDifference",
     "Policy",
     "PolicyError",
     "Result",
     "SimulationRun",
     "Solver",
     "Stage",
+    "compare",
+    "comparison",
     "compile_cache",
     "config",
     "distributed",
     "estimator",
+    "frames",
     "geometric_times",
     "instances",
     "load",
@@ -51,5 +58,6 @@ __all__ = [
     "rng",
     "shards",
     "simulate",
+    "summary",
     "sweep",
 ]

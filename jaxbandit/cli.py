@@ -1,4 +1,4 @@
-"""The ``jaxbandit`` command line: ``run``, ``plot``, ``demo``, ``bound``, ``check``.
+"""The ``jaxbandit`` command line: ``run``, ``plot``, ``compare``, ``demo``, ``bound``, ``check``.
 
 Every command is a thin wrapper around a function of the Python API
 (:func:`jaxbandit.sweep.run`, :func:`jaxbandit.plotting.plot_sweep`, ...).
@@ -7,7 +7,9 @@ Every command is a thin wrapper around a function of the Python API
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import logging
 import os
 import sys
@@ -17,7 +19,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from jaxbandit import compile_cache, distributed, shards, sweep
+from jaxbandit import comparison, compile_cache, distributed, io, shards, sweep
 from jaxbandit import config as config_module
 from jaxbandit._numbers import float_array
 from jaxbandit.bound import _raise_for_status, lower_bound
@@ -99,11 +101,24 @@ def _cmd_plot(args) -> int:
         print(f"jaxbandit: error: --format must list formats among {', '.join(supported)}, got {args.format!r}.",
               file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
+    policies = None if args.policies is None else [p.strip() for p in args.policies.split(",") if p.strip()]
     paths = plotting.plot_sweep(
-        args.dir, args.out, logx=args.logx, distribution=args.distribution, formats=formats, bound=not args.no_bound
-    )
+        args.dir, args.out, logx=args.logx, logy=args.logy, distribution=args.distribution, formats=formats,
+        bound=not args.no_bound, policies=policies, reference=args.reference,
+    )  # fmt: skip
     for path in paths:
         print(path)
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    rows = comparison.compare(io.load(args.dir), args.a, args.b)
+    if args.json:
+        for row in rows:  # strict JSON: a value that does not exist (one run's stderr) is null
+            record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in dataclasses.asdict(row).items()}
+            print(json.dumps(record, allow_nan=False))
+    else:
+        print(comparison.format_table(rows))
     return 0
 
 
@@ -170,9 +185,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="PLOTDIR", help="where to write (default DIR/plots)")
     p.add_argument("--format", default="png,pdf", help="comma-separated formats (default png,pdf)")
     p.add_argument("--no-bound", action="store_true", help="omit the LP lower bound line")
+    p.add_argument("--logy", action="store_true", help="log scale for the regret axis of regret and regret / log t")
+    p.add_argument("--policies", default=None, metavar="A,B,...", help="cell or policy labels to draw (default: all)")
+    p.add_argument("--reference", default=None, metavar="NAME", help=(
+        "cell or policy label that the paired-difference figures compare every other against "
+        "(default: the first policy)"))  # fmt: skip
     cache_option(p)
     plot_options(p)
     p.set_defaults(handler=_cmd_plot)
+
+    p = commands.add_parser("compare", help="paired difference of two policies' final regret", description=(
+        "The paired difference A - B of final regret per instance and horizon, run by run on the "
+        "sweep's common noise: mean, standard error, 95%% interval, and how often A had less regret."))  # fmt: skip
+    p.add_argument("dir", help="sweep directory")
+    p.add_argument("a", metavar="A", help="cell label (e.g. 'ucb_n(alpha=0.5)') or policy label")
+    p.add_argument("b", metavar="B", help="cell label or policy label")
+    p.add_argument("--json", action="store_true", help="one JSON object per row")
+    cache_option(p)
+    p.set_defaults(handler=_cmd_compare)
 
     p = commands.add_parser("demo", help="run the small built-in sweep and plot it")
     p.add_argument("--out", default="jaxbandit-demo", metavar="DIR", help="output directory (default ./jaxbandit-demo)")

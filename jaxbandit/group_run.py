@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxbandit import distributed, io
+from jaxbandit import distributed, files
 from jaxbandit.runner import SimulationRun
 
 __all__ = ["checkpoint_cadence", "describe_devices", "package_versions", "run_group"]
@@ -120,7 +120,7 @@ def _read_checkpoint(path: Path) -> tuple:
         return "none", None
     digest = hashlib.sha256(data).hexdigest()[:16]
     try:
-        return digest, io.read_npz(path, data)
+        return digest, files.read_npz(path, data)
     except (ValueError, OSError) as error:
         reason = error.__cause__ or error  # read_npz's message names the file again
         logger.warning("ignoring the checkpoint %s, which cannot be read (%s): its group starts over", path, reason)
@@ -158,7 +158,7 @@ def _save_checkpoint(sim: SimulationRun, group, history: _History, path: Path) -
     arrays["sweep/fingerprint"] = np.asarray(group.fingerprint)
     arrays.update(history.checkpoint_arrays(len(group.cells)))
     if distributed.is_writer():
-        io.save_npz(path, arrays)
+        files.save_npz(path, arrays)
 
 
 def _advance(sim: SimulationRun, cfg, group, history: _History, path: Path, bar, after_chunk) -> None:
@@ -254,8 +254,8 @@ def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None
     session_time = time.perf_counter() - session_start
     meta = _group_metadata(cfg, group, result, session_time, resumed_from)
     if distributed.is_writer():
-        io.save_npz(out / "groups" / f"{group.id}.npz", _group_arrays(result, history, len(group.cells)))
-        io.save_json(out / "groups" / f"{group.id}.json", meta)  # last: marks the group done
+        files.save_npz(out / "groups" / f"{group.id}.npz", _group_arrays(result, history, len(group.cells)))
+        files.save_json(out / "groups" / f"{group.id}.json", meta)  # last: marks the group done
         checkpoint_path.unlink(missing_ok=True)
     logger.info(
         "group %s: done in %.1f s (%.3g run-rounds/s)", group.id, session_time, meta["run_rounds_per_second"] or 0

@@ -1,19 +1,15 @@
-"""Sweep results on disk: atomic writes and :func:`load` back to labelled arrays.
+"""Sweep results on disk, loaded back to labelled arrays: :func:`load`.
 
-Layout of a sweep directory (written by :func:`jaxbandit.sweep.run`)::
+Layout of a sweep directory (written by :func:`jaxbandit.sweep.run`, every file
+atomically: :mod:`jaxbandit.files`)::
 
     DIR/sweep.json           the configuration, its fingerprint, the cell groups
     DIR/config.toml          the configuration file as given (when run from a file)
     DIR/groups/gNNN.npz      results of one finished cell group (arrays)
     DIR/groups/gNNN.json     its metadata (written last: the group is finished)
     DIR/checkpoints/gNNN.npz engine state of a group in progress
-    DIR/summary.csv          per-cell final-regret statistics
+    DIR/summary.csv          per-cell final-regret statistics (:mod:`jaxbandit.summary`)
     DIR/plots/               figures from ``jaxbandit plot DIR``
-
-Every file is written to a temporary file in the same directory, flushed to disk and
-moved into place with ``os.replace``, so a killed process leaves either the old file
-or the new one, never a torn one.  The manifest is created with a hard link instead,
-which fails if it exists: of several jobs starting on one directory, one creates it.
 
 A directory may hold only some groups (shards still running, a killed sweep):
 :func:`load` returns the finished ones and lists the others in ``missing``.
@@ -21,170 +17,22 @@ A directory may hold only some groups (shards still running, a killed sweep):
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import dataclasses
-import io as _io
-import json
-import os
-import tempfile
-import zipfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
-from jaxbandit.config.records import cell_label, decode_array
+from jaxbandit import frames, summary
+from jaxbandit.config.records import cell_label, decode_array, decode_numbers
+from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
 from jaxbandit.result import standard_error
 
-__all__ = [
-    "CellResult",
-    "SweepResults",
-    "load",
-    "atomic_write",
-    "save_npz",
-    "save_json",
-    "save_text",
-    "read_json",
-    "create_exclusive_json",
-    "visible_entries",
-    "group_finished",
-    "summary_rows",
-    "write_summary_csv",
-    "MANIFEST",
-    "FORMAT_VERSION",
-]
+__all__ = ["CellResult", "FORMAT_VERSION", "MANIFEST", "SweepResults", "group_finished", "load"]
 
 MANIFEST = "sweep.json"
 FORMAT_VERSION = 2
-SUMMARY_FIELDS = (
-    "instance", "noise", "policy", "policy_name", "params", "horizon", "runs",
-    "mean", "stderr", "median", "q05", "q95",
-)
-
-
-# -- atomic writes ------------------------------------------------------------------
-
-
-def atomic_write(path, write_fn: Callable) -> Path:
-    """Write ``path`` atomically: ``write_fn(binary_file)`` into a temp file, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write_fn(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
-
-
-def save_npz(path, arrays: dict) -> Path:
-    """Atomically save a dict of arrays as an (uncompressed) ``.npz``."""
-    buffer = _io.BytesIO()
-    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
-    return atomic_write(path, lambda f: f.write(buffer.getvalue()))
-
-
-def save_json(path, obj) -> Path:
-    data = _json_bytes(obj)
-    return atomic_write(path, lambda f: f.write(data))
-
-
-def save_text(path, text: str) -> Path:
-    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
-
-
-def _json_bytes(obj) -> bytes:
-    return (json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
-
-
-def create_exclusive_json(path, obj) -> bool:
-    """Create ``path`` with ``obj`` as JSON unless it exists; True if this call created it.
-
-    The complete file is written under a temporary name and hard-linked to ``path``:
-    the link fails if ``path`` exists, so of several processes racing to create it
-    exactly one does, and no reader sees a partial file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = _json_bytes(obj)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        except OSError:
-            # A filesystem without hard links: exclusive creation, then the content.
-            try:
-                with open(path, "xb") as handle:
-                    handle.write(data)
-            except FileExistsError:
-                return False
-        return True
-    finally:
-        os.unlink(tmp)
-
-
-def visible_entries(directory) -> list:
-    """Names in ``directory`` other than the temporary files of atomic writes
-    (``[]`` if it does not exist)."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    return sorted(p.name for p in directory.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp")))
-
-
-def read_json(path):
-    """The JSON content of ``path``; a ValueError naming the file if it is not JSON."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(f"{path} is not a readable JSON file ({err}).") from err
-
-
-def read_npz(path, content: Optional[bytes] = None) -> dict:
-    """The arrays of ``path``; a ValueError naming the file if it is not a readable ``.npz``.
-
-    ``content``: the file's bytes, where the caller has read them already (to digest
-    them), so that the file is not read twice.
-    """
-    with _open_npz(path, content) as data:
-        try:
-            return {k: data[k] for k in data.files}
-        except (ValueError, EOFError, zipfile.BadZipFile) as err:  # a damaged member
-            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
-
-
-@contextlib.contextmanager
-def _open_npz(path, content: Optional[bytes] = None):
-    """``np.load(path)`` of an ``.npz`` (its arrays are read on access), or of its bytes
-    ``content`` if given; a ValueError naming the file if it is something else, such as
-    a truncated copy."""
-    # The file is opened here: np.load leaves its own handle open when it fails.
-    with open(path, "rb") if content is None else _io.BytesIO(content) as handle:
-        try:
-            data = np.load(handle, allow_pickle=False)
-        except (ValueError, EOFError, zipfile.BadZipFile) as err:
-            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path} is not a readable .npz file (it holds a single array).")
-        with data:
-            yield data
 
 
 def _require(entry, keys, path, what: str, kind: type = dict) -> None:
@@ -218,6 +66,10 @@ class CellResult:
         monitor: ``{name: (runs, P)}`` the sweep's monitor's reports at ``times`` (empty
             without a ``[monitor]``).
         noise: the instance's noise family, as a label (``"bernoulli"``).
+        resolved_params: the hyper-parameters as the policy resolved them, defaults
+            included: the numeric ones as floats, the others as written.
+        seed: the sweep's seed;  noise_stream: the instance's index among the sweep's
+            instances.  Cells of one seed and stream ran on the same noise, run by run.
     """
 
     instance: str
@@ -234,6 +86,9 @@ class CellResult:
     group: str
     monitor: dict = dataclasses.field(default_factory=dict)
     noise: str = "gaussian"
+    resolved_params: dict = dataclasses.field(default_factory=dict)
+    seed: int = 0
+    noise_stream: int = 0
 
     @property
     def label(self) -> str:
@@ -285,6 +140,8 @@ class SweepResults:
     missing: tuple
     plan: dict = dataclasses.field(default_factory=dict)
     in_progress: tuple = ()
+    # {label: (instance, bound)}: each instance's bound solved once; not copied by replace()
+    _bounds: dict = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def complete(self) -> bool:
@@ -318,9 +175,30 @@ class SweepResults:
     def horizons(self) -> list:
         return sorted({c.horizon for c in self.cells})
 
+    def lower_bounds(self) -> dict:
+        """``{instance label: InstanceBound}``, solved once (:func:`jaxbandit.summary.lower_bounds`)."""
+        stale = {k: inst for k, inst in self.instances.items() if self._bounds.get(k, (None,))[0] is not inst}
+        if stale:
+            self._bounds.update({k: (stale[k], bound) for k, bound in summary.lower_bounds(stale).items()})
+        return {k: self._bounds[k][1] for k in self.instances}
+
     def summary(self) -> list:
-        """Per-cell final-regret statistics (see :func:`summary_rows`)."""
-        return summary_rows(self.cells)
+        """One dict of final-regret statistics per cell, with the lower bound
+        (:func:`jaxbandit.summary.summary_rows`)."""
+        return summary.summary_rows(self.cells, self.lower_bounds())
+
+    def to_pandas(self, curves: bool = False, *, bounds: bool = True, **criteria):
+        """A long :class:`pandas.DataFrame` of the cells that :meth:`select` picks with
+        ``criteria`` (all by default): one row per cell and run, or with ``curves`` per
+        cell, run and recording time (:func:`jaxbandit.frames.cells_frame`); ``bounds``
+        adds the lower-bound columns (:meth:`lower_bounds`)."""
+        return frames.cells_frame(self.select(**criteria), curves=curves, bounds=self.lower_bounds() if bounds else None)
+
+    def to_xarray(self, *, bounds: bool = True, **criteria):
+        """An :class:`xarray.Dataset` with dimensions ``(cell, run, time)`` of the cells
+        that :meth:`select` picks, which must share their recording times
+        (:func:`jaxbandit.frames.cells_dataset`)."""
+        return frames.cells_dataset(self.select(**criteria), bounds=self.lower_bounds() if bounds else None)
 
 
 def _finished_metadata(directory: Path, group_id: str, fingerprint: str) -> Optional[dict]:
@@ -364,7 +242,7 @@ def group_finished(directory, group_id: str, fingerprint: str) -> bool:
         if meta is None:
             return False
         path = directory / "groups" / f"{group_id}.npz"
-        with _open_npz(path) as data:  # reads the list of arrays only
+        with open_npz(path) as data:  # reads the list of arrays only
             _check_group_arrays(path, data.files, meta)
     except ValueError:
         return False
@@ -405,6 +283,9 @@ def load(directory) -> SweepResults:
         label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]), noise=entry.get("noise", "gaussian"))
         for label, entry in manifest["instances"].items()
     }
+    unknown = sorted({c["instance"] for g in manifest["groups"] for c in g["cells"]} - set(instances))
+    if unknown:
+        raise ValueError(f"{manifest_path}: cells of instances {unknown} that its 'instances' table lacks.")
     cells, groups, missing = [], {}, []
     for group in manifest["groups"]:
         meta = _finished_metadata(directory, group["id"], group["fingerprint"])
@@ -440,6 +321,9 @@ def load(directory) -> SweepResults:
                     group=group["id"],
                     monitor={k: arrays[f"monitor/{k}"][c] for k in monitor_names},
                     noise=instances[cell["instance"]].noise.label,
+                    resolved_params={**cell["params"], **decode_numbers(cell.get("resolved_params", {}))},
+                    seed=int((manifest.get("resolved_settings") or {}).get("seed", 0)),
+                    noise_stream=int(manifest["instances"][cell["instance"]].get("index", 0)),
                 )
             )
     return SweepResults(
@@ -453,42 +337,3 @@ def load(directory) -> SweepResults:
         plan={group["id"]: group for group in manifest["groups"]},
         in_progress=tuple(g for g in missing if (directory / "checkpoints" / f"{g}.npz").is_file()),
     )
-
-
-# -- summary ------------------------------------------------------------------------
-
-
-def summary_rows(cells) -> list:
-    """Per cell: mean, standard error, median and 5% / 95% quantiles of final regret."""
-    rows = []
-    for cell in cells:
-        final = cell.final_regret
-        stderr = float(standard_error(final, axis=0))
-        rows.append(
-            dict(
-                instance=cell.instance,
-                noise=cell.noise,
-                policy=cell.policy,
-                policy_name=cell.policy_name,
-                params=json.dumps(cell.params, sort_keys=True),
-                horizon=cell.horizon,
-                runs=final.size,
-                mean=float(final.mean()),
-                stderr=stderr,
-                median=float(np.median(final)),
-                q05=float(np.quantile(final, 0.05)),
-                q95=float(np.quantile(final, 0.95)),
-            )
-        )
-    return rows
-
-
-def write_summary_csv(results: SweepResults, path: Optional[os.PathLike] = None) -> Path:
-    """Write ``summary.csv`` (default: in the sweep directory) atomically."""
-    path = Path(path) if path is not None else results.directory / "summary.csv"
-    buffer = _io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for row in results.summary():
-        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
-    return save_text(path, buffer.getvalue())

@@ -18,9 +18,8 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from jaxbandit import io
+from jaxbandit import comparison, io, summary
 from jaxbandit._numbers import not_a_number
-from jaxbandit.bound import BOUND_FAMILIES, lower_bound
 
 __all__ = [
     "plot_sweep",
@@ -29,7 +28,7 @@ __all__ = [
     "regret_over_log",
     "final_distribution",
     "case_mix",
-    "lower_bound_value",
+    "paired_differences",
     "case_counters",
     "Z_95",
 ]
@@ -150,28 +149,20 @@ def case_mix(ax, cell) -> None:
     ax.set_title(cell.label, fontsize="medium")
 
 
-def lower_bound_value(instance) -> Optional[float]:
-    """``sum_i c_i Delta_i`` from :func:`jaxbandit.bound.lower_bound`, or None when
-    the bound is not solved (a tie for the best mean, an unobservable arm).  For a
-    noise family without a known bound, the Gaussian reference (:func:`bound_label`
-    says which it is)."""
-    try:
-        reference = None if instance.noise.name in BOUND_FAMILIES else "gaussian"
-        bound = lower_bound(instance, reference=reference)
-    except Exception as err:  # the plot should survive a failed bound; say why
-        logger.warning("lower bound unavailable for %r: %s", instance, err)
-        return None
-    status = getattr(bound, "status", 0)
-    value = float(np.asarray(bound.value))
-    if int(np.asarray(status)) != 0 or not np.isfinite(value):
-        logger.warning("lower bound LP did not solve (status %s); line omitted", status)
-        return None
-    return value
-
-
-def bound_label(instance) -> str:
-    """What :func:`lower_bound_value` gives for ``instance``: a bound, or a reference."""
-    return "LP lower bound" if instance.noise.name in BOUND_FAMILIES else "Gaussian reference (not a bound)"
+def paired_differences(ax, rows: list) -> None:
+    """The mean paired difference of final regret with its 95% interval, one line per
+    :class:`~jaxbandit.comparison.PairedDifference` (each against the same reference)."""
+    if not rows:
+        raise ValueError("rows must hold at least one paired difference (jaxbandit.compare), got none.")
+    positions = np.arange(len(rows))
+    means = np.array([r.mean for r in rows])
+    half = np.array([[r.mean - r.low, r.high - r.mean] for r in rows]).T
+    ax.errorbar(means, positions, xerr=None if np.isnan(half).all() else half, fmt="o", color="black", capsize=4)
+    ax.axvline(0.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_yticks(positions)
+    ax.set_yticklabels([f"{r.a}  ({r.a_better:.0%} of runs better)" for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"final regret minus {rows[0].b}'s, run by run (mean, 95% interval)")
 
 
 def supported_formats() -> list:
@@ -185,7 +176,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
 
 
-_FIGURES = ("regret", "regret_log", "final", "case_mix")  # file-name stems, per instance and horizon
+_FIGURES = ("regret", "regret_log", "final", "case_mix", "paired")  # file-name stems, per instance and horizon
 
 
 def _unique_slugs(labels: Sequence[str], tags: Sequence[str] = ("",)) -> dict:
@@ -224,29 +215,38 @@ def plot_sweep(
     out_dir: Union[str, Path, None] = None,
     *,
     logx: bool = False,
+    logy: bool = False,
     distribution: str = "box",
     formats: Sequence[str] = ("png", "pdf"),
     bound: bool = True,
+    policies: Optional[Sequence[str]] = None,
+    reference: Optional[str] = None,
 ) -> list:
     """Write the standard figures of a sweep, per instance (and horizon).
 
     Figures: ``regret_<instance>`` (regret vs t, mean and 95% band),
     ``regret_log_<instance>`` (regret / log t with the LP lower bound when available),
-    ``final_<instance>`` (final-regret box or violin plot per policy) and, when a policy
-    reports ``case_*`` counters, ``case_mix_<instance>``; ``<instance>`` is the label
-    with characters other than letters, digits, ``_.-`` replaced, and the instance's
-    index appended where two labels would share a file.  Also writes ``summary.csv``
-    next to the results.  Groups not finished yet (shards still running) are left
-    out with a warning that lists them.
+    ``final_<instance>`` (final-regret box or violin plot per policy),
+    ``paired_<instance>`` (each policy's paired difference of final regret against the
+    ``reference``, :func:`jaxbandit.compare`) and, when a policy reports ``case_*``
+    counters, ``case_mix_<instance>``; ``<instance>`` is the label with characters
+    other than letters, digits, ``_.-`` replaced, and the instance's index appended
+    where two labels would share a file.  Also writes ``summary.csv`` next to the
+    results.  Groups not finished yet (shards still running) are left out with a
+    warning that lists them.
 
     Args:
         results: a :class:`~jaxbandit.io.SweepResults` or a sweep directory.
         out_dir: where to write (default ``DIR/plots``).
         logx: log scale for the time axis of the regret curves (regret / log t
             always uses one).
+        logy: log scale for the regret axis of the regret and regret / log t figures.
         distribution: ``"box"`` or ``"violin"``.
         formats: file formats (PNG and PDF by default).
-        bound: draw the LP lower bound line (:func:`lower_bound_value`) where it is solved.
+        bound: draw the LP lower bound line where it is solved.
+        policies: the cell labels or policy labels to draw (default: all).
+        reference: the cell or policy label the paired differences are taken against
+            (default: the first policy drawn).
 
     Returns:
         The paths written.
@@ -257,7 +257,7 @@ def plot_sweep(
         raise ValueError(f"formats must be a non-empty list of {', '.join(supported_formats())}, got {formats!r}.")
     if len(set(formats)) != len(formats):  # each figure would be written, and listed, twice
         raise ValueError(f"formats must name each format once, got {list(formats)!r}.")
-    for name, flag in (("logx", logx), ("bound", bound)):
+    for name, flag in (("logx", logx), ("logy", logy), ("bound", bound)):
         if not isinstance(flag, (bool, np.bool_)):  # "no" would read as True
             raise ValueError(f"{name} must be True or False, got {flag!r}.")
     if not isinstance(results, io.SweepResults):
@@ -271,28 +271,76 @@ def plot_sweep(
             "%s: %d of %d groups not finished yet, left out of the figures and summary.csv: %s",
             results.directory, len(results.missing), len(results.plan), missing,
         )  # fmt: skip
+    drawn = _drawn(results, policies, reference)
+    reference = reference if reference is not None else drawn[0].label
     out = Path(out_dir) if out_dir is not None else results.directory / "plots"
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir {str(out)!r} exists and is not a directory; figures are written to a directory.")
     out.mkdir(parents=True, exist_ok=True)
     colors = _colors(results.policy_labels)
     multiple_horizons = len(results.horizons) > 1
-    written = [io.write_summary_csv(results)]
+    written = [summary.write_summary_csv(results)]
+    bounds = results.lower_bounds()
     tags = {horizon: f"_T{horizon}" if multiple_horizons else "" for horizon in results.horizons}
     slugs = _unique_slugs(results.instance_labels, list(tags.values()))
     for horizon in results.horizons:
         for instance in results.instance_labels:
-            cells = results.select(instance=instance, horizon=horizon)
+            cells = [c for c in drawn if c.instance == instance and c.horizon == horizon]
             if not cells:
                 continue
             suffix = slugs[instance] + tags[horizon]
-            inst = results.instances[instance]
-            value = lower_bound_value(inst) if bound else None
-            written += _instance_figures(cells, value, bound_label(inst), out, suffix, logx, distribution, formats, colors)
+            found = bounds[instance]
+            value = found.value if bound else None
+            label = "LP lower bound" if found.kind == "bound" else "Gaussian reference (not a bound)"
+            paired = _paired_rows(results, cells, reference)
+            figures = _instance_figures(cells, value, label, out, suffix, logx, logy, distribution, formats, colors)
+            written += figures + _paired_figure(paired, cells, out, suffix, formats)
     return written
 
 
-def _instance_figures(cells, bound_value, label, out, suffix, logx, distribution, formats, colors) -> list:
+def _drawn(results, policies, reference) -> list:
+    """The cells ``policies`` names (cell or policy labels; all by default), checked,
+    and ``reference`` checked to name one of them."""
+    known = list(dict.fromkeys([c.label for c in results.cells] + [c.policy for c in results.cells]))
+    if policies is not None:
+        if isinstance(policies, str) or not policies:
+            raise ValueError(f"policies must be a non-empty list of cell or policy labels, got {policies!r}.")
+        unknown = [p for p in policies if p not in known]
+        if unknown:
+            raise ValueError(f"policies names {unknown}, which no cell has; the labels are {', '.join(known)}.")
+    drawn = [c for c in results.cells if policies is None or c.label in policies or c.policy in policies]
+    if reference is not None and not any(reference in (c.label, c.policy) for c in drawn):
+        raise ValueError(f"reference {reference!r} is not among the cells drawn; the labels are {', '.join(known)}.")
+    return drawn
+
+
+def _paired_rows(results, cells, reference: str) -> list:
+    """Each cell's paired difference against ``reference`` (which must pick one cell
+    here); none where the reference is not among ``cells``."""
+    if not any(reference in (c.label, c.policy) for c in cells):
+        return []
+    rows = []
+    for cell in cells:
+        if reference in (cell.label, cell.policy):
+            continue
+        criteria = {"label": cell.label, "instance": cell.instance, "horizon": cell.horizon}
+        rows += comparison.compare(results, criteria, reference)
+    return rows
+
+
+def _paired_figure(rows, cells, out, suffix, formats) -> list:
+    from matplotlib.figure import Figure
+
+    if not rows:
+        return []
+    fig = Figure(figsize=(7.2, 1.2 + 0.45 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    paired_differences(ax, rows)
+    ax.set_title(f"{cells[0].instance}, T = {cells[0].horizon}, {rows[0].runs} runs on common noise", fontsize="medium")
+    return _save(fig, out / f"paired_{suffix}", formats)
+
+
+def _instance_figures(cells, bound_value, label, out, suffix, logx, logy, distribution, formats, colors) -> list:
     """The figures of one instance and horizon (see :func:`plot_sweep`); the paths written."""
     from matplotlib.figure import Figure
 
@@ -307,6 +355,8 @@ def _instance_figures(cells, bound_value, label, out, suffix, logx, distribution
         fig = Figure(figsize=(6.4, 4.4), layout="constrained")
         ax = fig.subplots()
         draw(ax)
+        if logy:
+            ax.set_yscale("symlog", linthresh=1.0)  # regret starts at 0
         ax.set_title(title, fontsize="medium")
         ax.legend(fontsize="small")
         written += _save(fig, out / f"{stem}_{suffix}", formats)

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from jaxbandit import frames
 from jaxbandit._numbers import ArgumentError, holds_non_numbers, integer
 
 __all__ = ["Result", "check_times", "geometric_times", "standard_error"]
@@ -119,3 +120,14 @@ class Result:
     def standard_error(self) -> np.ndarray:
         """``(P,)`` (or ``(C, P)``) standard error of the mean over runs (NaN for one run)."""
         return standard_error(self.regret)
+
+    def to_pandas(self, curves: bool = False):
+        """A long :class:`pandas.DataFrame`: one row per instance (of a batch) and run, or
+        with ``curves`` per instance, run and recording time
+        (:func:`jaxbandit.frames.result_frame`)."""
+        return frames.result_frame(self, curves=curves)
+
+    def to_xarray(self):
+        """An :class:`xarray.Dataset` with dimensions ``(instance, run, time)``, or
+        ``(run, time)`` for one instance (:func:`jaxbandit.frames.result_dataset`)."""
+        return frames.result_dataset(self)

@@ -33,7 +33,8 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxbandit import config as config_module
-from jaxbandit import distributed, io, shards
+from jaxbandit import distributed, files, io, shards, summary
+from jaxbandit.config.records import encode_numbers
 from jaxbandit.group_run import checkpoint_cadence, run_group
 
 __all__ = ["run", "SweepMismatchError"]
@@ -108,7 +109,7 @@ def run(
             if not done:
                 logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
     except BaseException:
-        if alone and not (io.visible_entries(out / "groups") or io.visible_entries(out / "checkpoints")):
+        if alone and not (files.visible_entries(out / "groups") or files.visible_entries(out / "checkpoints")):
             for name in (io.MANIFEST, "config.toml"):
                 (out / name).unlink(missing_ok=True)
         raise
@@ -117,7 +118,7 @@ def run(
     distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
     results = io.load(out)
     if distributed.is_writer():
-        io.write_summary_csv(results)
+        summary.write_summary_csv(results)
     if results.missing:
         logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
                        "; ".join(results.describe_missing()))  # fmt: skip
@@ -175,14 +176,14 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
     if not manifest_path.is_file():
         # Files other than a racing job's temporaries, with no manifest (re-checked:
         # a racing job creates the manifest before anything else), are not a sweep.
-        if io.visible_entries(out) and not manifest_path.is_file():
+        if files.visible_entries(out) and not manifest_path.is_file():
             raise SweepMismatchError(
                 f"{out} exists, is not empty and is not a sweep directory ({io.MANIFEST} not found)."
             )
-        if io.create_exclusive_json(manifest_path, _manifest(cfg, groups)):
+        if files.create_exclusive_json(manifest_path, _manifest(cfg, groups)):
             _save_config_text(out, config)
             return True
-    manifest = io.read_json(manifest_path)
+    manifest = files.read_json(manifest_path)
     problem = _mismatch(cfg, manifest, out)
     if problem is not None:
         raise SweepMismatchError(
@@ -240,7 +241,7 @@ def _without_code(record: dict) -> dict:
 
 def _save_config_text(out: Path, config) -> None:
     if isinstance(config, (str, os.PathLike)):
-        io.save_text(out / "config.toml", Path(config).read_text(encoding="utf-8"))
+        files.save_text(out / "config.toml", Path(config).read_text(encoding="utf-8"))
 
 
 def _manifest(cfg, groups) -> dict:
@@ -261,7 +262,11 @@ def _manifest(cfg, groups) -> dict:
                 "static": g.static,
                 "horizon": g.horizon,
                 "num_arms": g.num_arms,
-                "cells": [dataclasses.asdict(c) for c in g.cells],
+                # each cell's numeric hyper-parameters as resolved, defaults included
+                "cells": [
+                    {**dataclasses.asdict(c), "resolved_params": encode_numbers({k: float(v[i]) for k, v in g.params.items()})}
+                    for i, c in enumerate(g.cells)
+                ],
             }
             for g in groups
         ],

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from jaxbandit import cli, distributed, io, plotting, shards, sweep
+from jaxbandit import cli, distributed, files, io, plotting, shards, sweep
 from tests import sweep_fixtures as fx
 
 # Every sweep here has the same shapes (4 cells of ucb_n, 6 runs, 12 recording times,
@@ -325,7 +325,7 @@ def test_shards_starting_together_create_one_manifest(tmp_path):
         assert "different sweep configuration (changed keys: seed)" in outcomes[8]
     else:  # the other configuration won the race: every other job is refused
         assert outcomes[8] == "ok" and all("changed keys: seed" in outcomes[n] for n in range(8))
-    assert io.visible_entries(tmp_path / "out") == ["sweep.json"]
+    assert files.visible_entries(tmp_path / "out") == ["sweep.json"]
 
-    created = [io.create_exclusive_json(tmp_path / "x.json", {"n": n}) for n in range(3)]
+    created = [files.create_exclusive_json(tmp_path / "x.json", {"n": n}) for n in range(3)]
     assert created == [True, False, False] and json.loads((tmp_path / "x.json").read_text()) == {"n": 0}

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from jaxbandit import cli, io, sweep
+from jaxbandit import cli, files, io, sweep
 
 CONFIG = {
     "seed": 0,
@@ -35,13 +35,13 @@ def out(finished, tmp_path):
 
 
 def fingerprint(out) -> str:
-    return io.read_json(out / "sweep.json")["groups"][0]["fingerprint"]
+    return files.read_json(out / "sweep.json")["groups"][0]["fingerprint"]
 
 
 def rewrite_npz(path, **changes) -> None:
     """Rewrite a group's arrays with ``changes`` (``None`` drops an array)."""
-    arrays = {**io.read_npz(path), **changes}
-    io.save_npz(path, {k: v for k, v in arrays.items() if v is not None})
+    arrays = {**files.read_npz(path), **changes}
+    files.save_npz(path, {k: v for k, v in arrays.items() if v is not None})
 
 
 def test_intact_directory_loads(out):
@@ -74,7 +74,7 @@ def test_group_arrays_lacking_an_array(out):
 
 def test_group_arrays_of_the_wrong_shape(out):
     path = out / "groups" / "g000.npz"
-    rewrite_npz(path, counts=io.read_npz(path)["counts"][0])  # the cell axis dropped
+    rewrite_npz(path, counts=files.read_npz(path)["counts"][0])  # the cell axis dropped
     with pytest.raises(ValueError, match=r"groups/g000\.npz: 'counts' has shape \(2, 2\), not one row for each"):
         io.load(out)
 
@@ -83,7 +83,7 @@ def test_single_array_file_is_not_a_group(out):
     with open(out / "groups" / "g000.npz", "wb") as handle:
         np.save(handle, np.zeros(3))
     with pytest.raises(ValueError, match=r"g000\.npz is not a readable \.npz file \(it holds a single array\)"):
-        io.read_npz(out / "groups" / "g000.npz")
+        files.read_npz(out / "groups" / "g000.npz")
 
 
 def test_group_metadata_not_json(out):
@@ -134,8 +134,8 @@ def test_rerun_computes_a_damaged_group_anew(out, finished):
     path.write_bytes(path.read_bytes()[:100])
     results = sweep.run(CONFIG, out, progress=False)
     assert results.complete
-    expected = io.read_npz(finished / "groups" / "g000.npz")
-    actual = io.read_npz(path)
+    expected = files.read_npz(finished / "groups" / "g000.npz")
+    actual = files.read_npz(path)
     assert sorted(actual) == sorted(expected)
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)

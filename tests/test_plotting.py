@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import jaxbandit as jb
-from jaxbandit import plotting, sweep
+from jaxbandit import plotting, summary, sweep
 from tests import sweep_fixtures as fx
 
 
@@ -39,9 +39,11 @@ def _check_images(paths, stems):
 
 
 def test_plot_sweep_writes_every_figure(results, monkeypatch):
-    monkeypatch.setattr(plotting, "lower_bound_value", lambda instance: None)  # no bound line
+    unsolved = lambda instances: {label: summary.InstanceBound(None, "bound") for label in instances}  # noqa: E731
+    monkeypatch.setattr(summary, "lower_bounds", unsolved)  # no bound line
     paths = plotting.plot_sweep(results.directory)
-    stems = [f"{kind}_{inst}" for inst in ("bandit", "graph_star") for kind in ("regret", "regret_log", "final", "case_mix")]
+    kinds = ("regret", "regret_log", "final", "case_mix", "paired")
+    stems = [f"{kind}_{inst}" for inst in ("bandit", "graph_star") for kind in kinds]
     assert sorted({p.stem for p in paths if p.suffix != ".csv"}) == sorted(stems)
     assert all(p.parent == results.directory / "plots" for p in paths if p.suffix != ".csv")
     assert paths[0] == results.directory / "summary.csv"
@@ -51,7 +53,7 @@ def test_plot_sweep_writes_every_figure(results, monkeypatch):
 def test_violin_logx_and_formats(results, tmp_path):
     paths = plotting.plot_sweep(results, tmp_path, logx=True, distribution="violin", formats=("png",), bound=False)
     assert {p.suffix for p in paths} == {".png", ".csv"}
-    assert len([p for p in paths if p.suffix == ".png"]) == 8
+    assert len([p for p in paths if p.suffix == ".png"]) == 10
     with pytest.raises(ValueError, match="distribution must be 'box' or 'violin'"):
         plotting.plot_sweep(results, tmp_path, distribution="bar")
     (tmp_path / "a_file").write_text("")
@@ -59,7 +61,7 @@ def test_violin_logx_and_formats(results, tmp_path):
         plotting.plot_sweep(results, tmp_path / "a_file")
     with pytest.raises(ValueError, match=r"formats must name each format once, got \['png', 'png'\]"):
         plotting.plot_sweep(results, tmp_path, formats=["png", "png"])
-    for flag in ("logx", "bound"):  # "no" would read as True
+    for flag in ("logx", "logy", "bound"):  # "no" would read as True
         with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'no'"):
             plotting.plot_sweep(results, tmp_path, **{flag: "no"})
 
@@ -117,20 +119,22 @@ def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_p
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(names)
 
 
-def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch):
+def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch, caplog):
     class Bound:
-        value, status = 7.5, 0
+        value, status, kind = np.array([7.5]), np.array([0]), "bound"
 
-    monkeypatch.setattr(plotting, "lower_bound", lambda instance, reference: Bound())
-    assert plotting.lower_bound_value(results.instances["bandit"]) == 7.5
-    Bound.status = 1  # not optimal: no line rather than a wrong one
-    assert plotting.lower_bound_value(results.instances["bandit"]) is None
+    monkeypatch.setattr(summary, "lower_bound", lambda instance, throw, reference: Bound())
+    bandit = {"bandit": results.instances["bandit"]}
+    assert summary.lower_bounds(bandit) == {"bandit": summary.InstanceBound(7.5, "bound")}
+    Bound.status = np.array([1])  # not optimal: no line rather than a wrong one
+    assert summary.lower_bounds(bandit) == {"bandit": summary.InstanceBound(None, "bound")}
 
-    def failing(instance, reference):
+    def failing(instance, throw, reference):
         raise ValueError("mu has a tie for the best mean")
 
-    monkeypatch.setattr(plotting, "lower_bound", failing)  # a bound that raises: no line
-    assert plotting.lower_bound_value(results.instances["bandit"]) is None
+    monkeypatch.setattr(summary, "lower_bound", failing)  # a bound that raises: no line, and why
+    assert summary.lower_bounds(bandit) == {"bandit": summary.InstanceBound(None, "bound")}
+    assert "mu has a tie for the best mean" in caplog.text
 
     ax = Figure().subplots()
     plotting.regret_over_log(ax, results.select(instance="bandit"), bound=7.5)
@@ -138,13 +142,11 @@ def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch):
     assert len(ax.get_lines()) == 5  # 4 cells + the bound
 
 
-def test_a_family_without_a_bound_gets_the_gaussian_reference_labelled_so(results, monkeypatch):
-    asked = []
-    monkeypatch.setattr(plotting, "lower_bound", lambda instance, reference: asked.append(reference) or jb.lower_bound(instance, reference=reference))
+def test_a_family_without_a_bound_gets_the_gaussian_reference_labelled_so(results):
     uniform = jb.Instance(results.instances["bandit"].mu, results.instances["bandit"].sigma, noise="uniform")
-    assert plotting.lower_bound_value(uniform) == pytest.approx(float(jb.lower_bound(results.instances["bandit"]).value))
-    assert asked == ["gaussian"] and plotting.bound_label(uniform) == "Gaussian reference (not a bound)"
-    assert plotting.bound_label(results.instances["bandit"]) == "LP lower bound"
+    found = summary.lower_bounds({"uniform": uniform, "bandit": results.instances["bandit"]})
+    assert found["uniform"].value == pytest.approx(float(jb.lower_bound(results.instances["bandit"]).value))
+    assert found["uniform"].kind == "gaussian reference" and found["bandit"].kind == "bound"
 
 
 def test_case_mix_shares_sum_to_one(results):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import config, engine, io, policies, sweep
+from jaxbandit import config, engine, files, io, policies, sweep
 from jaxbandit.runner import SimulationRun
 from tests import sweep_fixtures as fx
 from tests import user_policies
@@ -123,7 +123,7 @@ def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
         sweep.run(cfg, out, progress=False, after_chunk=stop_at("g000", 5 * 128))
     assert (out / "checkpoints" / "g000.npz").is_file()
     assert not (out / "groups" / "g000.json").exists()
-    saved = io.read_npz(out / "checkpoints" / "g000.npz")
+    saved = files.read_npz(out / "checkpoints" / "g000.npz")
     assert int(saved["sweep/diagnostic_times"][-1]) == 4 * 128  # the last saved chunk
     partial = io.load(out)
     assert partial.missing == ("g000", "g001") and not partial.cells
@@ -179,9 +179,9 @@ def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, ref
     damaged = tmp_path / "damaged"
     shutil.copytree(out, damaged)
     path = out / "checkpoints" / "g000.npz"
-    saved = io.read_npz(path)
+    saved = files.read_npz(path)
     leaves = sorted(k for k in saved if k.startswith("leaf_"))
-    io.save_npz(path, {k: v for k, v in saved.items() if k != leaves[-1]})
+    files.save_npz(path, {k: v for k, v in saved.items() if k != leaves[-1]})
     started = []
     with caplog.at_level("WARNING", logger="jaxbandit.sweep"):
         sweep.run(cfg, out, progress=False, after_chunk=lambda g, r: started.append((g, r)))
@@ -221,10 +221,10 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
     manifest = json.loads((out / "sweep.json").read_text())
     code = engine.policy_code(fx.cases_policy(1.0))
     assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}, "code": code}]
-    io.save_json(out / "sweep.json", {**manifest, "format": 1})
+    files.save_json(out / "sweep.json", {**manifest, "format": 1})
     with pytest.raises(sweep.SweepMismatchError, match=r"written by another version of jaxbandit \(directory format 1, this version writes 2\)"):
         sweep.run(cfg, out, shard="1/2", progress=False)
-    io.save_json(out / "sweep.json", manifest)
+    files.save_json(out / "sweep.json", manifest)
 
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))
     with pytest.raises(sweep.SweepMismatchError, match=r"policies\[0\] \(test_default\) resolved to .*1\.0.*, now to .*2\.0"):
@@ -299,7 +299,7 @@ def test_a_run_that_failed_before_any_result_does_not_lock_its_directory(tmp_pat
     monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.arm_out_of_range(3))
     with pytest.raises(jb.InvalidArmError):
         sweep.run(cfg, out, progress=False)
-    assert io.visible_entries(out) == []
+    assert files.visible_entries(out) == []
     monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.fixed_arm(0))
     assert sweep.run(cfg, out, progress=False).complete
 

@@ -16,7 +16,7 @@ import numpy as np
 from jaxbandit.base import Policy, options_record
 from jaxbandit.engine import policy_code
 
-__all__ = ["cell_label", "decode_array", "encode_array", "encode_numbers", "policy_record"]
+__all__ = ["cell_label", "decode_array", "decode_numbers", "encode_array", "encode_numbers", "policy_record"]
 
 
 def cell_label(policy: str, params: dict) -> str:
@@ -41,6 +41,11 @@ def encode_numbers(value):
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return value
+
+
+def decode_numbers(values: dict) -> dict:
+    """Inverse of :func:`encode_numbers` for a table of numbers: ``{name: float}``."""
+    return {name: float(value) for name, value in values.items()}
 
 
 def decode_array(value) -> np.ndarray:

@@ -1,0 +1,155 @@
+"""Files that a killed process never leaves torn: atomic writes, and reads that name
+the file they fail on.
+
+Every file is written to a temporary file in the same directory, flushed to disk and
+moved into place with ``os.replace``, so a killed process leaves either the old file
+or the new one, never a torn one.  :func:`create_exclusive_json` creates a file with a
+hard link instead, which fails if it exists: of several jobs racing to create it, one
+does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+__all__ = [
+    "atomic_write",
+    "create_exclusive_json",
+    "open_npz",
+    "read_json",
+    "read_npz",
+    "save_json",
+    "save_npz",
+    "save_text",
+    "visible_entries",
+]
+
+
+
+def atomic_write(path, write_fn: Callable) -> Path:
+    """Write ``path`` atomically: ``write_fn(binary_file)`` into a temp file, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write_fn(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def save_npz(path, arrays: dict) -> Path:
+    """Atomically save a dict of arrays as an (uncompressed) ``.npz``."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    return atomic_write(path, lambda f: f.write(buffer.getvalue()))
+
+
+def save_json(path, obj) -> Path:
+    data = _json_bytes(obj)
+    return atomic_write(path, lambda f: f.write(data))
+
+
+def save_text(path, text: str) -> Path:
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def _json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+
+
+def create_exclusive_json(path, obj) -> bool:
+    """Create ``path`` with ``obj`` as JSON unless it exists; True if this call created it.
+
+    The complete file is written under a temporary name and hard-linked to ``path``:
+    the link fails if ``path`` exists, so of several processes racing to create it
+    exactly one does, and no reader sees a partial file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = _json_bytes(obj)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:
+            # A filesystem without hard links: exclusive creation, then the content.
+            try:
+                with open(path, "xb") as handle:
+                    handle.write(data)
+            except FileExistsError:
+                return False
+        return True
+    finally:
+        os.unlink(tmp)
+
+
+def visible_entries(directory) -> list:
+    """Names in ``directory`` other than the temporary files of atomic writes
+    (``[]`` if it does not exist)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p.name for p in directory.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp")))
+
+
+def read_json(path):
+    """The JSON content of ``path``; a ValueError naming the file if it is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is not a readable JSON file ({err}).") from err
+
+
+def read_npz(path, content: Optional[bytes] = None) -> dict:
+    """The arrays of ``path``; a ValueError naming the file if it is not a readable ``.npz``.
+
+    ``content``: the file's bytes, where the caller has read them already (to digest
+    them), so that the file is not read twice.
+    """
+    with open_npz(path, content) as data:
+        try:
+            return {k: data[k] for k in data.files}
+        except (ValueError, EOFError, zipfile.BadZipFile) as err:  # a damaged member
+            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
+
+
+@contextlib.contextmanager
+def open_npz(path, content: Optional[bytes] = None):
+    """``np.load(path)`` of an ``.npz`` (its arrays are read on access), or of its bytes
+    ``content`` if given; a ValueError naming the file if it is something else, such as
+    a truncated copy."""
+    # The file is opened here: np.load leaves its own handle open when it fails.
+    with open(path, "rb") if content is None else io.BytesIO(content) as handle:
+        try:
+            data = np.load(handle, allow_pickle=False)
+        except (ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path} is not a readable .npz file (it holds a single array).")
+        with data:
+            yield data

@@ -1,0 +1,242 @@
+"""Results as pandas DataFrames and xarray Datasets, labelled as the package knows them.
+
+Views of :class:`~jaxbandit.io.CellResult` lists (what :func:`jaxbandit.load` gives)
+and of :class:`~jaxbandit.result.Result`.  Long frames: one row per cell and run
+(:func:`cells_frame`), or per cell, run and recording time (``curves=True``); datasets
+with dimensions ``(cell, run, time)``.  Values keep the dtype they are stored in: a
+counter that only some cells report is a pandas nullable integer in a frame (``<NA>``
+elsewhere), and a float64 variable with NaN elsewhere in a dataset, whose ``attrs``
+say the stored dtype.  NaN stands only where no value exists.
+
+pandas and xarray are optional (``pip install "jaxbandit[analysis]"``); they are
+imported when a view is made.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+__all__ = ["LABEL_FIELDS", "cells_dataset", "cells_frame", "column_names", "require", "result_dataset", "result_frame"]
+
+LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
+
+
+def require(module: str):
+    """``import module``, or an ImportError saying how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(
+            f"this view of results needs {module}, which is not installed: pip install \"jaxbandit[analysis]\" "
+            f"(or pip install {module})."
+        ) from err
+
+
+# -- columns ------------------------------------------------------------------------
+
+
+def column_names(names, taken, prefix: str) -> dict:
+    """``{name: column}`` for ``names`` beside the columns ``taken``: each its own name,
+    or ``prefix + name`` where that is taken (a hyper-parameter called ``mean``)."""
+    columns, taken = {}, set(taken)
+    for name in names:
+        column = name if name not in taken else f"{prefix}{name}"
+        columns[name] = column
+        taken.add(column)
+    return columns
+
+
+def _combined(parts: list, sizes: list):
+    """One column from per-cell ``parts`` (arrays of ``sizes`` rows, None where a cell
+    has no such value), in the parts' dtype."""
+    pd = require("pandas")
+    present = [np.asarray(p) for p in parts if p is not None]
+    dtype = np.result_type(*present)
+    if len(present) == len(parts):
+        return np.concatenate([np.broadcast_to(np.asarray(p, dtype), (n,)) for p, n in zip(parts, sizes)])
+    values = np.concatenate([np.broadcast_to(np.asarray(p if p is not None else 0, dtype), (n,)) for p, n in zip(parts, sizes)])
+    missing = np.concatenate([np.full(n, p is None) for p, n in zip(parts, sizes)])
+    if dtype.kind == "f":
+        return np.where(missing, np.nan, values)
+    if dtype.kind in "iu":
+        return pd.arrays.IntegerArray(values, missing)
+    if dtype.kind == "b":
+        return pd.arrays.BooleanArray(values, missing)
+    return np.where(missing, None, values.astype(object))
+
+
+def _labels(cells) -> dict:
+    """``{column: per-cell values}`` of the cells' labels and resolved hyper-parameters
+    (None where a cell's policy has no such parameter)."""
+    names = list(dict.fromkeys(name for cell in cells for name in cell.resolved_params))
+    params = column_names(names, LABEL_FIELDS + ("horizon", "run", "time"), "param_")
+    labels = {field: [getattr(cell, field) for cell in cells] for field in LABEL_FIELDS}
+    labels["horizon"] = [cell.horizon for cell in cells]
+    labels.update({column: [cell.resolved_params.get(name) for cell in cells] for name, column in params.items()})
+    return labels
+
+
+def _categorical(values: list):
+    pd = require("pandas")
+    return pd.Categorical(values, categories=list(dict.fromkeys(values)))
+
+
+def _label_column(values: list, sizes: list, text: bool):
+    """A label repeated over each cell's rows: categorical text, or a typed column."""
+    repeated = [v for v, n in zip(values, sizes) for _ in range(n)]
+    if text and all(isinstance(v, str) for v in values):
+        return _categorical(repeated)
+    parts = [None if v is None else np.asarray(v) for v in values]
+    if any(p is not None and p.dtype.kind not in "iufb" for p in parts):  # text parameters
+        return np.asarray(repeated, dtype=object)
+    return _combined(parts, sizes)
+
+
+def cells_frame(cells, curves: bool = False, bounds=None):
+    """A long :class:`pandas.DataFrame` of ``cells``.
+
+    Columns: ``instance, noise, policy, label, policy_name, horizon``, one per resolved
+    hyper-parameter (prefixed ``param_`` where its name is taken), ``run``, then
+    ``final_regret``, ``regret_over_log_T``, the bound's ``lower_bound``,
+    ``lower_bound_log_T`` and ``lower_bound_kind`` (with ``bounds``:
+    ``{instance: InstanceBound}``) and each diagnostic counter; with ``curves``, ``time``
+    and ``regret`` and the monitor's reports instead of the per-run values.
+    """
+    pd = require("pandas")
+    cells = list(cells)
+    if not cells:
+        raise ValueError("no cells to view: the selection matched none.")
+    labels = _labels(cells)
+    points = [len(cell.times) if curves else 1 for cell in cells]
+    sizes = [cell.runs * p for cell, p in zip(cells, points)]
+    columns = {name: _label_column(values, sizes, name in LABEL_FIELDS) for name, values in labels.items()}
+    taken = set(columns) | {"run", "time", "regret", "final_regret", "regret_over_log_T"}
+    taken |= {"lower_bound", "lower_bound_log_T", "lower_bound_kind"}
+    columns["run"] = np.concatenate([np.repeat(np.arange(cell.runs, dtype=np.int64), p) for cell, p in zip(cells, points)])
+    if curves:
+        columns["time"] = np.concatenate([np.tile(np.asarray(cell.times, np.int64), cell.runs) for cell in cells])
+        columns["regret"] = np.concatenate([np.asarray(cell.regret).ravel() for cell in cells])
+        per_cell = [cell.monitor for cell in cells]
+        reshape = np.ravel
+    else:
+        columns["final_regret"] = np.concatenate([cell.final_regret for cell in cells])
+        log_horizon = np.repeat([math.log(cell.horizon) for cell in cells], sizes)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a horizon of 1 has no log T
+            columns["regret_over_log_T"] = np.where(log_horizon > 0, columns["final_regret"] / log_horizon, np.nan)
+        if bounds is not None:
+            found = [bounds[cell.instance] for cell in cells]
+            columns["lower_bound"] = _combined([b.value for b in found], sizes)
+            columns["lower_bound_log_T"] = _combined([b.times_log(cell.horizon) for b, cell in zip(found, cells)], sizes)
+            columns["lower_bound_kind"] = _label_column([b.kind for b in found], sizes, True)
+        per_cell = [cell.diagnostics for cell in cells]
+        reshape = np.asarray
+    names = list(dict.fromkeys(name for values in per_cell for name in values))
+    for name, column in column_names(names, taken, "diagnostic_" if not curves else "monitor_").items():
+        columns[column] = _combined([None if name not in v else reshape(v[name]) for v in per_cell], sizes)
+    return pd.DataFrame(columns)
+
+
+# -- datasets -----------------------------------------------------------------------
+
+
+def _stacked(parts: list, name: str) -> tuple:
+    """``(array, attrs)`` of per-cell arrays (None where a cell lacks ``name``)."""
+    present = [np.asarray(p) for p in parts if p is not None]
+    dtype = np.result_type(*present)
+    if len(present) == len(parts):
+        return np.stack([np.asarray(p, dtype) for p in parts]), {}
+    shape = present[0].shape
+    filled = [np.full(shape, np.nan) if p is None else np.asarray(p, np.float64) for p in parts]
+    return np.stack(filled), {"stored_dtype": dtype.name, "note": f"NaN where a cell does not report {name}"}
+
+
+def _coordinate(values: list) -> np.ndarray:
+    """Per-cell labels as one array: numbers (NaN where a cell has none), or text."""
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        dtype = np.result_type(*present) if len(present) == len(values) else np.float64
+        return np.asarray([np.nan if v is None else v for v in values], dtype)
+    return np.asarray(values, dtype=object)
+
+
+def cells_dataset(cells, bounds=None):
+    """An :class:`xarray.Dataset` of ``cells``, which must share their recording times
+    and run count.
+
+    Dimensions ``cell``, ``run``, ``time`` (and ``arm``, where every cell has the same
+    number of arms). Variables: ``regret (cell, run, time)``, ``final_regret (cell,
+    run)``, ``counts (cell, run, arm)``, each diagnostic ``(cell, run)`` and monitor
+    report ``(cell, run, time)``; the labels, the resolved hyper-parameters and, with
+    ``bounds``, ``lower_bound`` are coordinates along ``cell``.
+    """
+    xr = require("xarray")
+    cells = list(cells)
+    if not cells:
+        raise ValueError("no cells to view: the selection matched none.")
+    first = cells[0]
+    other = [c for c in cells if not np.array_equal(c.times, first.times) or c.runs != first.runs]
+    if other:
+        names = ", ".join(f"{c.label} on {c.instance} (T={c.horizon})" for c in other)
+        raise ValueError(
+            f"a dataset needs cells that share their recording times and run count; {names} differ from "
+            f"{first.label} on {first.instance} (T={first.horizon}): select cells of one horizon, e.g. "
+            f"to_xarray(horizon={first.horizon})."
+        )
+    coords = {"time": np.asarray(first.times, np.int64), "run": np.arange(first.runs, dtype=np.int64)}
+    labels = _labels(cells)
+    if bounds is not None:
+        labels["lower_bound"] = [bounds[c.instance].value for c in cells]
+        labels["lower_bound_kind"] = [bounds[c.instance].kind for c in cells]
+    coords.update({name: ("cell", _coordinate(values)) for name, values in labels.items()})
+    data = {
+        "regret": (("cell", "run", "time"), np.stack([c.regret for c in cells])),
+        "final_regret": (("cell", "run"), np.stack([c.final_regret for c in cells])),
+    }
+    if len({c.counts.shape for c in cells}) == 1:
+        data["counts"] = (("cell", "run", "arm"), np.stack([c.counts for c in cells]))
+    for kind, dims in (("diagnostics", ("cell", "run")), ("monitor", ("cell", "run", "time"))):
+        per_cell = [getattr(c, kind) for c in cells]
+        names = list(dict.fromkeys(name for values in per_cell for name in values))
+        for name, variable in column_names(names, set(data) | set(coords), f"{kind}_").items():
+            array, attrs = _stacked([v.get(name) for v in per_cell], name)
+            data[variable] = (dims, array, attrs)
+    return xr.Dataset(data, coords=coords)
+
+
+# -- one simulation -----------------------------------------------------------------
+
+
+def _result_cells(result) -> list:
+    """A :class:`~jaxbandit.result.Result` as one cell per instance of its batch (or per
+    parameter set: a leading cell axis), labelled by its index."""
+    batch = result.regret.ndim == 3
+    count = result.regret.shape[0] if batch else 1
+    cells = []
+    for i in range(count):
+        pick = (lambda a: np.asarray(a)[i]) if batch else np.asarray
+        params = {k: (v[i] if isinstance(v, list) else v) for k, v in result.params.items()}
+        cells.append(SimpleNamespace(
+            instance=i, noise=result.noise, policy=result.policy, label=result.policy, policy_name=result.policy,
+            horizon=result.horizon, times=result.times, regret=pick(result.regret), counts=pick(result.counts),
+            diagnostics={k: pick(v) for k, v in result.diagnostics.items()},
+            monitor={k: pick(v) for k, v in result.monitor.items()},
+            resolved_params=params, runs=result.runs, final_regret=pick(result.regret)[:, -1],
+        ))  # fmt: skip
+    return cells
+
+
+def result_frame(result, curves: bool = False):
+    """:func:`cells_frame` of one :class:`~jaxbandit.result.Result`: ``instance`` is the
+    index in its batch (0 for a single instance), ``run`` the run's index in it."""
+    return cells_frame(_result_cells(result), curves=curves).drop(columns=["label", "policy_name"])
+
+
+def result_dataset(result):
+    """:func:`cells_dataset` of one :class:`~jaxbandit.result.Result`: dimensions
+    ``(instance, run, time)`` for a batch, ``(run, time)`` for a single instance."""
+    dataset = cells_dataset(_result_cells(result)).drop_vars(["label", "policy_name"]).swap_dims(cell="instance")
+    return dataset if result.regret.ndim == 3 else dataset.isel(instance=0)

@@ -1,0 +1,123 @@
+"""Per-cell statistics of a sweep beside the LP lower bound: ``summary.csv``.
+
+A cell's row: its labels, its hyper-parameters as resolved (one column each, defaults
+included), the final regret's mean, standard error, median and 5% / 95% quantiles,
+``regret / log T``, and the instance's lower-bound constant ``c`` with ``c log T``, the
+regret the asymptotic bound asks for at the cell's horizon.  For a noise family whose
+bound is not known, the constant is the Gaussian LP at the instance's ``sigma``, and
+``lower_bound_kind`` says it is a reference, not a bound.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from jaxbandit import instances as instances_module
+from jaxbandit.bound import BOUND_FAMILIES, lower_bound
+from jaxbandit.bound_lp import LowerBoundStatus
+from jaxbandit.files import save_text
+from jaxbandit.frames import LABEL_FIELDS, column_names
+from jaxbandit.result import standard_error
+
+__all__ = ["InstanceBound", "STATISTICS", "lower_bounds", "summary_rows", "write_summary_csv"]
+
+logger = logging.getLogger("jaxbandit.summary")
+
+STATISTICS = (
+    "horizon", "runs", "mean", "stderr", "median", "q05", "q95",
+    "regret_over_log_T", "lower_bound", "lower_bound_log_T", "lower_bound_kind",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceBound:
+    """The lower-bound constant of one instance (:func:`jaxbandit.bound.lower_bound`).
+
+    Attributes:
+        value: ``sum_i c*_i Delta_i``, or None where the LP is not solved.
+        kind: ``"bound"``, or ``"gaussian reference"`` for a noise family without a
+            known bound (the Gaussian LP at the instance's ``sigma``).
+    """
+
+    value: Optional[float]
+    kind: str
+
+    def times_log(self, horizon: int) -> Optional[float]:
+        """``value * log(horizon)``, or None."""
+        return None if self.value is None else self.value * math.log(horizon)
+
+
+def lower_bounds(instances: dict) -> dict:
+    """``{label: InstanceBound}`` of ``{label: Instance}``: one batched solve per number
+    of arms and noise family (one compiled program each)."""
+    batches: dict = {}
+    for label, inst in instances.items():
+        batches.setdefault((inst.num_arms, inst.noise), []).append(label)
+    bounds = {}
+    for (_, family), labels in batches.items():
+        reference = None if family.name in BOUND_FAMILIES else "gaussian"
+        kind = "bound" if reference is None or family.name == "gaussian" else "gaussian reference"
+        try:
+            solved = lower_bound(instances_module.stack([instances[k] for k in labels]), throw=False, reference=reference)
+        except ValueError as err:  # the statistics survive a bound that cannot be solved; say why
+            logger.warning("the lower bound of instances %s is not solved: %s", labels, err)
+            bounds.update({label: InstanceBound(None, kind) for label in labels})
+            continue
+        for label, value, status in zip(labels, solved.value, solved.status):
+            if int(status) != LowerBoundStatus.OPTIMAL or not np.isfinite(value):
+                logger.warning("the lower bound of instance %r is not solved (status %s)", label, LowerBoundStatus.NAMES[int(status)])
+                bounds[label] = InstanceBound(None, solved.kind)
+            else:
+                bounds[label] = InstanceBound(float(value), solved.kind)
+    return bounds
+
+
+def summary_rows(cells, bounds: dict) -> list:
+    """One dict per cell (see the module docstring); ``bounds``: :func:`lower_bounds`
+    of the cells' instances.  Hyper-parameters that a cell's policy does not have are
+    None in its row."""
+    names = list(dict.fromkeys(name for cell in cells for name in cell.resolved_params))
+    params = column_names(names, LABEL_FIELDS + STATISTICS, "param_")
+    rows = []
+    for cell in cells:
+        final, bound = cell.final_regret, bounds[cell.instance]
+        log_horizon = math.log(cell.horizon)
+        rows.append({
+            **{field: getattr(cell, field) for field in LABEL_FIELDS},
+            **{column: cell.resolved_params.get(name) for name, column in params.items()},
+            "horizon": cell.horizon,
+            "runs": final.size,
+            "mean": float(final.mean()),
+            "stderr": float(standard_error(final, axis=0)),
+            "median": float(np.median(final)),
+            "q05": float(np.quantile(final, 0.05)),
+            "q95": float(np.quantile(final, 0.95)),
+            "regret_over_log_T": float(final.mean()) / log_horizon if log_horizon > 0 else None,
+            "lower_bound": bound.value,
+            "lower_bound_log_T": bound.times_log(cell.horizon),
+            "lower_bound_kind": bound.kind,
+        })  # fmt: skip
+    return rows
+
+
+def write_summary_csv(results, path: Optional[os.PathLike] = None) -> Path:
+    """Write ``summary.csv`` of a :class:`~jaxbandit.io.SweepResults` (default: in its
+    directory) atomically; an empty field where a row has no value."""
+    path = Path(path) if path is not None else results.directory / "summary.csv"
+    rows = results.summary()
+    fields = list(dict.fromkeys(key for row in rows for key in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else repr(v) if isinstance(v, float) else v for k, v in row.items()})
+    return save_text(path, buffer.getvalue())
