@@ -31,9 +31,13 @@ def read(graph, mu, sigma, self_loops) -> tuple[np.ndarray, np.ndarray]:
     except (AttributeError, TypeError):
         raise ArgumentError(
             f"graph must be a networkx graph (nodes, edges(data=True), is_directed()), got {type(graph).__name__}; "
-            "for an adjacency matrix use jaxbandit.instances.graph.", argument="graph") from None
+            "for an adjacency matrix use jaxbandit.instances.graph.",
+            argument="graph",
+        ) from None
     if not nodes:
-        raise ArgumentError("graph has no nodes; every node is an arm, and an instance needs at least 2.", argument="graph")
+        raise ArgumentError(
+            "graph has no nodes; every node is an arm, and an instance needs at least 2.", argument="graph"
+        )
     if not isinstance(self_loops, (bool, np.bool_)):
         raise ArgumentError(f"self_loops must be True or False, got {describe(self_loops)}.", argument="self_loops")
     default = check_positive("sigma", sigma)
@@ -67,7 +71,9 @@ def read(graph, mu, sigma, self_loops) -> tuple[np.ndarray, np.ndarray]:
     if unobserved.size:
         raise ArgumentError(
             f"node {nodes[unobserved[0]]!r} is observed by no arm (no edge leads to it, and self_loops is False), so "
-            "its mean can never be estimated; add an edge into it, or use self_loops=True.", argument="graph")
+            "its mean can never be estimated; add an edge into it, or use self_loops=True.",
+            argument="graph",
+        )
     return means, matrix
 
 
@@ -85,5 +91,7 @@ def _means(mu, nodes: list) -> np.ndarray:
     if means.shape != (len(nodes),):
         raise ArgumentError(
             f"mu must hold one mean for each of the graph's {len(nodes)} nodes (in list(graph.nodes) order), "
-            f"got shape {means.shape}.", argument="mu")
+            f"got shape {means.shape}.",
+            argument="mu",
+        )
     return means

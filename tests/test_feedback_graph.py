@@ -57,7 +57,9 @@ def test_edge_sigmas_self_loops_and_parallel_edges():
     undirected = nx.Graph([(0, 1, {"sigma": 2.0})])
     np.testing.assert_array_equal(instances.from_networkx(undirected, [1.0, 0.5]).sigma, [[1, 2], [2, 1]])
     loops = nx.DiGraph([(0, 0), (0, 1), (1, 1, {"sigma": 4.0})])
-    np.testing.assert_array_equal(instances.from_networkx(loops, [1.0, 0.5], self_loops=False).sigma, [[1, 1], [INF, 4]])
+    np.testing.assert_array_equal(
+        instances.from_networkx(loops, [1.0, 0.5], self_loops=False).sigma, [[1, 1], [INF, 4]]
+    )
     parallel = nx.MultiDiGraph([(0, 1, {"sigma": 2.0}), (0, 1, {"sigma": 2.0})])
     np.testing.assert_array_equal(instances.from_networkx(parallel, [1.0, 0.5]).sigma, [[1, 2], [INF, 1]])
 
@@ -113,7 +115,9 @@ def test_bad_graphs_name_the_node_or_edge(call, argument, message):
 @st.composite
 def _graphs(draw):
     num_arms = draw(st.integers(2, 6))
-    adjacency = np.array(draw(st.lists(st.booleans(), min_size=num_arms**2, max_size=num_arms**2))).reshape(num_arms, -1)
+    adjacency = np.array(draw(st.lists(st.booleans(), min_size=num_arms**2, max_size=num_arms**2))).reshape(
+        num_arms, -1
+    )
     order = draw(st.permutations(range(num_arms)))  # nodes added in another order than their labels
     mu = draw(st.lists(st.floats(-10, 10), min_size=num_arms, max_size=num_arms))
     return adjacency, order, mu, draw(st.sampled_from([0.25, 1.0, 3.0]))
@@ -133,5 +137,7 @@ def test_random_valid_graphs_round_trip(case):
     assert built == instances.graph([mu[i] for i in order], adjacency[np.ix_(order, order)], sigma)
     back = nx.DiGraph()
     back.add_nodes_from(range(len(order)))
-    back.add_edges_from((int(i), int(j), {"sigma": built.sigma[i, j]}) for i, j in zip(*np.nonzero(np.isfinite(built.sigma))))
+    back.add_edges_from(
+        (int(i), int(j), {"sigma": built.sigma[i, j]}) for i, j in zip(*np.nonzero(np.isfinite(built.sigma)))
+    )
     assert instances.from_networkx(back, built.mu, self_loops=False) == built

@@ -71,12 +71,18 @@ def test_a_file_is_the_instance_written_inline(tmp_path, monkeypatch, suffix):
     monkeypatch.chdir(tmp_path)
     from_file = config.load(cfg_path)
     assert from_file.instances[0].instance == inline
-    assert from_file.instance_table()["g"]["file"] == {"path": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    assert from_file.instance_table()["g"]["file"] == {
+        "path": path.name,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+    }
     # a dict, from the current directory
     assert config.from_dict(_sweep({"type": "file", "path": f"data/{path.name}"})).instances[0].instance == inline
     noisy = config.from_dict(_sweep({"type": "file", "path": f"data/{path.name}", "noise": "uniform"}))
     assert noisy.instances[0].instance == jb.Instance(MU, SIGMA, noise="uniform")
-    assert config.from_dict(_sweep({"type": "file", "path": f"data/{path.name}"})).fingerprint() != config.from_dict(INLINE).fingerprint()
+    assert (
+        config.from_dict(_sweep({"type": "file", "path": f"data/{path.name}"})).fingerprint()
+        != config.from_dict(INLINE).fingerprint()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -100,12 +106,20 @@ def test_an_edited_file_is_refused_as_the_same_configuration_computed_otherwise(
     cfg_path.write_text(_toml(_sweep({"type": "file", "path": "graph.json"})))
     out = tmp_path / "out"
     first = sweep.run(cfg_path, out, progress=False)
-    assert sweep.run(cfg_path, out, progress=False).cells[0].regret.tolist() == first.cells[0].regret.tolist()  # resumed
+    assert (
+        sweep.run(cfg_path, out, progress=False).cells[0].regret.tolist() == first.cells[0].regret.tolist()
+    )  # resumed
     manifest = json.loads((out / "sweep.json").read_text())
     assert manifest["instances"]["g"]["file"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
-    for edit in (lambda: _write(tmp_path, ".json", mu=[1.0, 0.5, 0.125]), lambda: path.write_text(path.read_text() + "\n")):
+    for edit in (
+        lambda: _write(tmp_path, ".json", mu=[1.0, 0.5, 0.125]),
+        lambda: path.write_text(path.read_text() + "\n"),
+    ):
         edit()  # other values, or other bytes only: the digest is of the bytes
-        with pytest.raises(sweep.SweepMismatchError, match=r"same configuration computed otherwise: instance 'g' is read from graph.json, whose contents changed"):
+        with pytest.raises(
+            sweep.SweepMismatchError,
+            match=r"same configuration computed otherwise: instance 'g' is read from graph.json, whose contents changed",
+        ):
             sweep.run(cfg_path, out, progress=False)
 
 
@@ -168,4 +182,6 @@ def test_the_paper_study_configurations_share_the_graph20_file():
             warnings.simplefilter("ignore", TheoryWarning)
             (spec,) = config.load(path).instances
         assert spec.label == "graph20" and spec.file["path"] == "instances/graph20.toml"
-        assert spec.instance.mu.tobytes() == graph.mu.tobytes() and spec.instance.sigma.tobytes() == graph.sigma.tobytes()
+        assert (
+            spec.instance.mu.tobytes() == graph.mu.tobytes() and spec.instance.sigma.tobytes() == graph.sigma.tobytes()
+        )

@@ -28,7 +28,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["InstanceFile", "KEYS", "SUFFIXES", "read"]
+__all__ = ["KEYS", "SUFFIXES", "InstanceFile", "read"]
 
 SUFFIXES = (".npz", ".json", ".toml")
 KEYS = ("mu", "sigma")
