@@ -28,7 +28,7 @@ from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit._numbers import ArgumentError, describe, is_real
 from jaxbandit.base import Policy
-from jaxbandit.config import instance_file
+from jaxbandit.config.instance_file import read as read_instance_file
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record
 from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
@@ -301,7 +301,7 @@ def _read_instance(fail, key: str, entry, directory: str) -> tuple:
     """The instance in the file of ``entry`` (checked as an explicit one's) and the
     file's record; errors at ``key``, naming the file."""
     try:
-        found = instance_file.read(entry.path, directory)
+        found = read_instance_file(entry.path, directory)
     except ValueError as err:
         fail(key, str(err))
     try:
