@@ -23,6 +23,7 @@ import numpy as np
 
 from jaxbandit._numbers import ArgumentError, is_real, check_fits, check_nonnegative, float_array, integer, not_a_number, number
 from jaxbandit._types import ArrayLike
+from jaxbandit.feedback_graph import read as read_graph
 from jaxbandit.noise import BERNOULLI_MIN_SIGMA, GAUSSIAN, NoiseFamily
 from jaxbandit.noise import resolve as resolve_noise
 
@@ -31,6 +32,7 @@ __all__ = [
     "bandit",
     "full_information",
     "graph",
+    "from_networkx",
     "revealing_arm",
     "random",
     "stack",
@@ -326,6 +328,27 @@ def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0, *, noise="gau
         raise ArgumentError(f"adjacency must be booleans or 0/1, got {bad!r}.", argument="adjacency")
     adj = entries.astype(bool) | np.eye(k, dtype=bool)
     return Instance(mu_arr, np.where(adj, number("sigma", sigma), np.inf), noise=noise)
+
+
+def from_networkx(graph, mu, sigma: float = 1.0, self_loops: bool = True, *, noise="gaussian") -> Instance:
+    """Graph feedback from a graph object (a networkx ``Graph``, ``DiGraph`` or their
+    multigraphs; networkx itself is not needed here).
+
+    The arms are ``list(graph.nodes)``, in that order.  An edge ``u -> v`` means that
+    playing ``u`` reveals ``v`` (both ways for an undirected graph), with noise the
+    edge's ``sigma`` attribute if it has one, else ``sigma``.  Parallel edges of a
+    multigraph must agree on their sigma.
+
+    Args:
+        graph: the feedback graph.
+        mu: ``(K,)`` means in node order, or a mapping node -> mean.
+        sigma: noise level of an edge without a ``sigma`` attribute, and of the
+            self-loops added.
+        self_loops: every arm also reveals itself (at ``sigma``) where the graph has no
+            loop; if False, every node needs an edge into it.
+    """
+    mu_arr, matrix = read_graph(graph, mu, sigma, self_loops)
+    return Instance(mu_arr, matrix, noise=noise)
 
 
 def revealing_arm(

@@ -205,10 +205,26 @@ def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
     if manifest.get("fingerprint") != cfg.fingerprint():
         old, new = manifest.get("config", {}), cfg.raw
         changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and old.get(k) != new.get(k))
+        edited = None if changed else _edited_file(cfg, manifest)
+        if edited is not None:
+            return f"{out} holds results of the same configuration computed otherwise: {edited}"
         detail = f" (changed keys: {', '.join(changed)})" if changed else " (the resolved instances or registered policies differ)"
         return f"{out} holds results of a different sweep configuration{detail}"
     detail = _resolved_difference(cfg, manifest)
     return None if detail is None else f"{out} holds results of the same configuration computed otherwise: {detail}"
+
+
+def _edited_file(cfg, manifest: dict) -> Optional[str]:
+    """Which instance file has other contents than the manifest records, or None."""
+    recorded = manifest.get("instances")
+    for spec in cfg.instances:
+        before = (recorded.get(spec.label) or {}).get("file") if isinstance(recorded, dict) else None
+        if spec.file is not None and isinstance(before, dict) and before != spec.file:
+            return (
+                f"instance {spec.label!r} is read from {spec.file['path']}, whose contents changed (SHA-256 "
+                f"{str(before.get('sha256'))[:12]}... when those results were computed, now {spec.file['sha256'][:12]}...)"
+            )
+    return None
 
 
 def _resolved_difference(cfg, manifest: dict) -> Optional[str]:

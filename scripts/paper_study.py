@@ -134,7 +134,9 @@ def finished_or_run(parser: argparse.ArgumentParser, option: str, configs: dict,
     for name, config in configs.items():
         directory = os.path.join(out, name)
         loaded[name] = load_finished(parser, option, directory)
-        if jb.config.load(loaded[name].config).fingerprint() != jb.config.load(config).fingerprint():
+        # the fingerprint the directory records: its configuration may name an instance
+        # file by a path relative to a configuration file that is not here
+        if loaded[name].fingerprint != jb.config.load(config).fingerprint():
             held = {key: loaded[name].config.get(key) for key in ("horizon", "runs", "seed")}
             parser.error(f"{option}: {directory!r} holds a sweep of another configuration ({held}); "
                          "give the arguments it was run with")  # fmt: skip

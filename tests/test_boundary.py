@@ -1357,7 +1357,7 @@ def _missing(path: str):
 TOP_KEYS = {"name", "seed", "runs", "horizon", "precision", "times", "chunk_size", "solve_batch", "checkpoint",
             "instances", "policies", "monitor"}  # fmt: skip
 CHECKPOINT_KEYS = {"every_chunks", "every_seconds"}
-INSTANCE_TYPES = ("bandit", "full_information", "graph", "revealing_arm", "random", "default", "explicit")
+INSTANCE_TYPES = ("bandit", "full_information", "graph", "revealing_arm", "random", "default", "explicit", "file")
 
 # what a configuration refuses, by the kind of value a key takes
 C_NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])  # TOML has nan and inf: refused as such

@@ -28,7 +28,9 @@ Schema (all keys not listed are errors)::
     type = "bandit"           # a constructor of jaxbandit.instances: bandit,
     name = "b5"               #   full_information, graph, revealing_arm, random;
     mu = [1.0, 0.8, 0.5]      #   "default" (name picks one of default_instances());
-    sigma = 1.0               #   "explicit" (mu and sigma given; inf or "inf" allowed)
+    sigma = 1.0               #   "explicit" (mu and sigma given; inf or "inf" allowed);
+                              #   "file" (path = "graph.npz": mu and sigma in a .npz,
+                              #   .json or .toml file, relative to this file's directory)
 
     [monitor]                 # optional: a per-round check of every cell's policy state
     name = "estimator_deviation"   # (jaxbandit.monitors), recorded at the recording times
@@ -39,6 +41,10 @@ Schema (all keys not listed are errors)::
                               #   import path "package.module:factory" of your own
     label = "UCB-N"           # optional display label
     alpha = [0.25, 1, 4.01]   # hyper-parameters; a list is a grid (Cartesian product)
+
+An instance file is read as an explicit instance (:mod:`~jaxbandit.config.instance_file`);
+a sweep directory records its path and the digest of its contents, so that the same
+configuration over an edited file is refused.
 
 Numeric hyper-parameters that a policy keeps in its ``params`` are traced by the engine,
 so a grid of them on instances with the same number of arms is one compiled program;

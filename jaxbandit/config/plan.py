@@ -28,6 +28,7 @@ from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
 from jaxbandit._numbers import ArgumentError, describe, is_real
 from jaxbandit.base import Policy
+from jaxbandit.config.instance_file import read as read_instance_file
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record
 from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
@@ -51,6 +52,7 @@ class InstanceSpec:
     label: str
     index: int
     instance: Instance
+    file: Optional[dict] = None  # an instance file's path as given and digest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +194,7 @@ def resolve(file: SweepFile, raw: dict, source: str) -> SweepConfig:
     every_chunks, every_seconds = file.checkpoint.every_chunks, file.checkpoint.every_seconds
     if every_chunks is None and every_seconds is None:
         every_seconds = 60.0  # every minute, unless every_chunks alone is given
-    specs = _instances(fail, file.instances, file.precision)
+    specs = _instances(fail, file.instances, file.precision, _directory_of(source) or os.getcwd())
     with _importable_beside(source):
         policies = _policies(fail, file.policies, file.precision)
     monitor = _monitor(fail, file.monitor)
@@ -215,6 +217,8 @@ def _instance_record(spec: InstanceSpec) -> dict:
     """An instance as records hold it: its label, arrays and noise family."""
     inst = spec.instance
     record = {"label": spec.label, "mu": encode_array(inst.mu), "sigma": encode_array(inst.sigma)}
+    if spec.file is not None:  # an edited file is another computation
+        record["file"] = spec.file
     # a Gaussian instance is recorded as before noise families were (its fingerprint too)
     return record if inst.noise == GAUSSIAN else {**record, "noise": inst.noise.label}
 
@@ -250,10 +254,11 @@ def _times(fail, times, horizons: tuple):
     return times
 
 
-def _instances(fail, entries, precision: str) -> list:
+def _instances(fail, entries, precision: str, directory: str) -> list:
+    """The instances of the ``[[instances]]`` entries (instance files read from ``directory``)."""
     specs, defaults = [], None
     for i, entry in enumerate(entries):
-        key = f"instances[{i}]"
+        key, file = f"instances[{i}]", None
         given = {k: getattr(entry, k) for k in entry.model_fields_set if k not in ("type", "name")}
         if entry.type == "default":
             defaults = instances_module.default_instances() if defaults is None else defaults
@@ -268,12 +273,15 @@ def _instances(fail, entries, precision: str) -> list:
             built = [(entry.name, inst)]
         else:
             label = entry.name or f"{entry.type}_{i}"
-            try:
-                inst = CONSTRUCTORS[entry.type](**given)
-            except (ValueError, TypeError) as err:
-                fail.argument(key, given, err)
-            except MemoryError as err:  # num_arms = 1000000: a sigma of 7 TiB
-                fail(key, f"too large to build ({err})")
+            if entry.type == "file":
+                inst, file = _read_instance(fail, f"{key}.path", entry, directory)
+            else:
+                try:
+                    inst = CONSTRUCTORS[entry.type](**given)
+                except (ValueError, TypeError) as err:
+                    fail.argument(key, given, err)
+                except MemoryError as err:  # num_arms = 1000000: a sigma of 7 TiB
+                    fail(key, f"too large to build ({err})")
             built = [(f"{label}/{k}", inst[k]) for k in range(inst.num_instances)] if inst.is_batch else [(label, inst)]
         for label, inst in built:
             if any(s.label == label for s in specs):
@@ -282,10 +290,25 @@ def _instances(fail, entries, precision: str) -> list:
                 check_representable(inst.mu[None], inst.sigma[None], precision, _WIDER)
                 # a study of a tie has no lower bound, and the LP policies fall back every round
                 check_unique_best(inst.mu)
-            except ValueError as err:
-                fail(key, f"{label}: {err}" if len(built) > 1 else str(err))
-            specs.append(InstanceSpec(label, len(specs), inst))
+            except ValueError as err:  # a file's values are named at its path
+                reason = f"{label}: {err}" if len(built) > 1 else str(err)
+                fail(key, reason) if file is None else fail(f"{key}.path", f"{entry.path}: {reason}")
+            specs.append(InstanceSpec(label, len(specs), inst, file))
     return specs
+
+
+def _read_instance(fail, key: str, entry, directory: str) -> tuple:
+    """The instance in the file of ``entry`` (checked as an explicit one's) and the
+    file's record; errors at ``key``, naming the file."""
+    try:
+        found = read_instance_file(entry.path, directory)
+    except ValueError as err:
+        fail(key, str(err))
+    try:
+        inst = Instance(found.mu, found.sigma, noise=GAUSSIAN if entry.noise is None else entry.noise)
+    except ValueError as err:
+        fail(key, f"{entry.path}: {err}")
+    return inst, found.record()
 
 
 def _policies(fail, entries, precision: str) -> list:
@@ -433,7 +456,7 @@ def _check_runs(fail, key: str, policy: Policy, members: list, dtype, monitor) -
 def _importable_beside(source: str):
     """The configuration file's directory on the module search path, so that a policy
     named ``"module:factory"`` may live next to the file that names it."""
-    directory = os.path.dirname(os.path.abspath(source)) if os.path.isfile(source) else None
+    directory = _directory_of(source)
     if directory is None or directory in sys.path:
         yield
         return
@@ -442,3 +465,8 @@ def _importable_beside(source: str):
         yield
     finally:
         sys.path.remove(directory)
+
+
+def _directory_of(source: str) -> Optional[str]:
+    """The directory of the configuration file ``source`` (None: not a file)."""
+    return os.path.dirname(os.path.abspath(source)) if os.path.isfile(source) else None

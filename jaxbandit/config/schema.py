@@ -189,6 +189,16 @@ class Default(_Table):
     noise: Optional[Noise] = None
 
 
+class File(_Table):
+    """An instance read from a file (:mod:`jaxbandit.config.instance_file`): ``path``
+    relative to the configuration file's directory, holding ``mu`` and ``sigma``."""
+
+    type: str = "file"
+    name: Optional[Text] = None
+    path: Text
+    noise: Optional[Noise] = None
+
+
 def _constructor_table(kind: str, constructor, **annotations) -> type:
     """The table of an instance entry of ``type = kind``: the arguments ``constructor``
     takes, numbers unless ``annotations`` say otherwise, required where it has no
@@ -212,6 +222,7 @@ CONSTRUCTORS = {
 # an adjacency is checked by graph's own rule (booleans or 0/1, K x K)
 INSTANCE_TYPES = {kind: _constructor_table(kind, build, adjacency=Any, noise=Noise) for kind, build in CONSTRUCTORS.items()}
 INSTANCE_TYPES["default"] = Default
+INSTANCE_TYPES["file"] = File
 
 
 def _instance_type(entry) -> Optional[str]:
