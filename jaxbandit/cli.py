@@ -24,7 +24,7 @@ from jaxbandit import config as config_module
 from jaxbandit._numbers import float_array
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
-from jaxbandit.config import ConfigError
+from jaxbandit.config import ConfigError, instance_file
 from jaxbandit.config.schema import decode_numbers
 from jaxbandit.instances import Instance
 from jaxbandit.sweep import SweepMismatchError
@@ -338,40 +338,16 @@ def _as_float_array(value, name: str) -> np.ndarray:
 
 
 def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
-    if not path.endswith((".json", ".toml", ".npz")):
-        raise ValueError(f"--file must end in .json, .toml or .npz, got {path!r}.")
-    try:
-        data = _load_file(path)
-    except (OSError, EOFError, ValueError) as err:  # JSON, TOML, UTF-8 and npz errors are ValueErrors
-        raise ValueError(f"{path}: cannot read it ({err}).") from err
-    if not isinstance(data, dict) or "mu" not in data or "sigma" not in data:
-        raise ValueError(f"{path} must define 'mu' and 'sigma'.")
-    unknown = sorted(set(data) - {"mu", "sigma"})
-    if unknown:  # a misspelt or unsupported setting would be ignored
-        raise ValueError(f"{path}: unknown keys {unknown}; an instance file holds only 'mu' and 'sigma'.")
-    mu = _as_float_array(data["mu"], "mu")
+    """``mu`` and ``sigma`` of an instance file (:mod:`jaxbandit.config.instance_file`);
+    a ``sigma`` of one number is a standard bandit's."""
+    found = instance_file.read(path, os.getcwd())
+    mu = _as_float_array(found.mu, "mu")
     if mu.ndim != 1:
-        raise ValueError(f"{path}: mu must be a list of K numbers, got {data['mu']!r}.")
-    sigma = _as_float_array(data["sigma"], "sigma")
+        raise ValueError(f"{path}: mu must be a list of K numbers, got {found.mu!r}.")
+    sigma = _as_float_array(found.sigma, "sigma")
     if sigma.ndim == 0:
         sigma = _parse_sigma(str(float(sigma)), mu.shape[-1])
     return mu, sigma
-
-
-def _load_file(path: str) -> dict:
-    """The contents of a ``.json``, ``.toml`` or ``.npz`` instance file."""
-    if path.endswith(".npz"):
-        with np.load(path, allow_pickle=False) as data:
-            return {name: np.array(data[name], np.float64) for name in data.files}
-    if path.endswith(".json"):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    with open(path, "rb") as f:
-        return tomllib.load(f)
 
 
 def _json_number(value) -> Optional[float]:

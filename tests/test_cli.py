@@ -157,11 +157,11 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         assert bound(*argv) == cli.EXIT_USAGE, argv
         assert message in capsys.readouterr().err, argv
     for name, text, message in (
-        ("extra.json", '{"mu": [1, 0.5], "sigma": 1, "dtype": "float32"}', "unknown keys ['dtype']"),  # not ignored
+        ("extra.json", '{"mu": [1, 0.5], "sigma": 1, "dtype": "float32"}', "unknown key 'dtype'"),  # not ignored
         ("null.json", '{"mu": [1, 0.5], "sigma": null}', "sigma must be numbers (or 'inf'), got None"),  # not read as NaN
-        ("broken.json", '{"mu": [1, 0.5], "sigma": 1', "broken.json: cannot read it (Expecting ','"),
-        ("broken.toml", "mu = [1.0, 0.5\n", "broken.toml: cannot read it ("),
-        ("text.npz", "not an archive", "text.npz: cannot read it ("),
+        ("broken.json", '{"mu": [1, 0.5], "sigma": 1', "broken.json: invalid JSON: Expecting ','"),
+        ("broken.toml", "mu = [1.0, 0.5\n", "broken.toml: invalid TOML: "),
+        ("text.npz", "not an archive", "text.npz: not a .npz file of numeric arrays ("),
     ):
         (tmp_path / name).write_text(text)
         assert bound("--file", str(tmp_path / name)) == cli.EXIT_USAGE, name

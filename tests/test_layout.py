@@ -9,7 +9,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jaxbandit"
 HOST = ("jaxbandit.config", "jaxbandit.sweep", "jaxbandit.group_run", "jaxbandit.io", "jaxbandit.cli",
-        "jaxbandit.plotting", "jaxbandit.shards", "jaxbandit.distributed", "jaxbandit.compile_cache")  # fmt: skip
+        "jaxbandit.plotting", "jaxbandit.shards", "jaxbandit.distributed", "jaxbandit.compile_cache",
+        "jaxbandit.files", "jaxbandit.summary", "jaxbandit.comparison")  # fmt: skip
+ANALYSIS = ("pandas", "xarray", "networkx")  # the optional [analysis] packages
 MAX_LINES = 500
 
 
@@ -57,6 +59,14 @@ def test_no_import_circle_and_the_core_never_imports_the_host_side():
     for name in sorted(graph):
         if name not in done:
             visit(name)
+
+
+def test_no_module_imports_the_optional_analysis_packages():
+    """pandas, xarray and networkx are imported only where a view is made."""
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.split(".")[0] in ANALYSIS], f"{path.name} imports {names}"
 
 
 def test_no_module_is_over_500_lines():

@@ -1,0 +1,248 @@
+"""Results where researchers analyse them: pandas and xarray views checked label by label
+against the stored arrays, summary.csv's columns, paired comparisons against a direct
+numpy computation (and their refusal of unpaired cells), the compare command and the
+paired-difference figures, and README's "Analysing results" snippets run as written."""
+
+import csv
+import dataclasses
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from matplotlib.figure import Figure
+from scipy import stats
+
+import jaxbandit as jb
+from jaxbandit import cli, comparison, frames, plotting, sweep
+from tests import sweep_fixtures as fx
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_policy():
+    with fx.registered():
+        yield
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """8 cells: 2 instances x (the test policy at 3 alphas, which reports case_* counters,
+    and ts_n, which has no hyper-parameter and reports none)."""
+    return sweep.run(fx.base_config(), tmp_path_factory.mktemp("analysis"), progress=False)
+
+
+@pytest.fixture(scope="module")
+def bounds(results):
+    return {label: float(jb.lower_bound(inst).value) for label, inst in results.instances.items()}
+
+
+def test_the_run_frame_holds_the_stored_values_label_by_label(results, bounds):
+    frame = results.to_pandas()
+    assert len(frame) == sum(c.runs for c in results.cells) == 8 * 6
+    assert frame["final_regret"].dtype == np.float64 and frame["run"].dtype == np.int64
+    for name in ("instance", "noise", "policy", "label", "policy_name"):
+        assert isinstance(frame[name].dtype, pd.CategoricalDtype), name
+    for cell in results.cells:
+        rows = frame[(frame["label"] == cell.label) & (frame["instance"] == cell.instance)]
+        np.testing.assert_array_equal(rows["run"], np.arange(cell.runs))
+        np.testing.assert_array_equal(rows["final_regret"], cell.final_regret)
+        assert set(rows["horizon"]) == {cell.horizon} and set(rows["policy"]) == {cell.policy}
+        np.testing.assert_allclose(rows["regret_over_log_T"], cell.final_regret / math.log(cell.horizon), rtol=1e-15)
+        np.testing.assert_allclose(rows["lower_bound"], bounds[cell.instance], rtol=1e-12)
+        np.testing.assert_allclose(rows["lower_bound_log_T"], bounds[cell.instance] * math.log(cell.horizon))
+        if cell.policy_name == "ts_n":  # no alpha, no counters: missing, not zero
+            assert rows["alpha"].isna().all() and rows["case_a"].isna().all()
+        else:
+            assert set(rows["alpha"]) == {cell.params["alpha"]}
+            for name in ("case_a", "case_b", "case_c"):
+                np.testing.assert_array_equal(rows[name].to_numpy(dtype=np.int64), cell.diagnostics[name])
+    # a counter some cells lack stays an integer (a nullable one), not a float with NaN
+    assert frame["case_a"].dtype == pd.Int32Dtype()
+    ts_n = (frame["policy_name"] == "ts_n").to_numpy()
+    np.testing.assert_array_equal(frame["initial_rounds"].isna(), ~ts_n)  # ts_n's counter alone
+    assert not frame.drop(columns=["alpha", "case_a", "case_b", "case_c", "initial_rounds"]).isna().any().any()
+
+
+def test_the_curve_frame_has_a_row_per_recording_time(results):
+    frame = results.to_pandas(curves=True, instance="graph_star")
+    cells = results.select(instance="graph_star")
+    assert len(frame) == sum(c.runs * len(c.times) for c in cells)
+    for cell in cells:
+        rows = frame[frame["label"] == cell.label]
+        np.testing.assert_array_equal(rows["regret"], cell.regret.ravel())
+        np.testing.assert_array_equal(rows["time"], np.tile(cell.times, cell.runs))
+        np.testing.assert_array_equal(rows["run"], np.repeat(np.arange(cell.runs), len(cell.times)))
+
+
+def test_the_dataset_has_cell_run_and_time_dimensions(results, bounds):
+    data = results.to_xarray()
+    assert dict(data.sizes) == {"cell": 8, "run": 6, "time": len(results.cells[0].times), "arm": 5}
+    np.testing.assert_array_equal(data["regret"].values, np.stack([c.regret for c in results.cells]))
+    np.testing.assert_array_equal(data["counts"].values, np.stack([c.counts for c in results.cells]))
+    np.testing.assert_array_equal(data["time"].values, results.cells[0].times)
+    assert list(data["label"].values) == [c.label for c in results.cells]
+    assert list(data["lower_bound"].values) == pytest.approx([bounds[c.instance] for c in results.cells])
+    assert data["regret"].dtype == np.float64 and data["counts"].dtype == np.int64
+    alpha = data["alpha"].values  # ts_n has no alpha: NaN there, the resolved value elsewhere
+    assert np.isnan(alpha[[c.policy_name == "ts_n" for c in results.cells]]).all()
+    case_a = data["case_a"]  # a counter only some cells report: float with NaN, its stored dtype said
+    assert case_a.attrs["stored_dtype"] == "int32"
+    assert np.isnan(case_a.values[[c.policy_name == "ts_n" for c in results.cells]]).all()
+    picked = results.to_xarray(policy="ts_n")
+    assert "case_a" not in picked and picked.sizes["cell"] == 2
+
+
+def test_a_dataset_of_cells_with_other_recording_times_is_refused_naming_them(results):
+    cell = results.cells[0]
+    shorter = dataclasses.replace(cell, instance="other", times=cell.times[:-1], regret=cell.regret[:, :-1], horizon=int(cell.times[-2]))
+    with pytest.raises(ValueError, match=rf"{re.escape(cell.label)} on other \(T={shorter.horizon}\) differ from .*to_xarray\(horizon="):
+        frames.cells_dataset([cell, shorter])
+    with pytest.raises(ValueError, match="no cells to view: the selection matched none"):
+        results.to_xarray(policy="nothing")
+
+
+def test_views_of_a_batched_and_a_single_result():
+    batch = jb.instances.stack([jb.instances.bandit([1.0, 0.5, 0.2]), jb.instances.bandit([1.0, 0.7, 0.2])])
+    result = jb.simulate(jb.policies.make("ucb_n"), batch, horizon=60, runs=3, times=[10, 30])
+    data = result.to_xarray()
+    assert dict(data.sizes) == {"instance": 2, "run": 3, "time": 3, "arm": 3}
+    np.testing.assert_array_equal(data["regret"].values, result.regret)
+    assert list(data["instance"].values) == [0, 1] and float(data["alpha"][0]) == 1.0
+    frame = result.to_pandas()
+    assert list(frame.columns[:6]) == ["instance", "noise", "policy", "horizon", "alpha", "run"]
+    np.testing.assert_array_equal(frame["final_regret"], result.final_regret.ravel())
+    np.testing.assert_array_equal(frame["instance"], np.repeat([0, 1], 3))
+    single = jb.simulate(jb.policies.make("ucb_n"), jb.instances.bandit([1.0, 0.5, 0.2]), horizon=60, runs=3, times=[10, 30])
+    assert dict(single.to_xarray()["regret"].sizes) == {"run": 3, "time": 3}
+    assert len(single.to_pandas(curves=True)) == 3 * 3
+
+
+def test_a_view_without_pandas_or_xarray_says_what_to_install(results, monkeypatch):
+    for module, view in (("pandas", results.to_pandas), ("xarray", results.to_xarray)):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+        with pytest.raises(ImportError, match=rf'needs {module}, which is not installed: pip install "jaxbandit\[analysis\]"'):
+            view()
+        monkeypatch.undo()
+
+
+def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, bounds):
+    with (results.directory / "summary.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0])[:6] == ["instance", "noise", "policy", "label", "policy_name", "alpha"]
+    for row, cell in zip(rows, results.cells):
+        assert row["label"] == cell.label and row["instance"] == cell.instance
+        assert row["alpha"] == ("" if cell.policy_name == "ts_n" else repr(float(cell.params["alpha"])))
+        assert float(row["mean"]) == pytest.approx(cell.final_regret.mean(), rel=1e-15)
+        assert float(row["regret_over_log_T"]) == pytest.approx(cell.final_regret.mean() / math.log(cell.horizon))
+        assert float(row["lower_bound"]) == pytest.approx(bounds[cell.instance])
+        assert float(row["lower_bound_log_T"]) == pytest.approx(bounds[cell.instance] * math.log(cell.horizon))
+        assert row["lower_bound_kind"] == "bound"
+
+
+def test_resolved_parameters_include_the_defaults(results):
+    """A policy at its defaults records them (its written params are empty); the load
+    gives the seed and each instance's noise stream."""
+    ucb = sweep.run(fx.base_config(policies=[{"name": "ucb_n"}], instances=fx.BASE["instances"][:1]), results.directory.parent / "ucb", progress=False)
+    assert ucb.cells[0].params == {} and ucb.cells[0].resolved_params == {"alpha": 1.0}
+    assert ucb.to_pandas()["alpha"].tolist() == [1.0] * 6
+    assert {(c.instance, c.seed, c.noise_stream) for c in results.cells} == {("bandit", 3, 0), ("graph_star", 3, 1)}
+
+
+def test_t_quantile_against_scipy():
+    for df in [*range(1, 120), 200, 1000, 10**6]:
+        assert comparison.t_quantile_975(df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-9), df
+
+
+def test_paired_comparison_against_numpy(results):
+    rows = jb.compare(results, "cases(alpha=0.5)", "ts_n")
+    assert [(r.instance, r.horizon) for r in rows] == [("bandit", 1500), ("graph_star", 1500)]
+    for row in rows:
+        a = results.select(instance=row.instance, label="cases(alpha=0.5)")[0].final_regret
+        b = results.select(instance=row.instance, policy="ts_n")[0].final_regret
+        difference = a - b
+        half = stats.t.ppf(0.975, difference.size - 1) * difference.std(ddof=1) / np.sqrt(difference.size)
+        assert row.runs == 6 and row.mean == pytest.approx(difference.mean(), rel=1e-12)
+        assert row.stderr == pytest.approx(difference.std(ddof=1) / np.sqrt(6), rel=1e-12)
+        assert (row.low, row.high) == (pytest.approx(difference.mean() - half), pytest.approx(difference.mean() + half))
+        assert row.a_better == np.mean(a < b) and row.ties == np.mean(a == b)
+    by_criteria = jb.compare(results, {"policy": "cases", "params": {"alpha": 0.5}}, {"policy_name": "ts_n"})
+    assert by_criteria == rows
+
+
+def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
+    with pytest.raises(ValueError, match=r"a = 'cases' matches 3 cells on instance 'bandit' at T = 1500: cases\(alpha=0.5\), "):
+        jb.compare(results, "cases", "ts_n")
+    with pytest.raises(ValueError, match=r"b = 'ucb' matches no cell; the cells are labelled cases\(alpha=0.5\), "):
+        jb.compare(results, "ts_n", "ucb")
+    with pytest.raises(ValueError, match="pick the same cell ts_n"):
+        jb.compare(results, "ts_n", {"policy": "ts_n"})
+    other_seed = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, seed=4) for c in results.cells))
+    with pytest.raises(ValueError, match=r"cannot pair .* ran with seed 3, ts_n with 4, so they did not run on the same noise"):
+        jb.compare([results, other_seed], {"label": "cases(alpha=0.5)", "seed": 3}, {"policy": "ts_n", "seed": 4})
+    fewer = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, regret=c.regret[:4], group="fewer") for c in results.cells))
+    with pytest.raises(ValueError, match="ran with run count 6, ts_n with 4"):
+        jb.compare([results, fewer], {"label": "cases(alpha=0.5)", "runs": 6}, {"policy": "ts_n", "runs": 4})
+    moved = jb.Instance(results.instances["bandit"].mu + 0.1, results.instances["bandit"].sigma)
+    shifted = dataclasses.replace(
+        results, instances={**results.instances, "bandit": moved},
+        cells=tuple(dataclasses.replace(c, group=f"other-{c.group}") for c in results.cells),
+    )  # fmt: skip
+    a = {"label": "cases(alpha=0.5)", "group": results.select(label="cases(alpha=0.5)")[0].group}
+    b = {"policy": "ts_n", "group": f"other-{results.select(policy='ts_n')[0].group}"}
+    with pytest.raises(ValueError, match="instance 'bandit' has other means or noise levels in the two sweeps"):
+        jb.compare([results, shifted], a, b)
+    assert jb.compare([results, dataclasses.replace(shifted, instances=results.instances)], a, b) == jb.compare(results, a, "ts_n")
+
+
+def test_compare_command_prints_the_table_and_json(results, capsys):
+    rows = jb.compare(results, "cases(alpha=0.5)", "ts_n")
+    assert cli.main(["compare", str(results.directory), "cases(alpha=0.5)", "ts_n"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["instance", "T", "a", "b"] and len(lines) == 1 + len(rows)
+    assert lines[1].split()[:6] == ["bandit", "1500", "cases(alpha=0.5)", "ts_n", "6", f"{rows[0].mean:.6g}"]
+    assert cli.main(["compare", str(results.directory), "cases(alpha=0.5)", "ts_n", "--json"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == [dataclasses.asdict(r) for r in rows]
+    assert cli.main(["compare", str(results.directory), "cases", "ts_n"]) == cli.EXIT_ERROR
+    assert "a = 'cases' matches 3 cells on instance 'bandit'" in capsys.readouterr().err
+
+
+def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
+    paths = plotting.plot_sweep(results, tmp_path, formats=("png",), logy=True, policies=["ts_n", "cases(alpha=1.0)"], reference="ts_n")
+    stems = {p.stem for p in paths if p.suffix == ".png"}
+    assert stems == {f"{kind}_{inst}" for inst in ("bandit", "graph_star") for kind in ("regret", "regret_log", "final", "case_mix", "paired")}
+    with pytest.raises(ValueError, match=r"policies names \['ucb'\], which no cell has; the labels are cases\(alpha=0.5\), "):
+        plotting.plot_sweep(results, tmp_path, policies=["ucb"])
+    with pytest.raises(ValueError, match="reference 'cases' is not among the cells drawn"):
+        plotting.plot_sweep(results, tmp_path, policies=["ts_n"], reference="cases")
+    ax = Figure().subplots()
+    rows = jb.compare(results, "cases(alpha=1.0)", "ts_n")
+    plotting.paired_differences(ax, rows)
+    assert ax.get_xlabel() == "final regret minus ts_n's, run by run (mean, 95% interval)"
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"cases(alpha=1.0)  ({r.a_better:.0%} of runs better)" for r in rows]
+
+
+def test_readme_analysis_snippets_run_as_written(tmp_path, monkeypatch, capsys):
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("### Analysing results"):]
+    section = section[: section.index("\n## ")]
+    snippets = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(snippets) == 3
+    demo = fx.base_config(
+        policies=[{"name": "ucb_n", "alpha": [0.5, 1.0]}, {"name": "ts_n"}],
+    )  # the demo's labels on two of its instances, at test size
+    monkeypatch.chdir(tmp_path)
+    sweep.run(demo, "jaxbandit-demo", progress=False)
+    namespace: dict = {}
+    for snippet in snippets:
+        exec(compile(snippet, "README.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert namespace["table"].shape == (6, 2) and dict(namespace["mean_curves"].sizes) == {"cell": 3, "time": 12}
+    assert "bandit: " in out and "graph_star: " in out and "ts_n better in" in out
