@@ -23,6 +23,9 @@ import numpy as np
 __all__ = ["LABEL_FIELDS", "cells_dataset", "cells_frame", "column_names", "require", "result_dataset", "result_frame"]
 
 LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
+# the views' own columns: a hyper-parameter, counter or report of one of these names is prefixed
+RESERVED = (*LABEL_FIELDS, "horizon", "run", "time", "regret", "final_regret", "regret_over_log_T",
+            "lower_bound", "lower_bound_log_T", "lower_bound_kind")  # fmt: skip
 
 
 def require(module: str):
@@ -73,7 +76,7 @@ def _labels(cells) -> dict:
     """``{column: per-cell values}`` of the cells' labels and resolved hyper-parameters
     (None where a cell's policy has no such parameter)."""
     names = list(dict.fromkeys(name for cell in cells for name in cell.resolved_params))
-    params = column_names(names, LABEL_FIELDS + ("horizon", "run", "time"), "param_")
+    params = column_names(names, RESERVED, "param_")
     labels = {field: [getattr(cell, field) for cell in cells] for field in LABEL_FIELDS}
     labels["horizon"] = [cell.horizon for cell in cells]
     labels.update({column: [cell.resolved_params.get(name) for cell in cells] for name, column in params.items()})
@@ -114,8 +117,7 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     points = [len(cell.times) if curves else 1 for cell in cells]
     sizes = [cell.runs * p for cell, p in zip(cells, points)]
     columns = {name: _label_column(values, sizes, name in LABEL_FIELDS) for name, values in labels.items()}
-    taken = set(columns) | {"run", "time", "regret", "final_regret", "regret_over_log_T"}
-    taken |= {"lower_bound", "lower_bound_log_T", "lower_bound_kind"}
+    taken = set(columns) | set(RESERVED)
     columns["run"] = np.concatenate([np.repeat(np.arange(cell.runs, dtype=np.int64), p) for cell, p in zip(cells, points)])
     if curves:
         columns["time"] = np.concatenate([np.tile(np.asarray(cell.times, np.int64), cell.runs) for cell in cells])

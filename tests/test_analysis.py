@@ -246,3 +246,14 @@ def test_readme_analysis_snippets_run_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert namespace["table"].shape == (6, 2) and dict(namespace["mean_curves"].sizes) == {"cell": 3, "time": 12}
     assert "bandit: " in out and "graph_star: " in out and "ts_n better in" in out
+
+
+def test_a_name_the_view_uses_itself_is_prefixed(results):
+    """A hyper-parameter called ``run`` or a counter called ``alpha`` keeps its value
+    under a prefixed column instead of overwriting (or being overwritten by) another."""
+    cell = results.select(label="cases(alpha=0.5)")[0]
+    odd = dataclasses.replace(cell, resolved_params={"run": 7.0, "alpha": 0.5}, diagnostics={"alpha": cell.diagnostics["case_a"]})
+    frame = frames.cells_frame([odd])
+    assert frame["run"].tolist() == list(range(6)) and set(frame["param_run"]) == {7.0}
+    np.testing.assert_array_equal(frame["diagnostic_alpha"], cell.diagnostics["case_a"])
+    assert set(frame["alpha"]) == {0.5}

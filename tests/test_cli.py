@@ -61,7 +61,8 @@ def test_run_then_plot_then_refuse_a_changed_config(config_path, tmp_path, capsy
 
     assert cli.main(["plot", str(out), "--format", "png", "--no-bound", "--distribution", "violin"]) == 0
     listed = capsys.readouterr().out.split()
-    assert len(listed) == 1 + 8 and all((out / "plots").joinpath(p.split("/")[-1]).is_file() for p in listed[1:])
+    # per instance: regret, regret / log t, final, case mix and paired differences
+    assert len(listed) == 1 + 10 and all((out / "plots").joinpath(p.split("/")[-1]).is_file() for p in listed[1:])
 
     changed = fx.write_config_toml(tmp_path / "changed.toml", fx.base_config(horizon=1600))
     assert cli.main(["run", str(changed), "--out", str(out)]) == cli.EXIT_USAGE

@@ -61,7 +61,10 @@ def test_results_are_labelled_arrays(reference):
 def test_summary_csv(reference):
     out, results = reference
     lines = (out / "summary.csv").read_text().splitlines()
-    assert lines[0] == "instance,noise,policy,policy_name,params,horizon,runs,mean,stderr,median,q05,q95"
+    assert lines[0] == (
+        "instance,noise,policy,label,policy_name,alpha,horizon,runs,mean,stderr,median,q05,q95,"
+        "regret_over_log_T,lower_bound,lower_bound_log_T,lower_bound_kind"
+    )
     assert len(lines) == 1 + len(results.cells)
     row = results.summary()[7]
     final = results.cells[7].final_regret
