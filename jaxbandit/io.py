@@ -96,6 +96,12 @@ class CellResult:
         return cell_label(self.policy, self.params)
 
     @property
+    def resolved_label(self) -> str:
+        """``policy`` plus its parameters as resolved, defaults included, e.g.
+        ``"lp_explore(alpha=4.5, gamma=0.5)"`` (what figures show)."""
+        return cell_label(self.policy, {**self.params, **self.resolved_params})
+
+    @property
     def runs(self) -> int:
         return int(self.regret.shape[0])
 

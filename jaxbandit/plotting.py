@@ -62,7 +62,7 @@ def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None
     colors = _cell_colors(cells, colors)
     for cell in cells:
         mean, err = cell.mean_regret(), cell.standard_error()
-        ax.plot(cell.times, mean, color=colors[cell.label], label=cell.label)
+        ax.plot(cell.times, mean, color=colors[cell.label], label=cell.resolved_label)
         if cell.runs > 1:
             ax.fill_between(cell.times, mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
     if logx:
@@ -88,7 +88,7 @@ def regret_over_log(
         keep = cell.times >= 2
         log_t = np.log(cell.times[keep])
         mean, err = cell.mean_regret()[keep] / log_t, cell.standard_error()[keep] / log_t
-        ax.plot(cell.times[keep], mean, color=colors[cell.label], label=cell.label)
+        ax.plot(cell.times[keep], mean, color=colors[cell.label], label=cell.resolved_label)
         if cell.runs > 1:
             ax.fill_between(cell.times[keep], mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
     if bound is not None:
@@ -118,7 +118,7 @@ def final_distribution(ax, cells, *, kind: str = "box", colors: Optional[dict] =
             box.set_facecolor(colors[cell.label])
             box.set_alpha(0.6)
     ax.set_xticks(positions)
-    ax.set_xticklabels([c.label for c in cells], rotation=30, ha="right")
+    ax.set_xticklabels([c.resolved_label for c in cells], rotation=30, ha="right")
     ax.set_ylabel(f"regret at T = {cells[0].horizon}")
 
 
@@ -146,7 +146,7 @@ def case_mix(ax, cell) -> None:
     ax.set_ylim(0, 1)
     ax.set_xlabel("round t")
     ax.set_ylabel("share of rounds")
-    ax.set_title(cell.label, fontsize="medium")
+    ax.set_title(cell.resolved_label, fontsize="medium")
 
 
 def paired_differences(ax, rows: list) -> None:

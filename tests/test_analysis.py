@@ -152,6 +152,9 @@ def test_resolved_parameters_include_the_defaults(results):
     ucb = sweep.run(fx.base_config(policies=[{"name": "ucb_n"}], instances=fx.BASE["instances"][:1]), results.directory.parent / "ucb", progress=False)
     assert ucb.cells[0].params == {} and ucb.cells[0].resolved_params == {"alpha": 1.0}
     assert ucb.to_pandas()["alpha"].tolist() == [1.0] * 6
+    ax = Figure().subplots()  # figures show the parameters as resolved
+    plotting.regret_curves(ax, ucb.cells)
+    assert [line.get_label() for line in ax.get_lines()] == ["ucb_n(alpha=1.0)"] and ucb.cells[0].label == "ucb_n"
     assert {(c.instance, c.seed, c.noise_stream) for c in results.cells} == {("bandit", 3, 0), ("graph_star", 3, 1)}
 
 
