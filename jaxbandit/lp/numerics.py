@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = [
+    "UNROLL_BLOCK",
     "UNROLL_LIMIT",
     "divide",
     "dot",
@@ -37,8 +38,10 @@ __all__ = [
 
 # Longest loop over an axis of the LP written out.  Under vmap on a CPU a written-out
 # loop is one fused pass and a lax loop one kernel per step, but every step written out
-# is program text that XLA compiles (compile time grows with K), so beyond this a loop.
+# is program text that XLA compiles (compile time grows with K), so beyond this a loop
+# of UNROLL_BLOCK steps written out per iteration (on a GPU each iteration is a launch).
 UNROLL_LIMIT = 16
+UNROLL_BLOCK = 8
 
 
 def _power_of_two(exponent, dtype):
@@ -114,7 +117,8 @@ def _residual_by(column, matrix, x, rhs):
     compiler contracting it into fused multiply-adds, change the result only at that
     smaller size).  Up to ``UNROLL_LIMIT`` columns the loop is unrolled into one fused
     elementwise pass, with no separate product kernels; beyond, it is a ``fori_loop``
-    over the same steps in the same order (the same result, bit for bit).
+    over the same steps in the same order, ``UNROLL_BLOCK`` of them per iteration (the
+    same result, bit for bit).
 
     ``matrix`` may also be its :func:`split` halves (a kept basis matrix is split once,
     not at every check).
@@ -134,7 +138,7 @@ def _residual_by(column, matrix, x, rhs):
         for j in range(x.shape[0]):
             carry = accumulate(j, carry)
     else:
-        carry = jax.lax.fori_loop(0, x.shape[0], accumulate, carry)
+        carry = jax.lax.fori_loop(0, x.shape[0], accumulate, carry, unroll=UNROLL_BLOCK)
     total, errors = carry
     return total + errors
 
@@ -210,7 +214,7 @@ def leading_axis(combine, rows):
     rows = jnp.asarray(rows)
     if rows.shape[0] <= UNROLL_LIMIT:
         return functools.reduce(combine, [rows[k] for k in range(rows.shape[0])])
-    return jax.lax.fori_loop(1, rows.shape[0], lambda k, total: combine(total, rows[k]), rows[0])
+    return jax.lax.fori_loop(1, rows.shape[0], lambda k, total: combine(total, rows[k]), rows[0], unroll=UNROLL_BLOCK)
 
 
 def pivot_rows(rows, p, chosen, column):
