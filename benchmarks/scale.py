@@ -12,7 +12,7 @@ horizons every round of the LP policies after the initial ones is in Case C.
 Prints one JSON line per case:
 
 * ``scale``, one per K: for ``ucb_n`` and each of ``--policies``, the compile time (the
-  chunk step, ``SimulationRun.compile``, timed apart), the size of the compiled program
+  chunk step, as ``SimulationRun.compile``, timed apart; wall and process CPU time), the size of the compiled program
   (``stablehlo_lines`` of the lowered chunk step), the seconds of one ``--runs`` x
   horizon simulation (compile excluded) and its ratio to ``ucb_n``'s, and the LP stage
   counters (mean per run: re-uses, checks, full solves, Case C rounds);
@@ -55,25 +55,30 @@ def _simulation(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: in
     return jb.SimulationRun(jb.policies.make(name), inst, horizon, runs, 0, times=[horizon], chunk_size=min(chunk, horizon))
 
 
-def compiled_size(run: jb.SimulationRun) -> tuple[float, int]:
+def compiled_size(run: jb.SimulationRun) -> tuple[float, float, int]:
     """Compile ``run``'s chunk step (as :meth:`~jaxbandit.SimulationRun.compile` does):
-    the seconds it took, and the lines of its StableHLO text, the program's size."""
-    start = time.perf_counter()
+    the wall and process CPU seconds it took (CPU time is disturbed less by other jobs),
+    and the lines of its StableHLO text, the program's size."""
+    start, cpu_start = time.perf_counter(), time.process_time()
     lowered = run._sim.run_chunk.lower(*run._chunk_arguments())
     lowered.compile()
-    return time.perf_counter() - start, len(lowered.as_text().splitlines())
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return wall, cpu, len(lowered.as_text().splitlines())
 
 
 def scale_case(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int) -> dict:
     """Compile time, program size, seconds for the whole horizon and the LP counters."""
     run = _simulation(name, inst, horizon, runs, chunk)
-    compile_seconds, lines = compiled_size(run)
+    compile_seconds, compile_cpu_seconds, lines = compiled_size(run)
     start = time.perf_counter()
     run.advance()
     seconds = time.perf_counter() - start
     diagnostics = run.diagnostics()
     counters = {k: float(np.asarray(diagnostics[k]).mean()) for k in COUNTERS if k in diagnostics}
-    return {"compile_seconds": compile_seconds, "stablehlo_lines": lines, "seconds": seconds, "counters": counters}
+    return {
+        "compile_seconds": compile_seconds, "compile_cpu_seconds": compile_cpu_seconds, "stablehlo_lines": lines,
+        "seconds": seconds, "counters": counters,
+    }  # fmt: skip
 
 
 def round_seconds(name: str, inst: jb.Instance, runs: int, start: int, rounds: int) -> float:

@@ -281,7 +281,7 @@ def test_scale_benchmark():
     assert (scale["num_arms"], scale["runs"], scale["horizon"]) == (3, runs, horizon)
     assert set(scale["policies"]) == {"ucb_n", "lp_explore"}
     for name, case in scale["policies"].items():
-        _positive(case, "compile_seconds", "seconds", "stablehlo_lines")
+        _positive(case, "compile_seconds", "compile_cpu_seconds", "seconds", "stablehlo_lines")
         _fields(case, stablehlo_lines=int)
     explore = scale["policies"]["lp_explore"]
     assert explore["ratio_vs_ucb_n"] == pytest.approx(explore["seconds"] / scale["policies"]["ucb_n"]["seconds"])
