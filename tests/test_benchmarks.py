@@ -280,7 +280,7 @@ def test_scale_benchmark():
     scale = records["scale"]
     assert (scale["num_arms"], scale["runs"], scale["horizon"]) == (3, runs, horizon)
     assert set(scale["policies"]) == {"ucb_n", "lp_explore"}
-    for name, case in scale["policies"].items():
+    for case in scale["policies"].values():
         _positive(case, "compile_seconds", "compile_cpu_seconds", "seconds", "stablehlo_lines")
         _fields(case, stablehlo_lines=int)
     explore = scale["policies"]["lp_explore"]
