@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 
 __all__ = [
-    "UNROLL_BLOCK",
     "UNROLL_LIMIT",
     "divide",
     "dot",
@@ -38,10 +37,10 @@ __all__ = [
 
 # Longest loop over an axis of the LP written out.  Under vmap on a CPU a written-out
 # loop is one fused pass and a lax loop one kernel per step, but every step written out
-# is program text that XLA compiles (compile time grows with K), so beyond this a loop
-# of UNROLL_BLOCK steps written out per iteration (on a GPU each iteration is a launch).
+# is program text that XLA compiles (compile time grows with K), so beyond this a loop.
+# Not a loop of a few steps written out per iteration: XLA then fuses them differently
+# and a residual can change in its last bit.
 UNROLL_LIMIT = 16
-UNROLL_BLOCK = 8
 
 
 def _power_of_two(exponent, dtype):
@@ -117,8 +116,7 @@ def _residual_by(column, matrix, x, rhs):
     compiler contracting it into fused multiply-adds, change the result only at that
     smaller size).  Up to ``UNROLL_LIMIT`` columns the loop is unrolled into one fused
     elementwise pass, with no separate product kernels; beyond, it is a ``fori_loop``
-    over the same steps in the same order, ``UNROLL_BLOCK`` of them per iteration (the
-    same result, bit for bit).
+    over the same steps in the same order (the same result, bit for bit).
 
     ``matrix`` may also be its :func:`split` halves (a kept basis matrix is split once,
     not at every check).
@@ -138,7 +136,7 @@ def _residual_by(column, matrix, x, rhs):
         for j in range(x.shape[0]):
             carry = accumulate(j, carry)
     else:
-        carry = jax.lax.fori_loop(0, x.shape[0], accumulate, carry, unroll=UNROLL_BLOCK)
+        carry = jax.lax.fori_loop(0, x.shape[0], accumulate, carry)
     total, errors = carry
     return total + errors
 
@@ -214,7 +212,7 @@ def leading_axis(combine, rows):
     rows = jnp.asarray(rows)
     if rows.shape[0] <= UNROLL_LIMIT:
         return functools.reduce(combine, [rows[k] for k in range(rows.shape[0])])
-    return jax.lax.fori_loop(1, rows.shape[0], lambda k, total: combine(total, rows[k]), rows[0], unroll=UNROLL_BLOCK)
+    return jax.lax.fori_loop(1, rows.shape[0], lambda k, total: combine(total, rows[k]), rows[0])
 
 
 def pivot_rows(rows, p, chosen, column):
