@@ -197,6 +197,10 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
         ("lp_explore", ["--arms", "1"], "--arms: every value must be >= 2, got '1'"),
         ("lp_explore", ["--runs", ""], "--runs: give at least one run count"),
         ("lp_explore", ["--late", "1000,100,64"], "--late: expected RUNS,START,ROUNDS"),
+        ("scale", ["--arms", "1"], "--arms: every value must be >= 2, got '1'"),
+        ("scale", ["--horizons", "10=x"], "--horizons: expected K=T items, got '10=x'"),
+        ("scale", ["--policies", "lp_explore,nonexistent"], "--policies: unknown policy name 'nonexistent'"),
+        ("scale", ["--round-start", "100", "--round-rounds", "64"], "--round-start: must be a multiple of --round-rounds"),
         ("throughput", ["--runs", "0"], "--runs: every value must be >= 1, got '0'"),
         ("throughput", ["--runs", ""], "--runs: give at least one run count"),
         ("throughput", ["--numpy-rounds", "0"], "--numpy-rounds: must be >= 1, got 0"),
@@ -261,3 +265,32 @@ def test_memory_benchmark():
     # wall_s is rounded to 10 ms in the record; the rate is from the unrounded time.
     assert record["run_rounds_per_s"] == pytest.approx(horizon * runs / record["wall_s"], rel=0.02)
     assert record["device_peak_mib"] is None or record["device_peak_mib"] > 0
+
+
+def test_scale_benchmark():
+    """One K, one policy, a short horizon (set per K), one run count for the round times
+    (with the chunk size of the round times, so that their programs are compiled once)."""
+    runs, horizon, rounds = 2, 48, 16
+    records = _run(
+        "scale.py", "--arms", "3", "--runs", str(runs), "--horizon", "64", "--horizons", f"3={horizon}", "--chunk", str(rounds),
+        "--policies", "lp_explore", "--round-arms", "3", "--round-runs", "2", "--round-start", "16",
+        "--round-rounds", str(rounds),
+    )  # fmt: skip
+    assert set(records) == {"scale", "round_time"}
+    scale = records["scale"]
+    assert (scale["num_arms"], scale["runs"], scale["horizon"]) == (3, runs, horizon)
+    assert set(scale["policies"]) == {"ucb_n", "lp_explore"}
+    for case in scale["policies"].values():
+        _positive(case, "compile_seconds", "compile_cpu_seconds", "seconds", "stablehlo_lines")
+        _fields(case, stablehlo_lines=int)
+    explore = scale["policies"]["lp_explore"]
+    assert explore["ratio_vs_ucb_n"] == pytest.approx(explore["seconds"] / scale["policies"]["ucb_n"]["seconds"])
+    counters = explore["counters"]
+    stages = counters["lp_reuses"] + counters["lp_warm_solves"] + counters["lp_full_solves"]
+    assert 0 < counters["case_c"] <= horizon - 3 and stages == pytest.approx(counters["case_c"]), counters
+    assert scale["policies"]["ucb_n"]["counters"] == {}
+    timing = records["round_time"]
+    assert (timing["num_arms"], timing["runs"], timing["first_round"], timing["rounds"]) == (3, 2, 17, rounds)
+    seconds = timing["seconds_per_round"]
+    _positive(seconds, "ucb_n", "lp_explore")
+    assert timing["ratio_vs_ucb_n"] == {"lp_explore": pytest.approx(seconds["lp_explore"] / seconds["ucb_n"])}

@@ -16,6 +16,7 @@ import pytest
 from scipy.optimize import linprog
 
 from jaxbandit import bound_lp, lp
+from jaxbandit import instances as jb_instances
 from jaxbandit.lp import numerics, pivoting
 from jaxbandit.lp import tableau as lp_tableau
 from tests.approximate_division import approximate_division
@@ -272,6 +273,44 @@ def test_scale_factors_are_exact_powers_of_two_and_halves_split_exactly(dtype):
         np.testing.assert_array_equal(np.ldexp(np.round(np.ldexp(mantissa, half)), -half), mantissa)
     if tie is not None:
         np.testing.assert_array_equal(tie, [1 + 2.0**-11, -(1 + 2.0**-11)])
+
+
+def _looped_and_unrolled(fn, monkeypatch):
+    """``fn()`` with every loop over an axis written out, then with every one a
+    ``fori_loop`` (the two programs traced afresh)."""
+    monkeypatch.setattr(numerics, "UNROLL_LIMIT", 10**6)
+    jax.clear_caches()
+    unrolled = [np.asarray(a) for a in jax.tree.leaves(fn())]
+    monkeypatch.setattr(numerics, "UNROLL_LIMIT", 0)
+    jax.clear_caches()
+    looped = [np.asarray(a) for a in jax.tree.leaves(fn())]
+    jax.clear_caches()
+    return unrolled, looped
+
+
+def test_loops_beyond_the_unroll_limit_give_the_same_bits(monkeypatch):
+    """Beyond ``UNROLL_LIMIT`` the extra-precise residuals and the leading-axis
+    reductions are loops over the same steps in the same order: the residuals, the
+    solves, the factors and the checks of a batch of lower-bound LPs at moved means
+    are the same to the last bit either way."""
+    rng = np.random.default_rng(11)
+    matrix = rng.standard_normal((12, 12)).astype(np.float32)
+    x, rhs = (rng.standard_normal(12).astype(np.float32) for _ in range(2))
+    instance = jb_instances.random(5, 12)
+    precision = jnp.asarray(1 / np.square(instance.sigma), jnp.float32)
+    means = jnp.asarray(instance.mu[None] + 0.05 * rng.standard_normal((32, 12)), jnp.float32)
+
+    def compute():
+        residuals = jax.jit(lambda: (numerics.residual(matrix, x, rhs), numerics.transposed_residual(matrix, x, rhs)))()
+        solved = jax.jit(jax.vmap(lambda mu: bound_lp.solve_lower_bound(mu, precision)))(means)
+        warm = jax.jit(jax.vmap(lambda basis: bound_lp.warm_start(precision, basis)))(solved.basis)
+        check = jax.jit(jax.vmap(lambda mu, w: bound_lp.check_warm_start(mu + 1e-4, precision, w)))(means, warm)
+        return residuals, solved, warm, check
+
+    unrolled, looped = _looped_and_unrolled(compute, monkeypatch)
+    assert len(unrolled) == len(looped)
+    for a, b in zip(unrolled, looped):
+        np.testing.assert_array_equal(a, b)
 
 
 # Elementwise functions that XLA's GPU compiler evaluates by fast approximations (a

@@ -4,9 +4,11 @@ Error-free transformations (:func:`_two_sum`, :func:`split`) give residuals in a
 twice the working precision (:func:`residual`), which iterative refinement
 (:func:`refined_values`) turns into basic values accurate to about ``eps`` even when
 they cancel.  Every division goes through :func:`divide`, and every power of two is
-built from its bits, so CPU and GPU compute the same thing.  Loops over small axes are
-unrolled on purpose: under ``vmap`` XLA on CPU runs small batched products and
-middle-axis reductions as library kernels much slower than one fused elementwise pass.
+built from its bits, so CPU and GPU compute the same thing.  Loops over small axes (up
+to ``UNROLL_LIMIT``) are unrolled on purpose: under ``vmap`` XLA on CPU runs small
+batched products and middle-axis reductions as library kernels much slower than one
+fused elementwise pass.  Longer ones are ``fori_loop`` s over the same steps, so that
+the program does not grow with the axis.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = [
+    "UNROLL_LIMIT",
     "divide",
     "dot",
     "gauss_jordan",
@@ -30,6 +33,14 @@ __all__ = [
     "split",
     "transposed_residual",
 ]
+
+
+# Longest loop over an axis of the LP written out.  Under vmap on a CPU a written-out
+# loop is one fused pass and a lax loop one kernel per step, but every step written out
+# is program text that XLA compiles (compile time grows with K), so beyond this a loop.
+# Not a loop of a few steps written out per iteration: XLA then fuses them differently
+# and a residual can change in its last bit.
+UNROLL_LIMIT = 16
 
 
 def _power_of_two(exponent, dtype):
@@ -103,20 +114,30 @@ def _residual_by(column, matrix, x, rhs):
     summed separately, i.e. Sum2).  The rest, ``high * x_low + low * x``, is smaller by
     half the significand and is summed plainly with the errors (its rounding, and a
     compiler contracting it into fused multiply-adds, change the result only at that
-    smaller size).  The loop over the columns is unrolled into one fused elementwise
-    pass, with no separate product kernels.
+    smaller size).  Up to ``UNROLL_LIMIT`` columns the loop is unrolled into one fused
+    elementwise pass, with no separate product kernels; beyond, it is a ``fori_loop``
+    over the same steps in the same order (the same result, bit for bit).
 
     ``matrix`` may also be its :func:`split` halves (a kept basis matrix is split once,
     not at every check).
     """
-    matrix_high, matrix_low = matrix if isinstance(matrix, tuple) else split(matrix)
+    matrix_high, matrix_low = (jnp.asarray(a) for a in matrix) if isinstance(matrix, tuple) else split(jnp.asarray(matrix))
+    x, rhs = jnp.asarray(x), jnp.asarray(rhs)
     x_high, x_low = split(x)
-    total = rhs
-    errors = jnp.zeros_like(rhs)
-    for j in range(x.shape[0]):
+
+    def accumulate(j, carry):
+        total, errors = carry
         high, low = column(matrix_high, j), column(matrix_low, j)
         total, error = _two_sum(total, -high * x_high[j])
-        errors = errors + error - (high * x_low[j] + low * x[j])
+        return total, errors + error - (high * x_low[j] + low * x[j])
+
+    carry = (rhs, jnp.zeros_like(rhs))
+    if x.shape[0] <= UNROLL_LIMIT:
+        for j in range(x.shape[0]):
+            carry = accumulate(j, carry)
+    else:
+        carry = jax.lax.fori_loop(0, x.shape[0], accumulate, carry)
+    total, errors = carry
     return total + errors
 
 
@@ -185,10 +206,13 @@ def divide(numerator, denominator):
 
 def leading_axis(combine, rows):
     """``combine``-reduce ``(m, ...)`` over its leading axis as an unrolled chain of
-    elementwise ops.  Under ``vmap`` that axis is a middle one, and XLA on CPU hands a
-    middle-axis reduction to a library kernel much slower than one fused elementwise
-    pass."""
-    return functools.reduce(combine, [rows[k] for k in range(rows.shape[0])])
+    elementwise ops (a loop beyond ``UNROLL_LIMIT`` rows, same order).  Under ``vmap``
+    that axis is a middle one, and XLA on CPU hands a middle-axis reduction to a library
+    kernel much slower than one fused elementwise pass."""
+    rows = jnp.asarray(rows)
+    if rows.shape[0] <= UNROLL_LIMIT:
+        return functools.reduce(combine, [rows[k] for k in range(rows.shape[0])])
+    return jax.lax.fori_loop(1, rows.shape[0], lambda k, total: combine(total, rows[k]), rows[0])
 
 
 def pivot_rows(rows, p, chosen, column):
