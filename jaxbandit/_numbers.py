@@ -22,6 +22,7 @@ import numpy as np
 
 __all__ = [
     "ArgumentError",
+    "boolean",
     "check_fits",
     "check_nonnegative",
     "check_positive",
@@ -65,6 +66,14 @@ def not_a_number(value) -> bool:
         return True
     dtype = getattr(value, "dtype", None)
     return dtype is not None and np.dtype(dtype).kind not in "iuf"
+
+
+def boolean(name: str, value) -> bool:
+    """``value`` as a bool, or an :class:`ArgumentError` naming ``name``: only True or
+    False (numpy's included), never a truthy string such as ``"no"``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"{name} must be True or False, got {describe(value)}.", argument=name)
+    return bool(value)
 
 
 def is_real(entry) -> bool:

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import exact_lp, lp
-from jaxbandit._numbers import ArgumentError, check_fits, float_array, float_dtype
+from jaxbandit._numbers import ArgumentError, boolean, check_fits, float_array, float_dtype
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.bound_lp import (
     LowerBoundSolution,
@@ -304,8 +304,7 @@ def lower_bound(
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
     dtype = float_dtype("dtype", dtype)
-    if not isinstance(throw, (bool, np.bool_)):
-        raise ValueError(f"throw must be True or False, got {throw!r}.")
+    boolean("throw", throw)
     if reference not in (None, "gaussian"):
         raise ArgumentError(f"reference must be None or 'gaussian', got {reference!r}.", argument="reference")
     family = instance.noise

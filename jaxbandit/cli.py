@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import logging
 import os
 import sys
@@ -115,7 +114,7 @@ def _cmd_compare(args) -> int:
     rows = comparison.compare(io.load(args.dir), args.a, args.b)
     if args.json:
         for row in rows:  # strict JSON: a value that does not exist (one run's stderr) is null
-            record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in dataclasses.asdict(row).items()}
+            record = {k: _json_number(v) if isinstance(v, float) else v for k, v in dataclasses.asdict(row).items()}
             print(json.dumps(record, allow_nan=False))
     else:
         print(comparison.format_table(rows))

@@ -90,13 +90,6 @@ class PairedDifference:
     ties: float
 
 
-def _matches(cell, selection) -> bool:
-    """A cell label or policy label (a string), or ``select`` criteria (a dict)."""
-    if isinstance(selection, dict):
-        return all(getattr(cell, k) == v for k, v in selection.items())
-    return selection in (cell.label, cell.policy)
-
-
 def _pick(cells: list, selection, name: str) -> dict:
     """``{(instance, horizon): (cell, sweep)}`` of the ``(cell, sweep)`` pairs that
     ``selection`` picks, one per place."""
@@ -104,7 +97,7 @@ def _pick(cells: list, selection, name: str) -> dict:
         raise ValueError(f"{name} must be a cell or policy label, or a dict of select() criteria, got {selection!r}.")
     picked: dict = {}
     for cell, sweep in cells:
-        if _matches(cell, selection):
+        if cell.matches(selection):
             picked.setdefault((cell.instance, cell.horizon), []).append((cell, sweep))
     if not picked:
         labels = ", ".join(dict.fromkeys(cell.label for cell, _ in cells))

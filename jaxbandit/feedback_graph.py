@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from jaxbandit._numbers import ArgumentError, check_positive, describe, float_array
+from jaxbandit._numbers import ArgumentError, boolean, check_positive, float_array
 
 __all__ = ["read"]
 
@@ -38,8 +38,7 @@ def read(graph, mu, sigma, self_loops) -> tuple[np.ndarray, np.ndarray]:
         raise ArgumentError(
             "graph has no nodes; every node is an arm, and an instance needs at least 2.", argument="graph"
         )
-    if not isinstance(self_loops, (bool, np.bool_)):
-        raise ArgumentError(f"self_loops must be True or False, got {describe(self_loops)}.", argument="self_loops")
+    boolean("self_loops", self_loops)
     default = check_positive("sigma", sigma)
     means = _means(mu, nodes)
     index = {node: i for i, node in enumerate(nodes)}

@@ -53,6 +53,14 @@ def column_names(names, taken, prefix: str) -> dict:
     return columns
 
 
+def _some(cells) -> list:
+    """``cells`` as a list, which must not be empty."""
+    cells = list(cells)
+    if not cells:
+        raise ValueError("no cells to view: the selection matched none.")
+    return cells
+
+
 def _combined(parts: list, sizes: list):
     """One column from per-cell ``parts`` (arrays of ``sizes`` rows, None where a cell
     has no such value), in the parts' dtype."""
@@ -110,9 +118,7 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     and ``regret`` and the monitor's reports instead of the per-run values.
     """
     pd = require("pandas")
-    cells = list(cells)
-    if not cells:
-        raise ValueError("no cells to view: the selection matched none.")
+    cells = _some(cells)
     labels = _labels(cells)
     points = [len(cell.times) if curves else 1 for cell in cells]
     sizes = [cell.runs * p for cell, p in zip(cells, points)]
@@ -176,9 +182,7 @@ def cells_dataset(cells, bounds=None):
     ``bounds``, ``lower_bound`` are coordinates along ``cell``.
     """
     xr = require("xarray")
-    cells = list(cells)
-    if not cells:
-        raise ValueError("no cells to view: the selection matched none.")
+    cells = _some(cells)
     first = cells[0]
     other = [c for c in cells if not np.array_equal(c.times, first.times) or c.runs != first.runs]
     if other:

@@ -105,6 +105,14 @@ class CellResult:
     def runs(self) -> int:
         return int(self.regret.shape[0])
 
+    def matches(self, selection) -> bool:
+        """Whether ``selection`` picks this cell: a cell label (``"ucb_n(alpha=0.5)"``) or
+        policy label (a string), or attribute values (a dict, as :meth:`SweepResults.select`
+        takes them)."""
+        if isinstance(selection, dict):
+            return all(getattr(self, k) == v for k, v in selection.items())
+        return selection in (self.label, self.policy)
+
     @property
     def final_regret(self) -> np.ndarray:
         """``(runs,)`` regret at the horizon."""
@@ -167,7 +175,7 @@ class SweepResults:
 
     def select(self, **criteria) -> list:
         """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``."""
-        return [c for c in self.cells if all(getattr(c, k) == v for k, v in criteria.items())]
+        return [c for c in self.cells if c.matches(criteria)]
 
     @property
     def instance_labels(self) -> list:
@@ -267,6 +275,9 @@ def _check_manifest(manifest, path: Path) -> None:
         _require(group["cells"], (), path, f"groups[{i}].cells", kind=list)
         for c, cell in enumerate(group["cells"]):
             _require(cell, ("instance", "policy", "policy_name", "params"), path, f"groups[{i}].cells[{c}]")
+    unknown = sorted({c["instance"] for g in manifest["groups"] for c in g["cells"]} - set(manifest["instances"]))
+    if unknown:
+        raise ValueError(f"{path}: cells of instances {unknown} that its 'instances' table lacks.")
 
 
 def load(directory) -> SweepResults:
@@ -289,9 +300,6 @@ def load(directory) -> SweepResults:
         label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]), noise=entry.get("noise", "gaussian"))
         for label, entry in manifest["instances"].items()
     }
-    unknown = sorted({c["instance"] for g in manifest["groups"] for c in g["cells"]} - set(instances))
-    if unknown:
-        raise ValueError(f"{manifest_path}: cells of instances {unknown} that its 'instances' table lacks.")
     cells, groups, missing = [], {}, []
     for group in manifest["groups"]:
         meta = _finished_metadata(directory, group["id"], group["fingerprint"])

@@ -19,7 +19,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from jaxbandit import comparison, io, summary
-from jaxbandit._numbers import not_a_number
+from jaxbandit._numbers import boolean, not_a_number
 
 __all__ = [
     "plot_sweep",
@@ -258,8 +258,7 @@ def plot_sweep(
     if len(set(formats)) != len(formats):  # each figure would be written, and listed, twice
         raise ValueError(f"formats must name each format once, got {list(formats)!r}.")
     for name, flag in (("logx", logx), ("logy", logy), ("bound", bound)):
-        if not isinstance(flag, (bool, np.bool_)):  # "no" would read as True
-            raise ValueError(f"{name} must be True or False, got {flag!r}.")
+        boolean(name, flag)  # "no" would read as True
     if not isinstance(results, io.SweepResults):
         results = io.load(results)
     missing = "; ".join(results.describe_missing())
@@ -308,8 +307,8 @@ def _drawn(results, policies, reference) -> list:
         unknown = [p for p in policies if p not in known]
         if unknown:
             raise ValueError(f"policies names {unknown}, which no cell has; the labels are {', '.join(known)}.")
-    drawn = [c for c in results.cells if policies is None or c.label in policies or c.policy in policies]
-    if reference is not None and not any(reference in (c.label, c.policy) for c in drawn):
+    drawn = [c for c in results.cells if policies is None or any(c.matches(p) for p in policies)]
+    if reference is not None and not any(c.matches(reference) for c in drawn):
         raise ValueError(f"reference {reference!r} is not among the cells drawn; the labels are {', '.join(known)}.")
     return drawn
 
@@ -317,11 +316,11 @@ def _drawn(results, policies, reference) -> list:
 def _paired_rows(results, cells, reference: str) -> list:
     """Each cell's paired difference against ``reference`` (which must pick one cell
     here); none where the reference is not among ``cells``."""
-    if not any(reference in (c.label, c.policy) for c in cells):
+    if not any(c.matches(reference) for c in cells):
         return []
     rows = []
     for cell in cells:
-        if reference in (cell.label, cell.policy):
+        if cell.matches(reference):
             continue
         criteria = {"label": cell.label, "instance": cell.instance, "horizon": cell.horizon}
         rows += comparison.compare(results, criteria, reference)

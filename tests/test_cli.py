@@ -162,7 +162,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         ("null.json", '{"mu": [1, 0.5], "sigma": null}', "sigma must be numbers (or 'inf'), got None"),  # not read as NaN
         ("broken.json", '{"mu": [1, 0.5], "sigma": 1', "broken.json: invalid JSON: Expecting ','"),
         ("broken.toml", "mu = [1.0, 0.5\n", "broken.toml: invalid TOML: "),
-        ("text.npz", "not an archive", "text.npz: not a .npz file of numeric arrays ("),
+        ("text.npz", "not an archive", "text.npz is not a readable .npz file ("),
     ):
         (tmp_path / name).write_text(text)
         assert bound("--file", str(tmp_path / name)) == cli.EXIT_USAGE, name

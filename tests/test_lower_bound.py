@@ -465,7 +465,7 @@ def test_host_api_argument_errors():
         lower_bound(instances.bandit([1.0, 0.5]), dtype="bogus")
     with pytest.raises(ValueError, match="dtype must be float32 or float64, got None"):
         lower_bound(instances.bandit([1.0, 0.5]), dtype=None)
-    with pytest.raises(ValueError, match="throw must be True or False, got 'no'"):
+    with pytest.raises(ValueError, match="throw must be True or False, got string 'no'"):
         lower_bound(instances.bandit([1.0, 0.5]), throw="no")
     # float32 holds 1 / 1e25**2 as 0: the row would look unobserved and the LP infeasible
     with pytest.raises(ValueError, match=r"sigma = 1e\+25 is finite but its precision 1 / sigma\*\*2 is 0 in float32"):

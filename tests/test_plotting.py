@@ -62,7 +62,7 @@ def test_violin_logx_and_formats(results, tmp_path):
     with pytest.raises(ValueError, match=r"formats must name each format once, got \['png', 'png'\]"):
         plotting.plot_sweep(results, tmp_path, formats=["png", "png"])
     for flag in ("logx", "logy", "bound"):  # "no" would read as True
-        with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'no'"):
+        with pytest.raises(ValueError, match=rf"{flag} must be True or False, got string 'no'"):
             plotting.plot_sweep(results, tmp_path, **{flag: "no"})
 
 

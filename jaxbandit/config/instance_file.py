@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import sys
-import zipfile
 
-import numpy as np
 
 from jaxbandit.config.schema import decode_numbers
+from jaxbandit.files import read_npz
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,11 +74,7 @@ def read(path: str, directory: str) -> InstanceFile:
 def _parse(path: str, suffix: str, content: bytes) -> dict:
     """The file's keys and values (``"inf"`` strings as inf)."""
     if suffix == ".npz":
-        try:
-            with np.load(io.BytesIO(content), allow_pickle=False) as arrays:
-                return {key: arrays[key] for key in arrays.files}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-            raise ValueError(f"{path}: not a .npz file of numeric arrays ({err})") from None
+        return read_npz(path, content)
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as err:
