@@ -56,7 +56,7 @@ from jaxbandit.bound_lp import (
 )
 from jaxbandit.instances import Instance, check_precisions, check_unique_best
 
-__all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "lower_bound"]
+__all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]
 
 BOUND_FAMILIES = ("gaussian", "bernoulli")  # the noise families whose bound is known
 
@@ -268,6 +268,12 @@ def bernoulli_precision(mu: ArrayLike, sigma: ArrayLike) -> np.ndarray:
     return np.where(np.isfinite(np.asarray(sigma)), ratio[..., None, :], 0.0)
 
 
+def bound_kind(family, reference) -> str:
+    """What :func:`lower_bound` gives for noise ``family`` and ``reference``:
+    ``"bound"``, or ``"gaussian reference"`` (the Gaussian LP for a family without a bound)."""
+    return "bound" if reference is None or family.name == "gaussian" else "gaussian reference"
+
+
 def lower_bound(
     instance: Instance, *, dtype=np.float64, throw: bool = True, reference: str | None = None
 ) -> LowerBound:
@@ -314,7 +320,7 @@ def lower_bound(
             "lower_bound(instance, reference='gaussian') gives the Gaussian LP at the instance's sigma, "
             "labelled as a Gaussian reference, not a bound.", argument="noise")
     gaussian = reference == "gaussian" or family.name == "gaussian"
-    kind = "bound" if reference is None or family.name == "gaussian" else "gaussian reference"
+    kind = bound_kind(family, reference)
     mu = np.atleast_2d(instance.mu)
     sigma = instance.sigma.reshape(mu.shape + (mu.shape[-1],))
     precision = instance.precision.reshape(sigma.shape) if gaussian else bernoulli_precision(mu, sigma)

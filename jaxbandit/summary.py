@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 from jaxbandit import instances as instances_module
-from jaxbandit.bound import BOUND_FAMILIES, lower_bound
+from jaxbandit.bound import BOUND_FAMILIES, bound_kind, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.files import save_text
 from jaxbandit.frames import LABEL_FIELDS, column_names
@@ -65,12 +65,11 @@ def lower_bounds(instances: dict) -> dict:
     bounds = {}
     for (_, family), labels in batches.items():
         reference = None if family.name in BOUND_FAMILIES else "gaussian"
-        kind = "bound" if reference is None or family.name == "gaussian" else "gaussian reference"
         try:
             solved = lower_bound(instances_module.stack([instances[k] for k in labels]), throw=False, reference=reference)
         except ValueError as err:  # the statistics survive a bound that cannot be solved; say why
             logger.warning("the lower bound of instances %s is not solved: %s", labels, err)
-            bounds.update({label: InstanceBound(None, kind) for label in labels})
+            bounds.update({label: InstanceBound(None, bound_kind(family, reference)) for label in labels})
             continue
         for label, value, status in zip(labels, solved.value, solved.status):
             if int(status) != LowerBoundStatus.OPTIMAL or not np.isfinite(value):
