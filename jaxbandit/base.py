@@ -128,8 +128,8 @@ class Stage(NamedTuple):
         fold_fn: optional ``(state, answer, ctx) -> state``, applied to the runs this
             stage served (resolved or not), e.g. to keep a new warm start.  Only the
             leaves it replaces are written back, so return the others as given.
-        batching: how the engine batches the waiting runs: ``"compact"`` (buffers of
-            ``solve_batch``, a quarter of that, ... until all are served),
+        batching: how the engine batches the waiting runs: ``"compact"`` (a buffer of
+            ``solve_batch`` runs, repeated until all are served),
             ``"single_pass"`` (a cheap stage: one pass of the smallest buffer holding
             them all, or every run at once when over a quarter wait; no ``fold_fn``) or
             ``"rare"`` (an expensive stage few runs reach: one small buffer, repeated).

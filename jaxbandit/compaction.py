@@ -22,33 +22,35 @@ import jax.numpy as jnp
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Decision, Solver
 
-__all__ = ["buffer_sizes", "serve", "serve_solver", "stage_buffer_sizes"]
+__all__ = ["buffer_sizes", "serve", "serve_solver", "stage_buffer_size"]
 
 DEFAULT_SOLVE_BATCH = 256
 
 
 def buffer_sizes(batch: int, smallest: int = 16) -> tuple:
-    """``batch``, ``batch // 4``, ... down to ``smallest``: the buffer sizes of a
-    compacted stage (each size is one more compiled copy of the stage)."""
+    """``batch``, ``batch // 4``, ... down to ``smallest``: the buffers a
+    ``"single_pass"`` stage chooses from (each size is one more compiled copy of it)."""
     sizes = [batch]
     while sizes[-1] // 4 >= smallest:
         sizes.append(sizes[-1] // 4)
     return tuple(sizes)
 
 
-def stage_buffer_sizes(batching: str, total_runs: int, solve_batch: Optional[int]) -> tuple:
-    """The buffer sizes of a stage with this ``batching`` (see :class:`~jaxbandit.base.Stage`).
+def stage_buffer_size(batching: str, total_runs: int, solve_batch: Optional[int]) -> int:
+    """The one buffer size of a ``"compact"`` or ``"rare"`` stage (see
+    :class:`~jaxbandit.base.Stage`), repeated until every waiting run is served.
 
-    A ``"rare"`` stage's lanes cost real work (a full simplex), so its one buffer is
-    sized to the runs (1/128 of them, 4 at least, ``solve_batch / 8`` at most) rather
-    than to the batch: a round with a couple of such solves then pays for few idle lanes.
+    One size, not a smaller one for the last runs too: each size is another compiled
+    copy of the stage, and the idle lanes a smaller buffer saves cost less run time than
+    that copy costs compile time (``benchmarks/scale.py``).  A ``"rare"`` stage's lanes
+    cost real work (a full simplex), so its buffer is sized to the runs (1/128 of them,
+    4 at least, ``solve_batch / 8`` at most) rather than to the batch: a round with a
+    couple of such solves then pays for few idle lanes.
     """
     batch = solve_batch or min(total_runs, DEFAULT_SOLVE_BATCH)
     if batching == "rare":
-        return (max(1, min(batch // 8, max(4, total_runs // 128))),)
-    if batching == "single_pass":
-        return buffer_sizes(max(total_runs // 4, 1))
-    return buffer_sizes(batch)
+        return max(1, min(batch // 8, max(4, total_runs // 128)))
+    return batch
 
 
 class _Runs:
@@ -97,7 +99,7 @@ def _single_pass(runs: _Runs, solve_fn: Callable, requests, states, answer_shape
     """A cheap stage: every run at once when more than a quarter wait, else one pass of
     the smallest of ``buffer_sizes(total / 4)`` that holds them all (no loop: a
     pass's fixed cost exceeds that of idle lanes).  Runs not waiting get zeros."""
-    pass_sizes = stage_buffer_sizes("single_pass", runs.total, None)
+    pass_sizes = buffer_sizes(max(runs.total // 4, 1))
 
     def one_pass(size):
         solved, _, _, _ = runs.gather_and_solve(solve_fn, size, 0, requests, states)
@@ -120,17 +122,17 @@ def _single_pass(runs: _Runs, solve_fn: Callable, requests, states, answer_shape
     return jax.lax.switch(choice, branches)
 
 
-def _compacted(runs: _Runs, solve_fn, fold_fn, sizes: tuple, requests, states, answer_shape):
-    """Passes of the largest buffer the waiting runs fill, then of the smallest for the
-    rest; with ``fold_fn``, each served run's state is folded and scattered back."""
-    sizes = tuple(sorted({min(size, runs.total) for size in sizes}, reverse=True))
+def _compacted(runs: _Runs, solve_fn, fold_fn, size: int, requests, states, answer_shape):
+    """Passes of one buffer of ``size`` until every waiting run is served; with
+    ``fold_fn``, each served run's state is folded and scattered back."""
+    size = min(size, runs.total)
     scatter = lambda target: lambda whole, part: whole.at[target].set(part, mode="drop")
     # Only a stage that folds carries the states through its loop; one that just reads
     # them reads the value it was given (a large state passed unchanged through a loop
     # can cost XLA a copy of it).
     carried = states if fold_fn is not None else None
 
-    def serve_pass(size, start, answers, carried):
+    def serve_pass(start, answers, carried):
         current = states if carried is None else carried
         solved, lane_states, lane_ctx, target = runs.gather_and_solve(solve_fn, size, start, requests, current)
         answers = jax.tree_util.tree_map(scatter(target), answers, solved)
@@ -146,16 +148,7 @@ def _compacted(runs: _Runs, solve_fn, fold_fn, sizes: tuple, requests, states, a
 
     zeros = jax.tree_util.tree_map(lambda s: jnp.zeros((runs.total,) + s.shape, s.dtype), answer_shape)
     loop = (jnp.int32(0), zeros, carried)
-    # One loop per size, largest first; not a switch over the sizes, through whose
-    # branches XLA copied the carried states every pass.
-    for size in sizes[:-1]:
-        loop = jax.lax.while_loop(
-            lambda loop, size=size: runs.waiting - loop[0] >= size,
-            lambda loop, size=size: serve_pass(size, *loop),
-            loop,
-        )
-    loop = jax.lax.while_loop(lambda loop: loop[0] < runs.waiting, lambda loop: serve_pass(sizes[-1], *loop), loop)
-    _, answers, new_states = loop
+    _, answers, new_states = jax.lax.while_loop(lambda loop: loop[0] < runs.waiting, lambda loop: serve_pass(*loop), loop)
     return answers, (states if fold_fn is None else new_states)
 
 
@@ -166,7 +159,7 @@ def serve(
     state,
     ctx: Context,
     *,
-    sizes: tuple,
+    size: int,
     fold_fn: Optional[Callable] = None,
     single_pass: bool = False,
 ):
@@ -177,8 +170,8 @@ def serve(
         needs: ``(C, R)`` bool.
         requests, state: pytrees with leaves ``(C, R, ...)``.
         ctx: :class:`~jaxbandit.base.Context` with leaves ``(C, ...)``.
-        sizes: decreasing buffer sizes (see :func:`buffer_sizes`); unused with
-            ``single_pass``.
+        size: the buffer size (:func:`stage_buffer_size`); unused with
+            ``single_pass``, which chooses among :func:`buffer_sizes`.
         fold_fn: optional ``(state, answer, ctx) -> state`` for each served run.
         single_pass: serve a cheap stage without a loop (no ``fold_fn``).
 
@@ -196,18 +189,18 @@ def serve(
     if single_pass:
         answers, new_states = _single_pass(runs, solve_fn, requests, states, answer_shape), None
     else:
-        answers, new_states = _compacted(runs, solve_fn, fold_fn, sizes, requests, states, answer_shape)
+        answers, new_states = _compacted(runs, solve_fn, fold_fn, size, requests, states, answer_shape)
     answers = jax.tree_util.tree_map(runs.unflat, answers)
     return answers, (state if fold_fn is None else jax.tree_util.tree_map(runs.unflat, new_states))
 
 
 def _serve_stage(stage, needs, decision: Decision, state, ctx, total_runs, solve_batch):
     """One stage; its answers are ``(answer, resolved)`` pairs."""
-    sizes = stage_buffer_sizes(stage.batching, total_runs, solve_batch)
+    size = stage_buffer_size(stage.batching, total_runs, solve_batch)
     fold_fn = None if stage.fold_fn is None else (lambda s, pair, c: stage.fold_fn(s, pair[0], c))
     return serve(
         stage.solve_fn, needs, decision.request, state, ctx,
-        sizes=sizes, fold_fn=fold_fn, single_pass=stage.batching == "single_pass",
+        size=size, fold_fn=fold_fn, single_pass=stage.batching == "single_pass",
     )  # fmt: skip
 
 

@@ -29,7 +29,6 @@ import json
 import math
 import pathlib
 import sys
-import time
 
 import numpy as np
 

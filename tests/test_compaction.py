@@ -22,9 +22,9 @@ def test_buffer_sizes_shrink_by_four_down_to_the_smallest():
     assert compaction.buffer_sizes(256) == (256, 64, 16)
     assert compaction.buffer_sizes(100) == (100, 25)
     assert compaction.buffer_sizes(8) == (8,)
-    assert compaction.stage_buffer_sizes("compact", 1000, None) == (256, 64, 16)
-    assert compaction.stage_buffer_sizes("rare", 1000, None) == (7,)
-    assert compaction.stage_buffer_sizes("single_pass", 1000, None) == (250, 62)
+    assert compaction.stage_buffer_size("compact", 1000, None) == 256
+    assert compaction.stage_buffer_size("compact", 1000, 64) == 64
+    assert compaction.stage_buffer_size("rare", 1000, None) == 7
 
 
 def _needs(state, t):
@@ -73,7 +73,7 @@ def _toy_policy(first_batching=None):
 def test_compacted_solves_equal_dense_evaluation_for_any_buffer_size(first_batching):
     batch = instances.stack([GENERAL, instances.full_information(GENERAL.mu)])
     dense = jb.simulate(_toy_policy(), batch, 200, 13, seed=2)
-    # 64: buffers of 26 (clipped to the 26 runs) and 16, so passes of both sizes run.
+    # 64: a buffer clipped to the 26 runs; 1 and 4: many passes of one buffer.
     for solve_batch in (1, 4, 64, None):
         compacted = jb.simulate(_toy_policy(first_batching), batch, 200, 13, seed=2, solve_batch=solve_batch)
         np.testing.assert_array_equal(compacted.regret, dense.regret)
@@ -134,4 +134,4 @@ def test_three_stages_serve_exactly_the_runs_each_needs():
 def test_a_single_pass_stage_cannot_fold():
     with pytest.raises(ValueError, match="single_pass stage cannot have a fold_fn"):
         compaction.serve(lambda r, s, c: r, jnp.ones((1, 4), bool), REQUEST[:1, :4], REQUEST[:1, :4], CELL_CTX[:1],
-                         sizes=(4,), fold_fn=lambda s, a, c: s, single_pass=True)  # fmt: skip
+                         size=4, fold_fn=lambda s, a, c: s, single_pass=True)  # fmt: skip

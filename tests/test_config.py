@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxbandit import config, instances, policies
+from jaxbandit import config, instances
 from jaxbandit.config import ConfigError
 from jaxbandit.policies.lp_explore import TheoryWarning
 

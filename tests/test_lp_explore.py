@@ -382,7 +382,7 @@ def test_full_information_regret_stays_bounded():
 
 
 def test_results_do_not_depend_on_the_solve_buffers():
-    """The compacted check (buffers of 64 and 16, or 4, against the default 200 and 50)
+    """The compacted check (a buffer of 64, or of 4, against the default 200)
     and the full solves that update each run's warm start (through the full solve's
     ``fold_fn``; buffers of 4, or 1) give the same runs as the default buffers: 200 runs
     x 300 rounds of the general reference instance, float32, recorded at rounds 100,

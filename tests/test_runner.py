@@ -2,7 +2,6 @@
 
 import json
 import math
-import sys
 
 import jax
 import numpy as np
