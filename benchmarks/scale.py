@@ -2,7 +2,7 @@
 against ``ucb_n`` in the same process.
 
 Usage:  python benchmarks/scale.py [--arms 10,20,50,100] [--runs 100] [--horizon 20000]
-        [--horizons 100=2000] [--policies lp_explore,ossb]
+        [--horizons 100=2000] [--policies lp_explore,ossb] [--dtype float32]
         [--round-policies lp_explore] [--round-arms 10] [--round-runs 1,10000] [--round-start 1024] [--round-rounds 256]
 
 The instance of each K: ``jb.instances.graph(mu, adjacency)`` with ``mu ~ U(0, 1)``, each
@@ -22,7 +22,8 @@ Prints one JSON line per case:
   launch-bound accelerator round (a chain of small steps costs its length there).
 
 Every ratio is against ``ucb_n`` timed in the same process, so that the load of a shared
-machine weighs on both.
+machine weighs on both.  ``--dtype float64`` runs every simulation in float64 (the LP
+policies' ``lp_failures``, the full solves float32 cannot certify, by precision).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import jax
 import numpy as np
 
 import jaxbandit as jb
@@ -51,8 +53,10 @@ def graph_instance(num_arms: int) -> jb.Instance:
     return jb.instances.graph(mu, adjacency)
 
 
-def _simulation(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int) -> jb.SimulationRun:
-    return jb.SimulationRun(jb.policies.make(name), inst, horizon, runs, 0, times=[horizon], chunk_size=min(chunk, horizon))
+def _simulation(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int, dtype: str) -> jb.SimulationRun:
+    return jb.SimulationRun(
+        jb.policies.make(name), inst, horizon, runs, 0, times=[horizon], chunk_size=min(chunk, horizon), dtype=dtype
+    )
 
 
 def compiled_size(run: jb.SimulationRun) -> tuple[float, float, int]:
@@ -66,9 +70,9 @@ def compiled_size(run: jb.SimulationRun) -> tuple[float, float, int]:
     return wall, cpu, len(lowered.as_text().splitlines())
 
 
-def scale_case(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int) -> dict:
+def scale_case(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int, dtype: str) -> dict:
     """Compile time, program size, seconds for the whole horizon and the LP counters."""
-    run = _simulation(name, inst, horizon, runs, chunk)
+    run = _simulation(name, inst, horizon, runs, chunk, dtype)
     compile_seconds, compile_cpu_seconds, lines = compiled_size(run)
     start = time.perf_counter()
     run.advance()
@@ -81,10 +85,10 @@ def scale_case(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int
     }  # fmt: skip
 
 
-def round_seconds(name: str, inst: jb.Instance, runs: int, start: int, rounds: int) -> float:
+def round_seconds(name: str, inst: jb.Instance, runs: int, start: int, rounds: int, dtype: str) -> float:
     """Seconds per round of rounds ``start + 1 .. start + rounds`` (compiled and advanced
     to ``start`` first, untimed)."""
-    run = _simulation(name, inst, start + rounds, runs, rounds)
+    run = _simulation(name, inst, start + rounds, runs, rounds, dtype)
     run.compile()
     while run.rounds_done < start:
         run.advance(1)
@@ -128,6 +132,7 @@ def main(argv=None) -> int:
     parser.add_argument("--round-runs", default="1,10000")
     parser.add_argument("--round-start", type=int, default=1024)
     parser.add_argument("--round-rounds", type=int, default=256)
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     args = parser.parse_args(argv)
     arm_counts = int_list(parser, "--arms", args.arms, 2)
     round_arms = int_list(parser, "--round-arms", args.round_arms, 2)
@@ -140,25 +145,27 @@ def main(argv=None) -> int:
         parser.error(f"--round-start: must be a multiple of --round-rounds, got {args.round_start}")
     policies = _names(parser, "--policies", args.policies)
     round_policies = _names(parser, "--round-policies", args.round_policies)
+    if args.dtype == "float64":
+        jax.config.update("jax_enable_x64", True)
     info = machine()
     for num_arms in arm_counts:
         inst = graph_instance(num_arms)
         horizon = horizons.get(num_arms, args.horizon)
-        cases = {name: scale_case(name, inst, horizon, args.runs, args.chunk) for name in ["ucb_n", *policies]}
+        cases = {name: scale_case(name, inst, horizon, args.runs, args.chunk, args.dtype) for name in ["ucb_n", *policies]}
         base = cases["ucb_n"]["seconds"]
         for name in policies:
             cases[name]["ratio_vs_ucb_n"] = cases[name]["seconds"] / base
         emit({
-            "case": "scale", "num_arms": num_arms, "runs": args.runs, "horizon": horizon,
+            "case": "scale", "num_arms": num_arms, "runs": args.runs, "horizon": horizon, "dtype": args.dtype,
             "edge_probability": EDGE_PROBABILITY, "policies": cases, "machine": info,
         })  # fmt: skip
     for num_arms in round_arms:
         inst = graph_instance(num_arms)
         for runs in round_runs:
             names = ["ucb_n", *round_policies]
-            seconds = {name: round_seconds(name, inst, runs, args.round_start, args.round_rounds) for name in names}
+            seconds = {name: round_seconds(name, inst, runs, args.round_start, args.round_rounds, args.dtype) for name in names}
             emit({
-                "case": "round_time", "num_arms": num_arms, "runs": runs, "first_round": args.round_start + 1,
+                "case": "round_time", "num_arms": num_arms, "runs": runs, "dtype": args.dtype, "first_round": args.round_start + 1,
                 "rounds": args.round_rounds, "seconds_per_round": seconds,
                 "ratio_vs_ucb_n": {name: seconds[name] / seconds["ucb_n"] for name in round_policies}, "machine": info,
             })  # fmt: skip

@@ -201,6 +201,7 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
         ("scale", ["--horizons", "10=x"], "--horizons: expected K=T items, got '10=x'"),
         ("scale", ["--policies", "lp_explore,nonexistent"], "--policies: unknown policy name 'nonexistent'"),
         ("scale", ["--round-start", "100", "--round-rounds", "64"], "--round-start: must be a multiple of --round-rounds"),
+        ("scale", ["--dtype", "float16"], "--dtype: invalid choice: 'float16'"),
         ("throughput", ["--runs", "0"], "--runs: every value must be >= 1, got '0'"),
         ("throughput", ["--runs", ""], "--runs: give at least one run count"),
         ("throughput", ["--numpy-rounds", "0"], "--numpy-rounds: must be >= 1, got 0"),
@@ -278,7 +279,7 @@ def test_scale_benchmark():
     )  # fmt: skip
     assert set(records) == {"scale", "round_time"}
     scale = records["scale"]
-    assert (scale["num_arms"], scale["runs"], scale["horizon"]) == (3, runs, horizon)
+    assert (scale["num_arms"], scale["runs"], scale["horizon"], scale["dtype"]) == (3, runs, horizon, "float32")
     assert set(scale["policies"]) == {"ucb_n", "lp_explore"}
     for case in scale["policies"].values():
         _positive(case, "compile_seconds", "compile_cpu_seconds", "seconds", "stablehlo_lines")
@@ -291,6 +292,7 @@ def test_scale_benchmark():
     assert scale["policies"]["ucb_n"]["counters"] == {}
     timing = records["round_time"]
     assert (timing["num_arms"], timing["runs"], timing["first_round"], timing["rounds"]) == (3, 2, 17, rounds)
+    assert timing["dtype"] == "float32"
     seconds = timing["seconds_per_round"]
     _positive(seconds, "ucb_n", "lp_explore")
     assert timing["ratio_vs_ucb_n"] == {"lp_explore": pytest.approx(seconds["lp_explore"] / seconds["ucb_n"])}
