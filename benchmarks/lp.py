@@ -1,11 +1,15 @@
-"""Throughput and accuracy of the batched lower-bound LP solve, against a linprog loop.
+"""Throughput and accuracy of the batched lower-bound LP solve, against a linprog loop
+and a highspy loop.
 
 Prints one JSON line per case:
 * ``solve``: LPs/s of ``jit(vmap(solve_lower_bound))`` at K x batch x dtype, the
   ``scipy.optimize.linprog(method="highs")`` loop in the same process (on up to
   ``--reference-size`` of the instances, as LPs/s), the speed-up, and accuracy beside
   it: the fraction with status OPTIMAL and the max relative objective error against
-  HiGHS (on the same sample).
+  HiGHS (on the same sample); and a plain ``highspy`` loop over the same sample (the
+  HiGHS library called directly, one fresh model per LP, without scipy's wrapping),
+  its LPs/s, the speed-up against it, and its largest relative difference from the
+  ``linprog`` objectives.
 * ``solve_chunked_<n>``: the same through ``lax.map(solve_lower_bound, batch_size=n)`` (vmap in chunks
   of n, so fewer lanes wait for the slowest LP of the batch).
 * ``warm_check``: the cost of the verified warm-start check (``check_warm_start`` with
@@ -62,6 +66,51 @@ def highs_values(mu, precision):
     return np.array(values)
 
 
+def _silent_highs():
+    """A ``highspy.Highs`` without output: its start-up banner goes to the process's
+    stdout (past ``sys.stdout``), which carries this script's JSON, so file descriptor 1
+    points to /dev/null while it is made."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            solver = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    solver.setOptionValue("output_flag", False)
+    return solver
+
+
+def highspy_values(mu, precision):
+    """HiGHS objective of each instance (NaN where it fails) from a plain ``highspy``
+    loop: one model per LP, passed whole (``A = W^T`` column by column)."""
+    import highspy
+
+    solver = _silent_highs()
+    values = []
+    for m, w in zip(mu, precision):
+        gaps, b, _ = reference.lower_bound_problem(m)
+        k = len(gaps)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = k, k
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = gaps, np.zeros(k), np.full(k, highspy.kHighsInf)
+        lp.row_lower_, lp.row_upper_ = b, np.full(k, highspy.kHighsInf)
+        # Column j of A = W^T is row j of W.
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = np.arange(0, k * k + 1, k)
+        lp.a_matrix_.index_ = np.tile(np.arange(k), k)
+        lp.a_matrix_.value_ = np.ascontiguousarray(w, np.float64).reshape(-1)
+        solver.passModel(lp)
+        solver.run()
+        optimal = solver.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        values.append(solver.getInfo().objective_function_value if optimal else np.nan)
+    return np.array(values)
+
+
 def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=None):
     mu, precision = make_batch(num_arms, batch)
     if chunk_size is None:
@@ -79,6 +128,10 @@ def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=No
     start = timeit.default_timer()
     highs = highs_values(mu[:sample], precision[:sample])
     highs_seconds = timeit.default_timer() - start
+    start = timeit.default_timer()
+    direct = highspy_values(mu[:sample], precision[:sample])
+    highspy_seconds = timeit.default_timer() - start
+    agree = np.isfinite(direct) & np.isfinite(highs)
     optimal = out.status == 0
     solved = optimal[:sample] & np.isfinite(highs)
     error = np.abs(out.value[:sample][solved] - highs[solved]) / np.maximum(highs[solved], 1e-300)
@@ -91,6 +144,12 @@ def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=No
         "seconds": seconds,
         "linprog_lps_per_second": sample / highs_seconds,
         "speedup_vs_linprog": (batch / seconds) / (sample / highs_seconds),
+        "highspy_lps_per_second": sample / highspy_seconds,
+        "speedup_vs_highspy": (batch / seconds) / (sample / highspy_seconds),
+        "highspy_fraction_optimal": float(np.isfinite(direct).mean()),
+        "highspy_max_relative_difference_vs_linprog": float(
+            np.max(np.abs(direct[agree] - highs[agree]) / np.maximum(highs[agree], 1e-300), initial=0.0)
+        ),
         "fraction_optimal": float(optimal.mean()),
         "max_relative_error_vs_highs": float(error.max()) if error.size else None,
         "accuracy_sample": int(sample),

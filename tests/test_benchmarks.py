@@ -93,6 +93,10 @@ def test_lp_benchmark_solve_and_warm_cases():
     _positive(solve, "seconds", "lps_per_second", "linprog_lps_per_second", "speedup_vs_linprog")
     assert solve["lps_per_second"] == pytest.approx(2 / solve["seconds"])
     assert solve["speedup_vs_linprog"] == pytest.approx(solve["lps_per_second"] / solve["linprog_lps_per_second"])
+    _positive(solve, "highspy_lps_per_second", "speedup_vs_highspy")
+    assert solve["speedup_vs_highspy"] == pytest.approx(solve["lps_per_second"] / solve["highspy_lps_per_second"])
+    assert solve["highspy_fraction_optimal"] == 1.0
+    assert 0 <= solve["highspy_max_relative_difference_vs_linprog"] <= 1e-9
     # Toy LPs: every one solved, to HiGHS's objective, in a few pivots.
     assert solve["fraction_optimal"] == 1.0
     assert 0 <= solve["max_relative_error_vs_highs"] <= 1e-9
