@@ -40,12 +40,11 @@ def stage_buffer_size(batching: str, total_runs: int, solve_batch: Optional[int]
     """The one buffer size of a ``"compact"`` or ``"rare"`` stage (see
     :class:`~jaxbandit.base.Stage`), repeated until every waiting run is served.
 
-    One size, not smaller ones for the last runs too: each size is another compiled
-    copy of the stage, and the idle lanes smaller buffers spared saved little or no run
-    time where measured (``benchmarks/scale.py``; ``benchmarks/README.md``).  A
-    ``"rare"`` stage's lanes cost real work (a full simplex), so its buffer is sized to
-    the runs (1/128 of them, 4 at least, ``solve_batch / 8`` at most) rather than to the
-    batch: a round with a couple of such solves then pays for few idle lanes.
+    One size, not smaller ones for the last runs too: each further size would be
+    another compiled copy of the stage, only to spare the idle lanes of a round's last
+    pass.  A ``"rare"`` stage's lanes cost real work (a full simplex), so its buffer is
+    sized to the runs (1/128 of them, 4 at least, ``solve_batch / 8`` at most) rather
+    than to the batch: a round with a couple of such solves then pays for few idle lanes.
     """
     batch = solve_batch or min(total_runs, DEFAULT_SOLVE_BATCH)
     if batching == "rare":

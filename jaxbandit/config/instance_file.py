@@ -17,7 +17,6 @@ import json
 import os
 import sys
 
-
 from jaxbandit.config.schema import decode_numbers
 from jaxbandit.files import read_npz
 
