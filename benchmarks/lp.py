@@ -12,6 +12,10 @@ Prints one JSON line per case:
   ``linprog`` objectives.
 * ``solve_chunked_<n>``: the same through ``lax.map(solve_lower_bound, batch_size=n)`` (vmap in chunks
   of n, so fewer lanes wait for the slowest LP of the batch).
+* ``lower_bound``: the same batch through the host API, ``jaxbandit.bound.lower_bound`` of
+  the batch instance (float64 instances, the solve in ``dtype``), which runs it in pieces
+  sized to the LP (``bound._largest_lanes``, reported as ``lanes``).  The chunked and
+  host cases run for batches of at least ``--large``.
 * ``warm_check``: the cost of the verified warm-start check (``check_warm_start`` with
   the previous optimal basis, at means perturbed by 1e-3) against a full solve; and of
   the re-use without a check (``reuse_warm_start``, the warm start anchored where its
@@ -47,7 +51,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks._common import best_time, emit, machine  # noqa: E402
-from jaxbandit import bound_lp, instances  # noqa: E402
+from jaxbandit import bound, bound_lp, instances  # noqa: E402
 from tests import reference  # noqa: E402
 
 
@@ -111,19 +115,24 @@ def highspy_values(mu, precision):
     return np.array(values)
 
 
-def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=None):
+def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=None, host=False):
     mu, precision = make_batch(num_arms, batch)
-    if chunk_size is None:
+    if host:
+        instance = instances.random(0, num_arms, num_instances=batch)  # make_batch's instances
+        seconds = best_time(lambda: bound.lower_bound(instance, dtype=dtype, throw=False), repeat, warm_up=True)
+        found = bound.lower_bound(instance, dtype=dtype, throw=False)
+        out = bound_lp.LowerBoundSolution(found.c, found.value, found.status, np.full(batch, -1), None)
+    elif chunk_size is None:
         solve = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
     else:
         solve = jax.jit(
             lambda m, w: jax.lax.map(lambda args: bound_lp.solve_lower_bound(*args), (m, w), batch_size=chunk_size)
         )
-    x64 = dtype == "float64"
-    with jax.enable_x64(x64):
-        args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
-        seconds = best_time(lambda: jax.block_until_ready(solve(*args)), repeat, warm_up=True)
-        out = jax.tree.map(np.asarray, solve(*args))
+    if not host:
+        with jax.enable_x64(dtype == "float64"):
+            args = (jnp.asarray(mu, dtype), jnp.asarray(precision, dtype))
+            seconds = best_time(lambda: jax.block_until_ready(solve(*args)), repeat, warm_up=True)
+            out = jax.tree.map(np.asarray, solve(*args))
     sample = min(batch, reference_size)
     start = timeit.default_timer()
     highs = highs_values(mu[:sample], precision[:sample])
@@ -135,8 +144,9 @@ def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=No
     optimal = out.status == 0
     solved = optimal[:sample] & np.isfinite(highs)
     error = np.abs(out.value[:sample][solved] - highs[solved]) / np.maximum(highs[solved], 1e-300)
+    case = "lower_bound" if host else "solve" if chunk_size is None else f"solve_chunked_{chunk_size}"
     return {
-        "case": "solve" if chunk_size is None else f"solve_chunked_{chunk_size}",
+        "case": case,
         "num_arms": num_arms,
         "batch": batch,
         "dtype": dtype,
@@ -153,8 +163,8 @@ def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=No
         "fraction_optimal": float(optimal.mean()),
         "max_relative_error_vs_highs": float(error.max()) if error.size else None,
         "accuracy_sample": int(sample),
-        "mean_pivots": float(out.num_iterations.mean()),
-    }
+        "mean_pivots": None if host else float(out.num_iterations.mean()),
+    } | ({"lanes": bound._largest_lanes(num_arms, dtype)} if host else {})
 
 
 def _loop(step):
@@ -249,7 +259,7 @@ def main(argv=None):
     parser.add_argument("--no-warm", action="store_true")
     parser.add_argument("--no-solve", action="store_true", help="only the warm-start cases")
     parser.add_argument(
-        "--chunked-only", action="store_true", help="batches >= 1000: skip the plain vmapped solve"
+        "--chunked-only", action="store_true", help="batches >= --large: skip the plain vmapped solve"
     )
     parser.add_argument(
         "--warm-batches", type=int, nargs="+", default=None, help="batches of the warm-start cases (default: --batches)"
@@ -258,7 +268,10 @@ def main(argv=None):
         "--loop-lps", type=int, default=20_000, help="LPs per timed loop of the warm-start cases (at least 4 batches)"
     )
     parser.add_argument(
-        "--chunk", type=int, default=128, help="also time the solve vmapped in chunks of this size (lax.map) for batches >= 1000"
+        "--chunk", type=int, default=128, help="also time the solve vmapped in chunks of this size (lax.map) for batches >= --large (0: not)"
+    )
+    parser.add_argument(
+        "--large", type=int, default=1000, help="the smallest batch of the chunked and host (lower_bound) cases"
     )
     parser.add_argument(
         "--approximate-division",
@@ -276,6 +289,7 @@ def main(argv=None):
         ("--reference-size", [args.reference_size], 1),
         ("--loop-lps", [args.loop_lps], 1),
         ("--chunk", [args.chunk], 0),
+        ("--large", [args.large], 1),
     ):
         if min(values, default=smallest) < smallest:
             parser.error(f"{option}: must be >= {smallest}, got {min(values)}")
@@ -296,13 +310,16 @@ def run_cases(args, info):
     for num_arms in args.arms if not args.no_solve else ():
         for batch in args.batches:
             for dtype in args.dtypes:
-                if not (args.chunked_only and batch >= 1000):
+                if not (args.chunked_only and batch >= args.large):
                     record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size)
                     emit(record | {"machine": info})
-                if batch >= 1000 and args.chunk:
+                if batch >= args.large and args.chunk:
                     record = run_solve_case(
                         num_arms, batch, dtype, args.repeat, args.reference_size, args.chunk
                     )
+                    emit(record | {"machine": info})
+                if batch >= args.large:
+                    record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size, host=True)
                     emit(record | {"machine": info})
     if not args.no_warm:
         for num_arms in args.arms:

@@ -97,25 +97,40 @@ class LowerBound(NamedTuple):
 _batched_solve = jax.jit(jax.vmap(solve_lower_bound))
 
 # Every vmapped program here runs on a few fixed batch sizes: the powers of two from
-# _MIN_LANES to _MAX_LANES, larger batches in pieces of _MAX_LANES.  A new number of
-# instances (or of lanes left to rescue) then reuses a compiled program instead of
-# compiling another; each lane's answer does not depend on the others in its batch.
+# _MIN_LANES up to the largest of the problem's size (_largest_lanes), larger batches in
+# pieces of that.  A new number of instances (or of lanes left to rescue) then reuses a
+# compiled program instead of compiling another; each lane's answer does not depend on
+# the others in its batch.
 _MIN_LANES = 8
 _MAX_LANES = 1024
+# The tableaux of one piece stay within about this many bytes: a vmapped pivot sweeps
+# all its lanes' tableaux, and a piece whose tableaux outgrow the processor's caches
+# solves fewer LPs per second, so large K runs in small pieces.
+_PIECE_BYTES = 2**21
 
 
-def _lanes(count: int) -> int:
+def _largest_lanes(num_arms: int, dtype) -> int:
+    """The largest batch size of a ``num_arms``-arm LP in ``dtype``: a power of two in
+    ``[_MIN_LANES, _MAX_LANES]`` whose tableaux (``(K + 2) x (2K + 1)`` each) fit in
+    ``_PIECE_BYTES``."""
+    tableau_bytes = (num_arms + 2) * (2 * num_arms + 1) * np.dtype(dtype).itemsize
+    fits = max(_PIECE_BYTES // tableau_bytes, 1)
+    return min(max(_MIN_LANES, 1 << (fits.bit_length() - 1)), _MAX_LANES)
+
+
+def _lanes(count: int, largest: int = _MAX_LANES) -> int:
     """The compiled batch size that serves ``count`` instances (``count >= 1``)."""
-    return min(max(_MIN_LANES, 1 << (count - 1).bit_length()), _MAX_LANES)
+    return min(max(_MIN_LANES, 1 << (count - 1).bit_length()), largest)
 
 
-def _on_lanes(function, *arrays):
+def _on_lanes(function, *arrays, largest: int = _MAX_LANES):
     """``function(*arrays)`` (vmapped, jitted) over the leading axis, run on batches of
-    :func:`_lanes` size padded with copies of the first instance; numpy outputs."""
+    :func:`_lanes` size (at most ``largest``) padded with copies of the first instance;
+    numpy outputs."""
     count = len(arrays[0])
     if count == 0:  # an empty batch: nothing to pad with
         return jax.tree.map(np.asarray, function(*arrays))
-    lanes = _lanes(count)
+    lanes = _lanes(count, largest)
     pieces = []
     for start in range(0, count, lanes):
         take = np.arange(start, start + lanes)
@@ -127,7 +142,8 @@ def _on_lanes(function, *arrays):
 def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolution:
     dtype = np.dtype(dtype)
     with jax.enable_x64(dtype == np.float64):
-        return _on_lanes(_batched_solve, np.asarray(mu, dtype), np.asarray(precision, dtype))
+        largest = _largest_lanes(np.shape(mu)[-1], dtype)
+        return _on_lanes(_batched_solve, np.asarray(mu, dtype), np.asarray(precision, dtype), largest=largest)
 
 
 # Float64 lanes the default solve cannot certify (badly scaled sigma) are tried again
@@ -187,16 +203,17 @@ def _rescue_float64(mu: np.ndarray, precision: np.ndarray, out: LowerBoundSoluti
     with jax.enable_x64(True):
         mu64 = np.asarray(mu[retry], np.float64)
         precision64 = np.asarray(precision[retry], np.float64)
+        largest = _largest_lanes(mu64.shape[-1], np.float64)
 
         def verified_guess():
             guess = _solve_batch(mu64, precision64, np.float32).basis
-            ok, verified = _on_lanes(_verify_basis, mu64, precision64, guess)
+            ok, verified = _on_lanes(_verify_basis, mu64, precision64, guess, largest=largest)
             return verified._replace(status=np.where(ok, verified.status, lp.LPStatus.NUMERICAL_ERROR))
 
         def solved_with(settings):
             refactorizations, tolerance = settings
             traced = (jnp.int32(refactorizations), jnp.float64(tolerance))
-            return _on_lanes(lambda m, p: _solve_with(m, p, *traced), mu64, precision64)
+            return _on_lanes(lambda m, p: _solve_with(m, p, *traced), mu64, precision64, largest=largest)
 
         def solved_exactly():
             unsolved = _unsolved(best.status)

@@ -85,9 +85,9 @@ def _counts(counts, rounds, *, initial):
 def test_lp_benchmark_solve_and_warm_cases():
     records = _run(
         "lp.py", "--arms", "3", "--batches", "2", "--dtypes", "float64",
-        "--repeat", "1", "--reference-size", "2", "--loop-lps", "8",
+        "--repeat", "1", "--reference-size", "2", "--loop-lps", "8", "--large", "2", "--chunk", "0",
     )  # fmt: skip
-    assert set(records) == {"solve", "warm_check"}
+    assert set(records) == {"solve", "lower_bound", "warm_check"}
     solve = records["solve"]
     assert (solve["num_arms"], solve["batch"], solve["dtype"], solve["accuracy_sample"]) == (3, 2, "float64", 2)
     _positive(solve, "seconds", "lps_per_second", "linprog_lps_per_second", "speedup_vs_linprog")
@@ -101,6 +101,10 @@ def test_lp_benchmark_solve_and_warm_cases():
     assert solve["fraction_optimal"] == 1.0
     assert 0 <= solve["max_relative_error_vs_highs"] <= 1e-9
     assert 0 <= solve["mean_pivots"] <= 10
+    host = records["lower_bound"]  # the same LPs through the host API, in its pieces
+    assert (host["batch"], host["lanes"], host["fraction_optimal"], host["mean_pivots"]) == (2, 1024, 1.0, None)
+    assert 0 <= host["max_relative_error_vs_highs"] <= 1e-9
+    assert host["speedup_vs_highspy"] == pytest.approx(host["lps_per_second"] / host["highspy_lps_per_second"])
     warm = records["warm_check"]
     assert (warm["num_arms"], warm["batch"], warm["dtype"]) == (3, 2, "float64")
     assert warm["loop_iterations"] == 4  # at least 4 batches, even for 8 LPs of 2

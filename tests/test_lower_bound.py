@@ -34,7 +34,7 @@ from scipy.optimize import linprog
 
 import jaxbandit as jb
 from jaxbandit import bound_lp, exact_lp, instances, lp
-from jaxbandit.bound import LowerBound, _batched_solve, _lanes, _on_lanes, _solve_batch, bernoulli_kl, lower_bound
+from jaxbandit.bound import LowerBound, _batched_solve, _lanes, _largest_lanes, _on_lanes, _solve_batch, bernoulli_kl, lower_bound
 from tests.approximate_division import approximate_division
 
 Status = bound_lp.LowerBoundStatus
@@ -504,13 +504,26 @@ def test_batch_instance_and_curve():
     curve = bound.curve([1, 10, 100])
     assert curve.shape == (4, 3)
     np.testing.assert_allclose(curve[:, 2], bound.value * np.log(100))
+    # A lane's answer does not depend on its piece: 12 instances on 16 lanes at once, or
+    # in two pieces of the 8-lane program (as a large K splits every batch).
+    many = instances.random(4, 3, num_instances=12)
+    with jax.enable_x64(True):
+        arrays = (np.asarray(many.mu, np.float64), np.asarray(many.precision, np.float64))
+        whole, pieces = _on_lanes(_batched_solve, *arrays), _on_lanes(_batched_solve, *arrays, largest=8)
+    for a, b in zip(whole, pieces):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_host_batches_run_on_few_compiled_sizes():
-    """Any number of instances runs on a power-of-two batch of 8 to 1,024 lanes (larger
-    batches in pieces of 1,024), padded with copies of the first: in order, nothing
-    lost or repeated."""
+    """Any number of instances runs on a power-of-two batch of 8 lanes up to the largest
+    of its LP's size (larger batches in pieces of that), padded with copies of the
+    first: in order, nothing lost or repeated.  The largest is 1,024 lanes at small K
+    and shrinks as the tableaux grow (their pieces stay within a cache-sized budget)."""
     assert [_lanes(n) for n in (1, 8, 9, 400, 1024, 1025, 5000)] == [8, 8, 16, 512, 1024, 1024, 1024]
+    assert [_lanes(n, 32) for n in (1, 9, 32, 33, 1000)] == [8, 16, 32, 32, 32]
+    sizes = {(k, d): _largest_lanes(k, d) for k in (3, 10, 20, 50, 100) for d in (np.float32, np.float64)}
+    assert sizes[3, np.float64] == sizes[10, np.float64] == 1024  # the programs this file compiles
+    assert (sizes[50, np.float32], sizes[50, np.float64], sizes[100, np.float64]) == (64, 32, 8)
     double = jax.jit(jax.vmap(lambda x, y: (2 * x, y)))
     values = np.arange(2500.0)
     twice, same = _on_lanes(double, values, values[:, None])
