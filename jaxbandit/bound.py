@@ -103,16 +103,20 @@ _batched_solve = jax.jit(jax.vmap(solve_lower_bound))
 # the others in its batch.
 _MIN_LANES = 8
 _MAX_LANES = 1024
-# The tableaux of one piece stay within about this many bytes: a vmapped pivot sweeps
-# all its lanes' tableaux, and a piece whose tableaux outgrow the processor's caches
-# solves fewer LPs per second, so large K runs in small pieces.
+# On a CPU the tableaux of one piece stay within about this many bytes: a vmapped
+# pivot sweeps all its lanes' tableaux, and a piece whose tableaux outgrow the
+# processor's caches solves fewer LPs per second, so large K runs in small pieces.  An
+# accelerator solves more LPs per second the wider the batch: there pieces are
+# _MAX_LANES wide.
 _PIECE_BYTES = 2**21
 
 
 def _largest_lanes(num_arms: int, dtype) -> int:
     """The largest batch size of a ``num_arms``-arm LP in ``dtype``: a power of two in
-    ``[_MIN_LANES, _MAX_LANES]`` whose tableaux (``(K + 2) x (2K + 1)`` each) fit in
-    ``_PIECE_BYTES``."""
+    ``[_MIN_LANES, _MAX_LANES]``, on a CPU one whose tableaux (``(K + 2) x (2K + 1)``
+    each) fit in ``_PIECE_BYTES``."""
+    if jax.default_backend() != "cpu":
+        return _MAX_LANES
     tableau_bytes = (num_arms + 2) * (2 * num_arms + 1) * np.dtype(dtype).itemsize
     fits = max(_PIECE_BYTES // tableau_bytes, 1)
     return min(max(_MIN_LANES, 1 << (fits.bit_length() - 1)), _MAX_LANES)
