@@ -14,8 +14,8 @@ Prints one JSON line per case:
   of n, so fewer lanes wait for the slowest LP of the batch).
 * ``lower_bound``: the same batch through the host API, ``jaxbandit.bound.lower_bound`` of
   the batch instance (float64 instances, the solve in ``dtype``), which runs it in pieces
-  sized to the LP (``bound._largest_lanes``, reported as ``lanes``).  The chunked and
-  host cases run for batches of at least ``--large``.
+  sized to the LP (``bound._largest_lanes``, reported as ``lanes``), for batches of at
+  least ``--large``.
 * ``warm_check``: the cost of the verified warm-start check (``check_warm_start`` with
   the previous optimal basis, at means perturbed by 1e-3) against a full solve; and of
   the re-use without a check (``reuse_warm_start``, the warm start anchored where its
@@ -259,7 +259,7 @@ def main(argv=None):
     parser.add_argument("--no-warm", action="store_true")
     parser.add_argument("--no-solve", action="store_true", help="only the warm-start cases")
     parser.add_argument(
-        "--chunked-only", action="store_true", help="batches >= --large: skip the plain vmapped solve"
+        "--chunked-only", action="store_true", help="batches >= 1000: skip the plain vmapped solve"
     )
     parser.add_argument(
         "--warm-batches", type=int, nargs="+", default=None, help="batches of the warm-start cases (default: --batches)"
@@ -268,10 +268,10 @@ def main(argv=None):
         "--loop-lps", type=int, default=20_000, help="LPs per timed loop of the warm-start cases (at least 4 batches)"
     )
     parser.add_argument(
-        "--chunk", type=int, default=128, help="also time the solve vmapped in chunks of this size (lax.map) for batches >= --large (0: not)"
+        "--chunk", type=int, default=128, help="also time the solve vmapped in chunks of this size (lax.map) for batches >= 1000 (0: not)"
     )
     parser.add_argument(
-        "--large", type=int, default=1000, help="the smallest batch of the chunked and host (lower_bound) cases"
+        "--large", type=int, default=1000, help="the smallest batch of the host API case (lower_bound)"
     )
     parser.add_argument(
         "--approximate-division",
@@ -310,10 +310,10 @@ def run_cases(args, info):
     for num_arms in args.arms if not args.no_solve else ():
         for batch in args.batches:
             for dtype in args.dtypes:
-                if not (args.chunked_only and batch >= args.large):
+                if not (args.chunked_only and batch >= 1000):
                     record = run_solve_case(num_arms, batch, dtype, args.repeat, args.reference_size)
                     emit(record | {"machine": info})
-                if batch >= args.large and args.chunk:
+                if batch >= 1000 and args.chunk:
                     record = run_solve_case(
                         num_arms, batch, dtype, args.repeat, args.reference_size, args.chunk
                     )

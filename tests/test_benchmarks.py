@@ -85,7 +85,7 @@ def _counts(counts, rounds, *, initial):
 def test_lp_benchmark_solve_and_warm_cases():
     records = _run(
         "lp.py", "--arms", "3", "--batches", "2", "--dtypes", "float64",
-        "--repeat", "1", "--reference-size", "2", "--loop-lps", "8", "--large", "2", "--chunk", "0",
+        "--repeat", "1", "--reference-size", "2", "--loop-lps", "8", "--large", "2",
     )  # fmt: skip
     assert set(records) == {"solve", "lower_bound", "warm_check"}
     solve = records["solve"]
