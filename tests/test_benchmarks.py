@@ -83,15 +83,17 @@ def _counts(counts, rounds, *, initial):
 
 
 def test_lp_benchmark_solve_and_warm_cases():
+    # 8 LPs: the host API's smallest batch, so that the solve, host and warm-start
+    # cases run one compiled solve (the session's compile cache).
     records = _run(
-        "lp.py", "--arms", "3", "--batches", "2", "--dtypes", "float64",
-        "--repeat", "1", "--reference-size", "2", "--loop-lps", "8", "--large", "2",
+        "lp.py", "--arms", "3", "--batches", "8", "--dtypes", "float64",
+        "--repeat", "1", "--reference-size", "2", "--loop-lps", "32", "--large", "8",
     )  # fmt: skip
     assert set(records) == {"solve", "lower_bound", "warm_check"}
     solve = records["solve"]
-    assert (solve["num_arms"], solve["batch"], solve["dtype"], solve["accuracy_sample"]) == (3, 2, "float64", 2)
+    assert (solve["num_arms"], solve["batch"], solve["dtype"], solve["accuracy_sample"]) == (3, 8, "float64", 2)
     _positive(solve, "seconds", "lps_per_second", "linprog_lps_per_second", "speedup_vs_linprog")
-    assert solve["lps_per_second"] == pytest.approx(2 / solve["seconds"])
+    assert solve["lps_per_second"] == pytest.approx(8 / solve["seconds"])
     assert solve["speedup_vs_linprog"] == pytest.approx(solve["lps_per_second"] / solve["linprog_lps_per_second"])
     _positive(solve, "highspy_lps_per_second", "speedup_vs_highspy")
     assert solve["speedup_vs_highspy"] == pytest.approx(solve["lps_per_second"] / solve["highspy_lps_per_second"])
@@ -102,12 +104,12 @@ def test_lp_benchmark_solve_and_warm_cases():
     assert 0 <= solve["max_relative_error_vs_highs"] <= 1e-9
     assert 0 <= solve["mean_pivots"] <= 10
     host = records["lower_bound"]  # the same LPs through the host API, in its pieces
-    assert (host["batch"], host["lanes"], host["fraction_optimal"], host["mean_pivots"]) == (2, 1024, 1.0, None)
+    assert (host["batch"], host["lanes"], host["fraction_optimal"], host["mean_pivots"]) == (8, 1024, 1.0, None)
     assert 0 <= host["max_relative_error_vs_highs"] <= 1e-9
     assert host["speedup_vs_highspy"] == pytest.approx(host["lps_per_second"] / host["highspy_lps_per_second"])
     warm = records["warm_check"]
-    assert (warm["num_arms"], warm["batch"], warm["dtype"]) == (3, 2, "float64")
-    assert warm["loop_iterations"] == 4  # at least 4 batches, even for 8 LPs of 2
+    assert (warm["num_arms"], warm["batch"], warm["dtype"]) == (3, 8, "float64")
+    assert warm["loop_iterations"] == 4  # at least 4 batches, even for 32 LPs of 8
     for full, other, ratio in (
         ("full_solve_seconds", "check_seconds", "full_over_check"),
         ("full_solve_seconds", "reuse_seconds", "full_over_reuse"),
