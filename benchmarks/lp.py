@@ -55,8 +55,12 @@ from jaxbandit import bound, bound_lp, instances  # noqa: E402
 from tests import reference  # noqa: E402
 
 
+def make_instances(num_arms, batch, seed=0):
+    return instances.random(seed, num_arms, num_instances=batch)
+
+
 def make_batch(num_arms, batch, seed=0):
-    inst = instances.random(seed, num_arms, num_instances=batch)
+    inst = make_instances(num_arms, batch, seed)
     return inst.mu, inst.precision
 
 
@@ -118,10 +122,9 @@ def highspy_values(mu, precision):
 def run_solve_case(num_arms, batch, dtype, repeat, reference_size, chunk_size=None, host=False):
     mu, precision = make_batch(num_arms, batch)
     if host:
-        instance = instances.random(0, num_arms, num_instances=batch)  # make_batch's instances
+        instance = make_instances(num_arms, batch)
         seconds = best_time(lambda: bound.lower_bound(instance, dtype=dtype, throw=False), repeat, warm_up=True)
-        found = bound.lower_bound(instance, dtype=dtype, throw=False)
-        out = bound_lp.LowerBoundSolution(found.c, found.value, found.status, np.full(batch, -1), None)
+        out = bound.lower_bound(instance, dtype=dtype, throw=False)  # a LowerBound: status and value
     elif chunk_size is None:
         solve = jax.jit(jax.vmap(bound_lp.solve_lower_bound))
     else:
