@@ -45,6 +45,7 @@ from hypothesis import strategies as st
 
 import jaxbandit as jb
 from jaxbandit import bound, config, instances, monitors, policies, runner
+from jaxbandit.base import OWN_ARM
 from jaxbandit.config import ConfigError
 from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.policies.lp_explore import CASE_C_RULES, TheoryWarning
@@ -494,12 +495,16 @@ POLICY_GRIDS = {
     },
     "ossb": {"epsilon": st.one_of(st.just(0.0), POSITIVE_VALUES), "gamma": st.one_of(st.just(0.0), POSITIVE_VALUES)},
 }
+# the policies refused an instance with an arm that reveals nothing about itself
+OWN_ARM_POLICIES = {name for name in POLICY_GRIDS if policies.make(name).options.get("feedback") == OWN_ARM}
 
 
 @st.composite
-def policy_entries(draw):
-    """``(entries, grids)``: ``[[policies]]`` tables, and the grid each resolves to."""
-    names = draw(st.lists(st.sampled_from(sorted(POLICY_GRIDS)), min_size=1, max_size=3, unique=True))
+def policy_entries(draw, own_arm: bool = True):
+    """``(entries, grids)``: ``[[policies]]`` tables, and the grid each resolves to
+    (``own_arm=False``: no policy that learns an arm only by playing it)."""
+    known = sorted(name for name in POLICY_GRIDS if own_arm or name not in OWN_ARM_POLICIES)
+    names = draw(st.lists(st.sampled_from(known), min_size=1, max_size=3, unique=True))
     entries, grids = [], []
     for i, name in enumerate(names):
         entry = {"name": name}
@@ -534,7 +539,9 @@ def configurations(draw):
         labelled = [(f"{label}/{j}", inst[j]) for j in range(inst.num_instances)] if inst.is_batch else [(label, inst)]
         entries.append(({**case.entry, "name": label}, labelled))
     entries = draw(st.permutations(entries))
-    policy_tables, grids = draw(policy_entries())
+    # an arm that reveals nothing about itself is refused to the policies learning only from their own plays
+    self_observed = all(np.isfinite(np.diagonal(inst.sigma)).all() for _, pairs in entries for _, inst in pairs)
+    policy_tables, grids = draw(policy_entries(own_arm=self_observed))
     rounds = st.integers(1, 10**6)
     horizon = draw(st.one_of(rounds, st.lists(rounds, min_size=1, max_size=3, unique=True)))
     longest = max(horizon) if isinstance(horizon, list) else horizon
