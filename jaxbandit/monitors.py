@@ -131,7 +131,7 @@ def _check_alphas(alphas) -> tuple:
         raise ArgumentError(f"alphas must be a list of numbers > 0, got {alphas!r}.", argument="alphas")
     try:
         values = () if holds_non_numbers(alphas) else tuple(float(a) for a in alphas)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # 10**400 is an int, not a float
         values = ()
     if not values or not all(math.isfinite(a) and a > 0 for a in values):
         raise ArgumentError(f"alphas must be a non-empty list of finite numbers > 0, got {alphas!r}.", argument="alphas")

@@ -91,10 +91,12 @@ def _spellings(value) -> tuple:
     if isinstance(value, float) and math.isnan(value):
         return set(), {"nan"}
     if isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)):
-        number = float(value)
-        numbers = {repr(value), str(value), repr(number), str(np.float64(number)), f"{number:g}"}
-        if number.is_integer() and abs(number) < 2**63:
-            numbers.add(str(int(number)))
+        numbers = {repr(value), str(value)}
+        if isinstance(value, (float, np.floating)) or abs(value) < 2**1024:  # an int beyond float64 has no float spelling
+            number = float(value)
+            numbers |= {repr(number), str(np.float64(number)), f"{number:g}"}
+            if number.is_integer():
+                numbers.add(str(int(number)))
         return set(), {n.lower() for n in numbers}
     if isinstance(value, str):
         return {repr(value).lower()}, set()  # quoted: "1" in a message is not the string "1"
@@ -251,6 +253,13 @@ FRACTIONS = st.floats(-1e9, 1e9).filter(lambda x: not x.is_integer())
 # whole floats are integers (2e4 is how TOML and scientific notation write 20000)
 WHOLE_FLOATS = st.integers(-(10**6), 10**6).map(float)
 FINITE_FLOATS = st.floats(allow_nan=False, allow_infinity=False)
+
+
+def _floats_but_whole(low: int, high: int):
+    """Finite floats but the whole ones from ``low`` to ``high`` (valid integers there)."""
+    return FINITE_FLOATS.filter(lambda v: not (v.is_integer() and low <= v <= high))
+
+
 LISTS = st.lists(POSITIVE_VALUES, min_size=1, max_size=3)
 NESTED = st.lists(st.lists(POSITIVE_VALUES, min_size=1, max_size=2), min_size=1, max_size=2)
 # finite noise levels whose precision 1 / sigma**2 is 0 in float64 (or only in float32)
@@ -1037,7 +1046,7 @@ SIMULATION_ARGUMENTS = {
         "runs", draw(st.one_of(bad_integer(1, huge=False), shown(st.integers(2**32 + 1, 2**100))))
     ),
     "seed": lambda draw: _simulation("seed", draw(shown(
-        NOT_NUMBERS, FINITE_FLOATS, NAN, INFINITIES, LISTS, st.integers(-(2**70), -1), st.integers(2**64, 2**100),
+        NOT_NUMBERS, _floats_but_whole(0, 2**64 - 1), NAN, INFINITIES, LISTS, st.integers(-(2**70), -1), st.integers(2**64, 2**100),
     ))),  # fmt: skip
     "chunk_size": lambda draw: _simulation("chunk_size", draw(bad_integer(1, MAX_ROUNDS))),
     # a huge solve_batch is taken: the buffer is speed only, and has no maximum
@@ -1395,10 +1404,11 @@ TOP_SLOTS = {
         st.text(max_size=8).filter(lambda s: s not in ("float32", "float64")),
         st.integers(), FINITE_FLOATS, BOOLEANS, LISTS, st.none(), C_NON_FINITE,
     )),  # fmt: skip
-    "times": _slot("times", shown(C_SCALARS, FINITE_FLOATS, st.integers(-(2**70), 1), st.integers(101, 2**70))),
+    # a whole float is an integer: 2.0 .. 100.0 are valid grids, 6.0 .. 20.0 valid last rounds
+    "times": _slot("times", shown(C_SCALARS, _floats_but_whole(2, 100), st.integers(-(2**70), 1), st.integers(101, 2**70))),
     # the last of the explicit rounds (the longest horizon is 20)
     "times[2]": _slot("times", st.one_of(
-        C_SCALARS, FINITE_FLOATS, LISTS, st.integers(-(2**70), 0), st.integers(21, 2**70),
+        C_SCALARS, _floats_but_whole(6, 20), LISTS, st.integers(-(2**70), 0), st.integers(21, 2**70),
     ).map(lambda v: Bad([1, 5, v], show=v))),  # fmt: skip
     "times-order": _slot("times", unshown(st.sampled_from([[], [5, 1], [1, 1], [[1, 2]]]))),
     "chunk_size": _slot("chunk_size", c_integer(1, MAX_ROUNDS)),

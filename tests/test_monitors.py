@@ -85,8 +85,8 @@ def test_bad_monitors():
         monitors.estimator_deviation(alphas=(0.5, 0.5000001))
     with pytest.raises(ValueError, match=r"alphas \[2.0, 2.0\] would all be reported as alpha2"):
         monitors.estimator_deviation(alphas=[2, 2])
-    # "45" is not alphas 4 and 5; numpy booleans, strings and complex values are not numbers
-    for alphas in ("45", 1.0, [True], [[1.0, 2.0]], [np.True_], np.array([True]), ["2"], [np.complex128(2 + 1j)]):
+    # "45" is not alphas 4 and 5; numpy booleans, strings and complex values are not numbers, nor an int beyond float64
+    for alphas in ("45", 1.0, [True], [[1.0, 2.0]], [np.True_], np.array([True]), ["2"], [np.complex128(2 + 1j)], [10**400]):
         with pytest.raises(ValueError, match="alphas must be a"):
             monitors.estimator_deviation(alphas=alphas)
     with pytest.raises(ValueError, match="estimator_fn must be a function"):
