@@ -121,6 +121,7 @@ class WarmAnchor(NamedTuple):
         rhs: ``(K,)`` the LP's ``b`` there.
         best_arm: ``()`` int32 ``i*`` there.
         values: ``(K,)`` the refined basic values there (basis order).
+        value_error: ``(K,)`` a bound on their error (:func:`jaxbandit.lp.value_error`).
         value_size: ``(K,)`` ``|B^-1| |b|`` there, the scale of the check's tolerance.
         radius: ``()`` the basis stays the canonical optimum for every ``mu`` with the
             same ``i*`` and gaps ``max_i |Delta_i(mu) - gaps_i| < radius`` at which it
@@ -133,6 +134,7 @@ class WarmAnchor(NamedTuple):
     rhs: Array
     best_arm: Array
     values: Array
+    value_error: Array
     value_size: Array
     radius: Array
 
@@ -302,6 +304,7 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
         rhs=zeros,
         best_arm=jnp.zeros((), jnp.int32),
         values=zeros,
+        value_error=zeros,
         value_size=zeros,
         radius=zero,
     )
@@ -360,6 +363,7 @@ def anchor_warm_start(
         rhs=problem.b,
         best_arm=problem.best_arm,
         values=jnp.asarray(values),
+        value_error=lp.value_error(warm.factor, values, problem.b),
         value_size=value_size,
         radius=jnp.where(problem.status == LowerBoundStatus.OPTIMAL, radius, 0).astype(problem.b.dtype),
     )
@@ -381,7 +385,7 @@ def reuse_warm_start_at(gaps, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, 
     anchor = warm.anchor
     num_arms = rhs.shape[0]
     dtype = rhs.dtype
-    values, error, step = lp.shifted_values(warm.factor, anchor.values, anchor.rhs, rhs)
+    values, error, step = lp.shifted_values(warm.factor, anchor.values, anchor.value_error, anchor.rhs, rhs)
     structural = warm.basis < num_arms
     tolerance = lp.default_tolerance(dtype)
     # Primal feasible to the check's tolerance (-tolerance |B^-1| |b|, with |B^-1| |b|
@@ -411,7 +415,8 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     anchor's, the basis stays the canonical optimum as long as it stays primal feasible
     (:class:`jaxbandit.lp.BasisSensitivity`), so
     ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
-    ``K x K`` product, and its residual for the error bound.  ``ok`` requires every basic value, less its error bound
+    ``K x K`` product, and a second of non-negative terms for the error bound (the
+    factor's bounds on the shift, no residual).  ``ok`` requires every basic value, less its error bound
     (:func:`jaxbandit.lp.shifted_values`), to be feasible to the check's tolerance
     ``tol = lp.default_tolerance`` (``-tol |B^-1| |b|``), and that bound to be within
     ``tol`` (1e-5 float32, 1e-9 float64) of each basic ``c_i`` (of the largest, for a

@@ -43,7 +43,7 @@ from jaxbandit.lp.types import (
     default_refactorizations,
     default_tolerance,
 )
-from jaxbandit.lp.warm_start import factor_basis, quick_check, shifted_values, value_size
+from jaxbandit.lp.warm_start import factor_basis, quick_check, shifted_values, value_error, value_size
 
 __all__ = [
     "BasisCheck",
@@ -57,6 +57,7 @@ __all__ = [
     "factor_basis",
     "quick_check",
     "shifted_values",
+    "value_error",
     "solve",
     "surplus_basis",
     "value_size",

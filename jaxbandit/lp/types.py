@@ -128,6 +128,11 @@ class BasisFactor(NamedTuple):
             (structural, surplus) columns, refined as
             :func:`~jaxbandit.lp.warm_start.quick_check` computes the cost objective's.
         tie_size: ``((n,), (m,))`` their magnitudes, the scale of their rounding error.
+        shift_bound, shift_tail: ``(m, m)`` ``H`` and ``(m,)`` ``q``: moving basic values
+            computed as ``x + X s`` (``X`` the computed inverse) to a new right-hand
+            side shifted by ``s`` adds at most ``H |s| + q max|s|`` to their error
+            (``inf`` when ``X`` is too far from ``B^-1`` to bound; see
+            :func:`~jaxbandit.lp.warm_start.shifted_values`).
     """
 
     basis: Array
@@ -138,6 +143,8 @@ class BasisFactor(NamedTuple):
     abs_inverse: Array
     tie_reduced: tuple[Array, Array]
     tie_size: tuple[Array, Array]
+    shift_bound: Array
+    shift_tail: Array
 
     @property
     def matrix(self) -> Array:

@@ -47,6 +47,7 @@ __all__ = [
     "factor_basis",
     "quick_check",
     "shifted_values",
+    "value_error",
     "value_size",
 ]
 
@@ -110,9 +111,35 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
         finite_matrix,
         jnp.abs(finite_matrix),
     )
+    shift_bound, shift_tail = _shift_bounds(inverse, (high, low), finite)
     return BasisFactor(
-        basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse), tie_reduced, tie_size
-    )
+        basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse), tie_reduced, tie_size,
+        shift_bound, shift_tail,
+    )  # fmt: skip
+
+
+def _shift_bounds(inverse, basis_matrix, finite):
+    """``(H, q)`` of :class:`BasisFactor`: with ``F = I - B X`` (in about twice the
+    working precision, so it measures the computed ``X`` as it is, element growth
+    included) and ``f = ||F||_inf < 1/2``, ``B^-1 = X (I - F)^-1``, so
+    ``|(B^-1 - X) s| <= |X||F| |s| + |X||F||F| 1 max|s| / (1 - f)``; the product
+    ``X s`` rounds by at most ``m eps / (1 - m eps) |X||s|``.  Both terms are doubled
+    for the rounding of these bounds themselves.  Built once per basis, they spare each
+    shift an extra-precise residual."""
+    m = inverse.shape[0]
+    eps = jnp.finfo(inverse.dtype).eps
+    identity = jnp.eye(m, dtype=inverse.dtype)
+    gap = jax.vmap(lambda x, e: residual(basis_matrix, x, e), in_axes=(1, 1), out_axes=1)(inverse, identity)
+    abs_gap = jnp.abs(gap)
+    row_sums = jnp.sum(abs_gap, axis=1)
+    f = jnp.max(row_sums)
+    abs_inverse = jnp.abs(inverse)
+    growth = dot(abs_inverse, abs_gap)
+    gamma = m * eps / (1 - m * eps)
+    bounded = finite & (f < 0.5)
+    shift_bound = jnp.where(bounded, 2 * (growth + gamma * abs_inverse), jnp.inf)
+    shift_tail = jnp.where(bounded, 2 * dot(growth, row_sums) / (1 - jnp.minimum(f, 0.5)), jnp.inf)
+    return shift_bound, shift_tail
 
 
 def _reduced_costs(g, g_basic, inverse, abs_inverse, basis_matrix, matrix, abs_matrix):
@@ -320,22 +347,37 @@ def value_size(factor: BasisFactor, rhs: ArrayLike) -> Array:
     return dot(jnp.abs(factor.inverse), jnp.abs(rhs))
 
 
-def shifted_values(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
+def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array:
+    """A bound ``(m,)`` on ``|values - B^-1 rhs|`` (``inf`` where not finite), a
+    posteriori from the residual ``r = rhs - B x`` in about twice the working precision:
+    ``x - B^-1 rhs = -B^-1 r``, bounded by ``2 |X| |r|`` for the computed inverse ``X``,
+    plus ``eps cond(B)`` times its largest component for the error of ``X`` itself
+    (normwise: ``eps cond(B) <= 1e-2`` is what :func:`quick_check` requires of the
+    factor), plus ``eps |x|`` for the rounding of ``x``."""
+    values = jnp.asarray(values)
+    eps = jnp.finfo(values.dtype).eps
+    r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
+    # |X| in full, not factor.abs_inverse: dropping its rounding residues would
+    # understate a bound (they are structural zeros only for the check's radius).
+    correction = dot(jnp.abs(factor.inverse), jnp.abs(r))
+    error = 2 * correction + eps * (jnp.abs(values) + factor.condition * jnp.max(correction))
+    return jnp.where(jnp.isfinite(error), error, jnp.inf)
+
+
+def shifted_values(factor: BasisFactor, values: ArrayLike, error: ArrayLike, rhs: ArrayLike, new_rhs: ArrayLike):
     """The basic values of ``factor``'s basis at a new right-hand side, with an error bound.
 
     ``x_B(b') = x_B(b) + B^-1 (b' - b)``: one ``m x m`` product, no refinement.  The
-    bound is a posteriori, from the residual ``r = b' - B x`` in about twice the
-    working precision: ``x - B^-1 b' = -B^-1 r``, bounded by ``2 |X| |r|`` for the
-    computed inverse ``X``, plus ``eps cond(B)`` times its largest component for the
-    error of ``X`` itself (normwise: ``eps cond(B) <= 1e-2`` is what :func:`quick_check`
-    requires of the factor), plus ``eps |x|`` for the rounding of ``x``.  An a priori
-    bound from the size of ``X``'s error is not safe here: the elimination's element
-    growth can exceed it by orders of magnitude, and a large move of one ``b_k`` then
-    lands on a small component.
+    bound adds to ``error`` (that of ``values``, :func:`value_error`) what the shift
+    ``s = b' - b`` through the computed inverse can add, ``H |s| + q max|s|`` (the
+    factor's :attr:`~BasisFactor.shift_bound` and :attr:`~BasisFactor.shift_tail`),
+    and ``eps |x|`` for the rounding of the sum: a second ``m x m`` product, of
+    non-negative terms.
 
     Args:
         factor: the :class:`BasisFactor` the check used.
         values: ``(m,)`` the basic values at ``rhs`` (:attr:`BasisSensitivity.values`).
+        error: ``(m,)`` a bound on their error.
         rhs: ``(m,)`` the right-hand side of that check.
         new_rhs: ``(m,)`` the new right-hand side.
 
@@ -350,9 +392,6 @@ def shifted_values(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike, new_r
     outside = jnp.where(step == 0, 0, jnp.inf)
     relative_step = jnp.max(jnp.where(rhs > 0, divide(jnp.abs(step), jnp.where(rhs > 0, rhs, 1)), outside))
     values = jnp.asarray(values) + dot(factor.inverse, step)
-    r = residual((factor.matrix_high, factor.matrix_low), values, new_rhs)
-    # |X| in full, not factor.abs_inverse: dropping its rounding residues would
-    # understate a bound (they are structural zeros only for the check's radius).
-    correction = dot(jnp.abs(factor.inverse), jnp.abs(r))
-    error = 2 * correction + eps * (jnp.abs(values) + factor.condition * jnp.max(correction))
+    abs_step = jnp.abs(step)
+    error = jnp.asarray(error) + dot(factor.shift_bound, abs_step) + factor.shift_tail * jnp.max(abs_step) + eps * jnp.abs(values)
     return values, jnp.where(jnp.isfinite(error), error, jnp.inf), relative_step

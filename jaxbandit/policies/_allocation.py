@@ -10,8 +10,8 @@ goes through:
 1. *re-use* (:func:`jaxbandit.bound_lp.reuse_warm_start_at`): while ``i*`` is the same
    arm and every gap (the LP's costs) is within a certified radius of the anchor's,
    the basis stays optimal as long as it stays primal feasible, so
-   ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound: one ``K x K``
-   product;
+   ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound: two ``K x K``
+   products (the bound's from what the basis's factorisation keeps);
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
 3. the full simplex, whose new basis is factorised for the next checks.
