@@ -123,9 +123,11 @@ def _shift_bounds(inverse, basis_matrix, finite):
     working precision, so it measures the computed ``X`` as it is, element growth
     included) and ``f = ||F||_inf < 1/2``, ``B^-1 = X (I - F)^-1``, so
     ``|(B^-1 - X) s| <= |X||F| |s| + |X||F||F| 1 max|s| / (1 - f)``; the product
-    ``X s`` rounds by at most ``m eps / (1 - m eps) |X||s|``.  Both terms are doubled
-    for the rounding of these bounds themselves.  Built once per basis, they spare each
-    shift an extra-precise residual."""
+    ``X s`` rounds by at most ``gamma_m |X||s|``, ``gamma_m = m u / (1 - m u)`` with
+    ``u = eps / 2`` in any order of summation.  ``H = (1 + 8 m u)(|X||F| + gamma_m |X|)``:
+    the factor covers the rounding of ``H``, of ``H |s|`` and of the sum they enter
+    (all of non-negative terms).  Built once per basis, they spare each shift an
+    extra-precise residual."""
     m = inverse.shape[0]
     eps = jnp.finfo(inverse.dtype).eps
     identity = jnp.eye(m, dtype=inverse.dtype)
@@ -135,9 +137,10 @@ def _shift_bounds(inverse, basis_matrix, finite):
     f = jnp.max(row_sums)
     abs_inverse = jnp.abs(inverse)
     growth = dot(abs_inverse, abs_gap)
-    gamma = m * eps / (1 - m * eps)
+    unit = eps / 2
+    gamma = m * unit / (1 - m * unit)
     bounded = finite & (f < 0.5)
-    shift_bound = jnp.where(bounded, 2 * (growth + gamma * abs_inverse), jnp.inf)
+    shift_bound = jnp.where(bounded, (1 + 8 * m * unit) * (growth + gamma * abs_inverse), jnp.inf)
     shift_tail = jnp.where(bounded, 2 * dot(growth, row_sums) / (1 - jnp.minimum(f, 0.5)), jnp.inf)
     return shift_bound, shift_tail
 
