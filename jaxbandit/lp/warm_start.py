@@ -121,7 +121,8 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
 def _shift_bounds(inverse, basis_matrix, finite):
     """``(H, q)`` of :class:`BasisFactor`: with ``F = I - B X`` (in about twice the
     working precision, so it measures the computed ``X`` as it is, element growth
-    included) and ``f = ||F||_inf < 1/2``, ``B^-1 = X (I - F)^-1``, so
+    included; ``|F|`` bounded with that residual's own error, ``u |F| + gamma_{2m+2}^2
+    |B||X|``) and ``f = ||F||_inf < 1/2``, ``B^-1 = X (I - F)^-1``, so
     ``|(B^-1 - X) s| <= |X||F| |s| + |X||F||F| 1 max|s| / (1 - f)``; the product
     ``X s`` rounds by at most ``gamma_m |X||s|``, ``gamma_m = m u / (1 - m u)`` with
     ``u = eps / 2`` in any order of summation.  ``H = (1 + 8 m u)(|X||F| + gamma_m |X|)``:
@@ -131,14 +132,16 @@ def _shift_bounds(inverse, basis_matrix, finite):
     m = inverse.shape[0]
     eps = jnp.finfo(inverse.dtype).eps
     identity = jnp.eye(m, dtype=inverse.dtype)
-    gap = jax.vmap(lambda x, e: residual(basis_matrix, x, e), in_axes=(1, 1), out_axes=1)(inverse, identity)
-    abs_gap = jnp.abs(gap)
-    row_sums = jnp.sum(abs_gap, axis=1)
-    f = jnp.max(row_sums)
-    abs_inverse = jnp.abs(inverse)
-    growth = dot(abs_inverse, abs_gap)
     unit = eps / 2
     gamma = m * unit / (1 - m * unit)
+    gamma_residual = ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
+    gap = jax.vmap(lambda x, e: residual(basis_matrix, x, e), in_axes=(1, 1), out_axes=1)(inverse, identity)
+    abs_inverse = jnp.abs(inverse)
+    abs_matrix = jnp.abs(basis_matrix[0]) + jnp.abs(basis_matrix[1])
+    abs_gap = (1 + 2 * unit) * jnp.abs(gap) + gamma_residual * dot(abs_matrix, abs_inverse)
+    row_sums = jnp.sum(abs_gap, axis=1)
+    f = jnp.max(row_sums)
+    growth = dot(abs_inverse, abs_gap)
     bounded = finite & (f < 0.5)
     shift_bound = jnp.where(bounded, (1 + 8 * m * unit) * (growth + gamma * abs_inverse), jnp.inf)
     shift_tail = jnp.where(bounded, 2 * dot(growth, row_sums) / (1 - jnp.minimum(f, 0.5)), jnp.inf)
