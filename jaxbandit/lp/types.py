@@ -110,8 +110,8 @@ class BasisFactor(NamedTuple):
     per column), ``B`` split into the halves of those residuals, ``|B^-1|`` without its
     rounding residues (each an ``m x m`` pass per check under ``vmap``), and the reduced
     costs of the tie-breaking objective ``sum(x)``, whose costs, hence duals, do not
-    change between checks.  A factor is so four ``m x m`` arrays and a few vectors
-    (``lp_explore`` keeps one per run).
+    change between checks, and the bounds that let a re-use skip a residual.  A factor
+    is so five ``m x m`` arrays and a few vectors (``lp_explore`` keeps one per run).
 
     Attributes:
         basis: ``(m,)`` int32 sorted basic-variable indices among ``(x, surplus)``.

@@ -111,14 +111,14 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
         finite_matrix,
         jnp.abs(finite_matrix),
     )
-    shift_bound, shift_tail = _shift_bounds(inverse, (high, low), finite)
+    shift_bound, shift_tail = _shift_bounds(inverse, abs_inverse, (high, low), jnp.abs(basis_matrix), finite)
     return BasisFactor(
         basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse), tie_reduced, tie_size,
         shift_bound, shift_tail,
     )  # fmt: skip
 
 
-def _shift_bounds(inverse, basis_matrix, finite):
+def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite):
     """``(H, q)`` of :class:`BasisFactor`: with ``F = I - B X`` (in about twice the
     working precision, so it measures the computed ``X`` as it is, element growth
     included; ``|F|`` bounded with that residual's own error, ``u |F| + gamma_{2m+2}^2
@@ -135,9 +135,7 @@ def _shift_bounds(inverse, basis_matrix, finite):
     unit = eps / 2
     gamma = m * unit / (1 - m * unit)
     gamma_residual = ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
-    gap = jax.vmap(lambda x, e: residual(basis_matrix, x, e), in_axes=(1, 1), out_axes=1)(inverse, identity)
-    abs_inverse = jnp.abs(inverse)
-    abs_matrix = jnp.abs(basis_matrix[0]) + jnp.abs(basis_matrix[1])
+    gap = jax.vmap(lambda x, e: residual(split_matrix, x, e), in_axes=(1, 1), out_axes=1)(inverse, identity)
     abs_gap = (1 + 2 * unit) * jnp.abs(gap) + gamma_residual * dot(abs_matrix, abs_inverse)
     row_sums = jnp.sum(abs_gap, axis=1)
     f = jnp.max(row_sums)
