@@ -426,3 +426,26 @@ def test_shifted_values_bound_their_error():
             moved, bound = np.asarray(moved, np.float64), np.asarray(bound, np.float64)
             assert np.all(np.abs(moved - exact) <= bound), (k, relative, np.abs(moved - exact) - bound)
             assert np.max(bound) <= 1e-3 * np.max(np.abs(exact)), (k, relative, bound)
+
+
+def test_basis_gauss_jordan_solves_with_the_basis_matrix():
+    """``basis_gauss_jordan`` against ``numpy.linalg.solve`` with ``B = [A, -I][:, basis]``
+    on 20 random float64 bases of a 6 x 5 ``A`` (from all-structural to all-surplus,
+    surplus columns also scaled by powers of two), to 1e-12 relative; a basis whose
+    structural block is singular gives non-finite rows."""
+    rng = np.random.default_rng(3)
+    m, n = 6, 5
+    solve = jax.jit(numerics.basis_gauss_jordan, static_argnums=3)
+    with jax.enable_x64(True):
+        for trial in range(20):
+            matrix = np.concatenate([rng.normal(size=(m, n)), -np.eye(m)], axis=1)
+            if trial % 2:
+                matrix[:, n:] *= 2.0 ** rng.integers(-3, 4, size=m)
+            basis = np.sort(rng.choice(n + m, size=m, replace=False)).astype(np.int32)
+            augmented = np.concatenate([matrix, rng.normal(size=(m, 2))], axis=1)
+            solved = np.asarray(solve(augmented, basis, basis, n))
+            expected = np.linalg.solve(matrix[:, basis], augmented)
+            np.testing.assert_allclose(solved, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+        matrix = np.concatenate([np.ones((m, n)), -np.eye(m)], axis=1)  # rank-one structural part
+        basis = np.array([0, 1, 7, 8, 9, 10], np.int32)
+        assert not np.all(np.isfinite(np.asarray(solve(matrix, basis, basis, n))))

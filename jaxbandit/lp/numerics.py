@@ -20,9 +20,9 @@ import jax.numpy as jnp
 
 __all__ = [
     "UNROLL_LIMIT",
+    "basis_gauss_jordan",
     "divide",
     "dot",
-    "gauss_jordan",
     "leading_axis",
     "pivot_rows",
     "power_of_two_reciprocal",
@@ -225,36 +225,52 @@ def pivot_rows(rows, p, chosen, column):
     return rows - factors[:, None] * divide(rows[p], column[p])[None, :]
 
 
-def gauss_jordan(matrix, rhs):
-    """Solve ``matrix @ X = rhs`` by Gauss-Jordan elimination with partial pivoting.
+def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
+    """``B^-1 augmented`` for the simplex basis ``B = [A, -I][:, basis]`` (``basis``
+    sorted), by Gauss-Jordan elimination with partial pivoting over ``B``'s structural
+    columns only.
 
-    Written out (``m`` rank-one updates, the pivot row marked by a mask as in
-    :func:`pivot_rows`) rather than calling LAPACK: batched small factorisations are
-    slow on CPU under ``vmap``, and this runs the same on any device.
+    A surplus column (a multiple of ``e_r``) needs no elimination: the rows whose
+    surplus is basic are kept out of the pivot choice, so eliminating the structural
+    columns on the other rows leaves every ``e_r`` exact, and dividing row ``r`` by its
+    entry there finishes it.  A basis with ``k`` structural columns costs ``k`` rank-one
+    updates (the pivot row marked by a mask as in :func:`pivot_rows`) instead of ``m``;
+    under ``vmap`` the loop runs to the batch's largest ``k``.  Written out rather than
+    calling LAPACK: batched small factorisations are slow on CPU under ``vmap``, and
+    this runs the same on any device.
 
     Args:
-        matrix: ``(m, m)``.
-        rhs: ``(m, r)``.
+        augmented: ``(m, c)``; column ``columns[i]`` is ``B``'s column ``i``.
+        columns: ``(m,)`` int.
+        basis: ``(m,)`` int, sorted, indices among ``(x, surplus)``.
+        num_variables: ``n``.
 
     Returns:
-        ``(m, r)``; non-finite where ``matrix`` is singular.
+        ``(m, c)`` with row ``i`` that of ``basis[i]``; non-finite where ``B`` is
+        singular.
     """
-    m = matrix.shape[0]
-    augmented = jnp.concatenate([matrix, rhs], axis=1)
+    m = basis.shape[0]
     rows = jnp.arange(m, dtype=jnp.int32)
+    structural = basis < num_variables
+    surplus_row = jnp.where(structural, -1, basis - num_variables)
+    covered = jnp.any(rows[:, None] == surplus_row[None, :], axis=1)
 
     def eliminate(k, carry):
         augmented, used, pivot_order = carry
-        column = augmented[:, k]
+        column = augmented[:, columns[k]]
         p = jnp.argmax(jnp.where(used, -1, jnp.abs(column))).astype(jnp.int32)
         chosen = rows == p
         augmented = pivot_rows(augmented, p, chosen, column)
         return augmented, used | chosen, jnp.where(rows == k, p, pivot_order)
 
+    count = jnp.sum(structural, dtype=jnp.int32)  # the structural columns lead: basis is sorted
     augmented, _, pivot_order = jax.lax.fori_loop(
-        0, m, eliminate, (augmented, jnp.zeros((m,), bool), jnp.zeros((m,), jnp.int32))
+        0, count, eliminate, (augmented, covered, jnp.maximum(surplus_row, 0).astype(jnp.int32))
     )
-    return augmented[pivot_order, m:]
+    solved = augmented[pivot_order]
+    # A surplus row still reads its column's entry (-1 up to scaling) on the left.
+    entries = jnp.take_along_axis(solved, columns[:, None], axis=1)[:, 0]
+    return divide(solved, jnp.where(structural, 1, entries).astype(solved.dtype)[:, None])
 
 
 def refined_values(inverse, basis_matrix, values, rhs, steps: int):

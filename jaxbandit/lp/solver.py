@@ -11,8 +11,8 @@ tolerances, so in degenerate cases the two precisions agree to their tolerance, 
 bit for bit.
 
 Exactness.  Pivots update a dense tableau (rank-one updates).  The basis they end on
-is then re-factorised from the original data (Gauss-Jordan, one ``m x m``
-elimination); the basic values and the duals get iterative refinement with an
+is then re-factorised from the original data (Gauss-Jordan over its structural
+columns); the basic values and the duals get iterative refinement with an
 extra-precise residual (:mod:`jaxbandit.lp.numerics`), so they are accurate even where
 a huge component (a free arm) cancels against small ones.  The basis is accepted
 (status ``OPTIMAL``) only if it is *verified*: basic values and reduced costs

@@ -2,7 +2,7 @@
 
 The data is checked (:func:`check_inputs`, :func:`validated`) and equilibrated by
 powers of two (:func:`scale`, exact in floating point).  The tableau of a basis is
-built from that data with one ``m x m`` elimination and extra-precise refinement
+built from that data by elimination over its structural columns and extra-precise refinement
 (:func:`factorised_tableau`), or exactly for the surplus basis
 (:func:`surplus_tableau`); a pivot updates it by a rank-one step (:func:`pivot`).
 :func:`magnitudes_of` and :func:`reduced_cost_noise` give the rounding-error levels
@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxbandit._types import Array
 from jaxbandit.lp.numerics import (
     dot,
-    gauss_jordan,
+    basis_gauss_jordan,
     pivot_rows,
     power_of_two_reciprocal,
     refined_values,
@@ -136,7 +136,8 @@ def scale(cost, matrix, rhs) -> Scaled:
 
 
 def factorised_tableau(scaled: Scaled, basis) -> Tableau:
-    """Build the tableau of ``basis`` from the original data: one ``m x m`` elimination.
+    """Build the tableau of ``basis`` from the original data: one elimination per
+    structural basic column (:func:`~jaxbandit.lp.numerics.basis_gauss_jordan`).
 
     The basic values and both objectives' duals get iterative refinement with an
     extra-precise residual (two steps in float32, one in float64: as
@@ -150,7 +151,7 @@ def factorised_tableau(scaled: Scaled, basis) -> Tableau:
     m = basis.shape[0]
     n = matrix.shape[1] - m
     basis_matrix = matrix[:, basis]
-    solved = gauss_jordan(basis_matrix, jnp.concatenate([matrix, scaled.rhs[:, None]], axis=1))
+    solved = basis_gauss_jordan(jnp.concatenate([matrix, scaled.rhs[:, None]], axis=1), basis, basis, n)
     body, values = solved[:, :-1], solved[:, -1]
     inverse = -body[:, n:]  # the surplus columns of M are -I
     values = refined_values(inverse, basis_matrix, values, scaled.rhs, check_refinements(matrix.dtype))

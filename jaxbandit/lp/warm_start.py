@@ -23,7 +23,7 @@ from jaxbandit._types import Array, ArrayLike
 from jaxbandit.lp.numerics import (
     divide,
     dot,
-    gauss_jordan,
+    basis_gauss_jordan,
     leading_axis,
     power_of_two_reciprocal,
     refined_values,
@@ -87,7 +87,8 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     scaled = basis_matrix * row_scale[:, None]
     column_scale = power_of_two_reciprocal(jnp.max(jnp.abs(scaled), axis=0))
     scaled = scaled * column_scale[None, :]
-    inverse = gauss_jordan(scaled, jnp.eye(m, dtype=matrix.dtype))
+    augmented = jnp.concatenate([scaled, jnp.eye(m, dtype=matrix.dtype)], axis=1)
+    inverse = basis_gauss_jordan(augmented, jnp.arange(m, dtype=jnp.int32), basis, n)[:, m:]
     inverse = column_scale[:, None] * inverse * row_scale[None, :]  # B^-1 = C S^-1 R
     condition = jnp.max(dot(jnp.abs(inverse), jnp.sum(jnp.abs(basis_matrix), axis=1)))
     finite = jnp.all(jnp.isfinite(inverse)) & jnp.isfinite(condition)
