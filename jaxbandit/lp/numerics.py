@@ -21,6 +21,7 @@ import jax.numpy as jnp
 __all__ = [
     "UNROLL_LIMIT",
     "basis_gauss_jordan",
+    "basis_residual",
     "divide",
     "dot",
     "leading_axis",
@@ -101,6 +102,21 @@ def dot(a, b):
     return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
+def _halves(matrix):
+    """The :func:`split` halves of ``matrix``, or ``matrix`` itself if it is a pair of them."""
+    if isinstance(matrix, tuple):
+        return tuple(jnp.asarray(a) for a in matrix)
+    return split(jnp.asarray(matrix))
+
+
+def _accumulated(high, low, x_high, x_low, x, carry):
+    """One column's step of :func:`_residual_by`: ``carry`` ``(total, errors)`` less the
+    column (halves ``high``, ``low``) times ``x`` (halves ``x_high``, ``x_low``)."""
+    total, errors = carry
+    total, error = _two_sum(total, -high * x_high)
+    return total, errors + error - (high * x_low + low * x)
+
+
 def _residual_by(column, matrix, x, rhs):
     """``rhs - sum_j column(matrix, j) * x[j]`` in about twice the working precision
     (after Ogita-Rump-Oishi): the core of :func:`residual` and :func:`transposed_residual`,
@@ -121,15 +137,12 @@ def _residual_by(column, matrix, x, rhs):
     ``matrix`` may also be its :func:`split` halves (a kept basis matrix is split once,
     not at every check).
     """
-    matrix_high, matrix_low = (jnp.asarray(a) for a in matrix) if isinstance(matrix, tuple) else split(jnp.asarray(matrix))
+    matrix_high, matrix_low = _halves(matrix)
     x, rhs = jnp.asarray(x), jnp.asarray(rhs)
     x_high, x_low = split(x)
 
     def accumulate(j, carry):
-        total, errors = carry
-        high, low = column(matrix_high, j), column(matrix_low, j)
-        total, error = _two_sum(total, -high * x_high[j])
-        return total, errors + error - (high * x_low[j] + low * x[j])
+        return _accumulated(column(matrix_high, j), column(matrix_low, j), x_high[j], x_low[j], x[j], carry)
 
     carry = (rhs, jnp.zeros_like(rhs))
     if x.shape[0] <= UNROLL_LIMIT:
@@ -158,6 +171,44 @@ def transposed_residual(matrix, x, rhs):
     ``(m,)``.  Returns ``(m,)``.
     """
     return _residual_by(lambda a, j: a[j], matrix, x, rhs)
+
+
+def basis_residual(matrix, x, rhs, basis, num_variables: int):
+    """:func:`residual` ``rhs - B x`` for a simplex basis matrix ``B = [A, -I][:, basis]``
+    (or its :func:`split` halves), its loop over the structural columns only.
+
+    A surplus column (a multiple of ``e_r``) adds to its row ``r`` alone and exact
+    zeros elsewhere, so after the loop one elementwise step takes every row's own
+    surplus term.  For a sorted ``basis`` (structural columns first) these are the
+    steps of :func:`residual` in its order: the same result, bit for bit (but for the
+    sign of a zero, and where ``x`` is not finite).  Up to ``UNROLL_LIMIT`` columns it
+    is :func:`residual` itself, one fused pass.
+
+    Shapes: ``matrix`` ``(m, m)``, ``x`` and ``rhs`` ``(m,)``, ``basis`` ``(m,)`` int.
+    Returns ``(m,)``.
+    """
+    x, rhs = jnp.asarray(x), jnp.asarray(rhs)
+    m = x.shape[0]
+    if m <= UNROLL_LIMIT:
+        return residual(matrix, x, rhs)
+    matrix_high, matrix_low = _halves(matrix)
+    x_high, x_low = split(x)
+    structural = basis < num_variables
+    order = jnp.argsort(~structural, stable=True).astype(jnp.int32)  # structural positions first
+
+    def accumulate(k, carry):
+        j = order[k]
+        return _accumulated(matrix_high[:, j], matrix_low[:, j], x_high[j], x_low[j], x[j], carry)
+
+    count = jnp.sum(structural, dtype=jnp.int32)
+    carry = jax.lax.fori_loop(0, count, accumulate, (rhs, jnp.zeros_like(rhs)))
+    owner = basis[None, :] == num_variables + jnp.arange(m, dtype=basis.dtype)[:, None]  # row r, position j
+    covered = jnp.any(owner, axis=1)
+    own = jnp.argmax(owner, axis=1)[:, None]  # the position of row r's surplus column
+    entry = lambda half: jnp.take_along_axis(half, own, axis=1)[:, 0]
+    stepped = _accumulated(entry(matrix_high), entry(matrix_low), x_high[own[:, 0]], x_low[own[:, 0]], x[own[:, 0]], carry)
+    total, errors = (jnp.where(covered, a, b) for a, b in zip(stepped, carry))
+    return total + errors
 
 
 def rows_dot(rows, matrix):
@@ -226,9 +277,9 @@ def pivot_rows(rows, p, chosen, column):
 
 
 def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
-    """``B^-1 augmented`` for the simplex basis ``B = [A, -I][:, basis]`` (``basis``
-    sorted), by Gauss-Jordan elimination with partial pivoting over ``B``'s structural
-    columns only.
+    """``B^-1 augmented`` for the simplex basis ``B = [A, -I][:, basis]``, by
+    Gauss-Jordan elimination with partial pivoting over ``B``'s structural columns only,
+    in the order they take in ``basis``.
 
     A surplus column (a multiple of ``e_r``) needs no elimination: the rows whose
     surplus is basic are kept out of the pivot choice, so eliminating the structural
@@ -242,7 +293,7 @@ def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
     Args:
         augmented: ``(m, c)``; column ``columns[i]`` is ``B``'s column ``i``.
         columns: ``(m,)`` int.
-        basis: ``(m,)`` int, sorted, indices among ``(x, surplus)``.
+        basis: ``(m,)`` int, indices among ``(x, surplus)``.
         num_variables: ``n``.
 
     Returns:
@@ -255,15 +306,18 @@ def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
     surplus_row = jnp.where(structural, -1, basis - num_variables)
     covered = jnp.any(rows[:, None] == surplus_row[None, :], axis=1)
 
+    order = jnp.argsort(~structural, stable=True).astype(jnp.int32)  # structural positions first
+
     def eliminate(k, carry):
         augmented, used, pivot_order = carry
-        column = augmented[:, columns[k]]
+        position = order[k]
+        column = augmented[:, columns[position]]
         p = jnp.argmax(jnp.where(used, -1, jnp.abs(column))).astype(jnp.int32)
         chosen = rows == p
         augmented = pivot_rows(augmented, p, chosen, column)
-        return augmented, used | chosen, jnp.where(rows == k, p, pivot_order)
+        return augmented, used | chosen, jnp.where(rows == position, p, pivot_order)
 
-    count = jnp.sum(structural, dtype=jnp.int32)  # the structural columns lead: basis is sorted
+    count = jnp.sum(structural, dtype=jnp.int32)
     augmented, _, pivot_order = jax.lax.fori_loop(
         0, count, eliminate, (augmented, covered, jnp.maximum(surplus_row, 0).astype(jnp.int32))
     )
@@ -273,12 +327,14 @@ def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
     return divide(solved, jnp.where(structural, 1, entries).astype(solved.dtype)[:, None])
 
 
-def refined_values(inverse, basis_matrix, values, rhs, steps: int):
-    """``steps`` steps of iterative refinement of ``B^-1 rhs`` (extra-precise residuals).
+def refined_values(inverse, basis_matrix, values, rhs, steps: int, basis, num_variables: int):
+    """``steps`` steps of iterative refinement of ``B^-1 rhs`` (extra-precise residuals,
+    :func:`basis_residual`).
 
     Shapes: ``inverse`` ``(m, m)`` ``B^-1``, ``basis_matrix`` ``(m, m)`` ``B`` (or its
-    :func:`split` halves), ``values`` and ``rhs`` ``(m,)``.  Returns ``(m,)``.
+    :func:`split` halves), ``values`` and ``rhs`` ``(m,)``, ``basis`` ``(m,)`` int, the
+    basis of ``B`` among ``num_variables`` structural columns.  Returns ``(m,)``.
     """
     for _ in range(steps):
-        values = values + dot(inverse, residual(basis_matrix, values, rhs))
+        values = values + dot(inverse, basis_residual(basis_matrix, values, rhs, basis, num_variables))
     return values

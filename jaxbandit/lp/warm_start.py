@@ -24,10 +24,10 @@ from jaxbandit.lp.numerics import (
     divide,
     dot,
     basis_gauss_jordan,
+    basis_residual,
     leading_axis,
     power_of_two_reciprocal,
     refined_values,
-    residual,
     split,
     transposed_residual,
 )
@@ -112,14 +112,14 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
         finite_matrix,
         jnp.abs(finite_matrix),
     )
-    shift_bound, shift_tail = _shift_bounds(inverse, abs_inverse, (high, low), jnp.abs(basis_matrix), finite)
+    shift_bound, shift_tail = _shift_bounds(inverse, abs_inverse, (high, low), jnp.abs(basis_matrix), finite, basis, n)
     return BasisFactor(
         basis, high, low, inverse, condition, jnp.where(residue, 0, abs_inverse), tie_reduced, tie_size,
         shift_bound, shift_tail,
     )  # fmt: skip
 
 
-def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite):
+def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite, basis, num_variables):
     """``(H, q)`` of :class:`BasisFactor`: with ``F = I - B X`` (in about twice the
     working precision, so it measures the computed ``X`` as it is, element growth
     included; ``|F|`` bounded with that residual's own error, ``u |F| + gamma_{2m+2}^2
@@ -136,7 +136,9 @@ def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite):
     unit = eps / 2
     gamma = m * unit / (1 - m * unit)
     gamma_residual = ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
-    gap = jax.vmap(lambda x, e: residual(split_matrix, x, e), in_axes=(1, 1), out_axes=1)(inverse, identity)
+    gap = jax.vmap(
+        lambda x, e: basis_residual(split_matrix, x, e, basis, num_variables), in_axes=(1, 1), out_axes=1
+    )(inverse, identity)
     abs_gap = (1 + 2 * unit) * jnp.abs(gap) + gamma_residual * dot(abs_matrix, abs_inverse)
     row_sums = jnp.sum(abs_gap, axis=1)
     f = jnp.max(row_sums)
@@ -273,7 +275,7 @@ def quick_check(
 
     # Primal: x_B = B^-1 b, refined; feasible to the tolerance of check_basis.
     values = dot(inverse, rhs)
-    values = refined_values(inverse, basis_matrix, values, rhs, check_refinements(dtype))
+    values = refined_values(inverse, basis_matrix, values, rhs, check_refinements(dtype), basis, n)
     value_size = dot(abs_inverse, jnp.abs(rhs))
     primal_feasible = jnp.all(values >= -(tolerance - margin) * value_size)
 
@@ -361,7 +363,8 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     factor), plus ``eps |x|`` for the rounding of ``x``."""
     values = jnp.asarray(values)
     eps = jnp.finfo(values.dtype).eps
-    r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
+    num_variables = factor.tie_reduced[0].shape[0]  # the (n,) structural half of a pair
+    r = basis_residual((factor.matrix_high, factor.matrix_low), values, rhs, factor.basis, num_variables)
     # |X| in full, not factor.abs_inverse: dropping its rounding residues would
     # understate a bound (they are structural zeros only for the check's radius).
     correction = dot(jnp.abs(factor.inverse), jnp.abs(r))
