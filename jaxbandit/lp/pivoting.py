@@ -356,14 +356,19 @@ def pivot_loop(tableau: Tableau, scaled: Scaled, num_iterations, max_iterations,
         ``(basis, num_iterations)``: ``(m,)`` the basis it ends on, ``()`` the pivot count.
     """
 
-    def dual_body(state: _PivotState) -> _PivotState:
+    columns = jnp.arange(scaled.matrix.shape[1], dtype=jnp.int32)
+
+    def dual_body(carry):
+        state, nonbasic = carry
         magnitudes = magnitudes_of(state.tableau, scaled)
-        nonbasic = nonbasic_mask(state.tableau.basis, scaled.matrix.shape[1])
         step = _dual_step(state.tableau, scaled, magnitudes, nonbasic, tolerance, careful)
         go = ~step.primal_feasible & step.can_pivot
         pivoted = pivot(state.tableau, step.leave, step.enter)
         new = jax.tree.map(lambda a, b: jnp.where(go, a, b), pivoted, state.tableau)
-        return _PivotState(new, state.num_iterations + go.astype(jnp.int32), go)
+        # The nonbasic mask follows the pivot (the leaving column joins, the entering
+        # one leaves) instead of being compared out of the basis at every step.
+        swapped = (nonbasic & (columns != step.enter)) | (columns == state.tableau.basis[step.leave])
+        return _PivotState(new, state.num_iterations + go.astype(jnp.int32), go), jnp.where(go, swapped, nonbasic)
 
     def step(state: _PivotState) -> _PivotState:
         chosen = next_step(state.tableau, scaled, tolerance, careful)
@@ -376,7 +381,9 @@ def pivot_loop(tableau: Tableau, scaled: Scaled, num_iterations, max_iterations,
         return state.running & (state.num_iterations < max_iterations)
 
     state = _PivotState(tableau, num_iterations, jnp.bool_(True))
-    state = jax.lax.while_loop(cond, dual_body, state)
+    state, _ = jax.lax.while_loop(
+        lambda carry: cond(carry[0]), dual_body, (state, nonbasic_mask(tableau.basis, scaled.matrix.shape[1]))
+    )
     running = _may_take_primal_step(state.tableau, scaled, tolerance)
     state = jax.lax.while_loop(cond, step, state._replace(running=running))
     return state.tableau.basis, state.num_iterations
