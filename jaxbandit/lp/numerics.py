@@ -327,14 +327,12 @@ def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
     return divide(solved, jnp.where(structural, 1, entries).astype(solved.dtype)[:, None])
 
 
-def refined_values(inverse, basis_matrix, values, rhs, steps: int, basis, num_variables: int):
-    """``steps`` steps of iterative refinement of ``B^-1 rhs`` (extra-precise residuals,
-    :func:`basis_residual`).
+def refined_values(inverse, basis_matrix, values, rhs, steps: int):
+    """``steps`` steps of iterative refinement of ``B^-1 rhs`` (extra-precise residuals).
 
     Shapes: ``inverse`` ``(m, m)`` ``B^-1``, ``basis_matrix`` ``(m, m)`` ``B`` (or its
-    :func:`split` halves), ``values`` and ``rhs`` ``(m,)``, ``basis`` ``(m,)`` int, the
-    basis of ``B`` among ``num_variables`` structural columns.  Returns ``(m,)``.
+    :func:`split` halves), ``values`` and ``rhs`` ``(m,)``.  Returns ``(m,)``.
     """
     for _ in range(steps):
-        values = values + dot(inverse, basis_residual(basis_matrix, values, rhs, basis, num_variables))
+        values = values + dot(inverse, residual(basis_matrix, values, rhs))
     return values

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxbandit._types import Array
-from jaxbandit.lp.numerics import basis_residual, divide, dot
+from jaxbandit.lp.numerics import divide, dot, residual
 from jaxbandit.lp.tableau import (
     Magnitudes,
     Scaled,
@@ -198,7 +198,7 @@ def _refined_primal_step(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic,
     column = body[:, pricing.enter]
     matrix_column = scaled.matrix[:, pricing.enter]
     inverse = -body[:, n:]
-    column = column + dot(inverse, basis_residual(scaled.matrix[:, basis], column, matrix_column, basis, n))
+    column = column + dot(inverse, residual(scaled.matrix[:, basis], column, matrix_column))
     return _ratio_test(tableau, scaled, magnitudes, nonbasic, values, tolerance, pricing, column, matrix_column)
 
 

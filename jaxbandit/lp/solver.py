@@ -158,7 +158,7 @@ def _solution(tableau: Tableau, scaled: Scaled, cost, status, num_iterations) ->
     m = tableau.basis.shape[0]
     inverse = -tableau.rows[:m, n : n + m]  # the surplus columns of B^-1 M are -B^-1
     values = refined_values(
-        inverse, scaled.matrix[:, tableau.basis], tableau.rows[:m, -1], scaled.rhs, _FINAL_REFINEMENTS, tableau.basis, n
+        inverse, scaled.matrix[:, tableau.basis], tableau.rows[:m, -1], scaled.rhs, _FINAL_REFINEMENTS
     )
     tableau = Tableau(tableau.rows.at[:m, -1].set(values), tableau.basis)
     rows = jnp.where(jnp.isfinite(tableau.rows), tableau.rows, jnp.zeros_like(tableau.rows))

@@ -154,7 +154,7 @@ def factorised_tableau(scaled: Scaled, basis) -> Tableau:
     solved = basis_gauss_jordan(jnp.concatenate([matrix, scaled.rhs[:, None]], axis=1), basis, basis, n)
     body, values = solved[:, :-1], solved[:, -1]
     inverse = -body[:, n:]  # the surplus columns of M are -I
-    values = refined_values(inverse, basis_matrix, values, scaled.rhs, check_refinements(matrix.dtype), basis, n)
+    values = refined_values(inverse, basis_matrix, values, scaled.rhs, check_refinements(matrix.dtype))
     # Duals y = g_B B^-1 of both objectives, refined the same way; the reduced costs
     # g - y M then follow with an extra-precise product too.
     weights = scaled.objectives[:, basis]  # (2, m)

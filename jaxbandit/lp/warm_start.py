@@ -28,6 +28,7 @@ from jaxbandit.lp.numerics import (
     leading_axis,
     power_of_two_reciprocal,
     refined_values,
+    residual,
     split,
     transposed_residual,
 )
@@ -275,7 +276,7 @@ def quick_check(
 
     # Primal: x_B = B^-1 b, refined; feasible to the tolerance of check_basis.
     values = dot(inverse, rhs)
-    values = refined_values(inverse, basis_matrix, values, rhs, check_refinements(dtype), basis, n)
+    values = refined_values(inverse, basis_matrix, values, rhs, check_refinements(dtype))
     value_size = dot(abs_inverse, jnp.abs(rhs))
     primal_feasible = jnp.all(values >= -(tolerance - margin) * value_size)
 
@@ -363,8 +364,7 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     factor), plus ``eps |x|`` for the rounding of ``x``."""
     values = jnp.asarray(values)
     eps = jnp.finfo(values.dtype).eps
-    num_variables = factor.tie_reduced[0].shape[0]  # the (n,) structural half of a pair
-    r = basis_residual((factor.matrix_high, factor.matrix_low), values, rhs, factor.basis, num_variables)
+    r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
     # |X| in full, not factor.abs_inverse: dropping its rounding residues would
     # understate a bound (they are structural zeros only for the check's radius).
     correction = dot(jnp.abs(factor.inverse), jnp.abs(r))
