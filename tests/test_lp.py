@@ -432,8 +432,7 @@ def test_basis_gauss_jordan_solves_with_the_basis_matrix():
     """``basis_gauss_jordan`` against ``numpy.linalg.solve`` with ``B = [A, -I][:, basis]``
     on 20 random float64 bases of a 6 x 5 ``A`` (from all-structural to all-surplus,
     surplus columns also scaled by powers of two), sorted and shuffled, to 1e-12
-    relative; a basis whose
-    structural block is singular gives non-finite rows."""
+    relative; a basis whose structural block is singular gives non-finite rows."""
     rng = np.random.default_rng(3)
     m, n = 6, 5
     solve = jax.jit(numerics.basis_gauss_jordan, static_argnums=3)

@@ -204,9 +204,9 @@ def basis_residual(matrix, x, rhs, basis, num_variables: int):
     carry = jax.lax.fori_loop(0, count, accumulate, (rhs, jnp.zeros_like(rhs)))
     owner = basis[None, :] == num_variables + jnp.arange(m, dtype=basis.dtype)[:, None]  # row r, position j
     covered = jnp.any(owner, axis=1)
-    own = jnp.argmax(owner, axis=1)[:, None]  # the position of row r's surplus column
-    entry = lambda half: jnp.take_along_axis(half, own, axis=1)[:, 0]
-    stepped = _accumulated(entry(matrix_high), entry(matrix_low), x_high[own[:, 0]], x_low[own[:, 0]], x[own[:, 0]], carry)
+    own = jnp.argmax(owner, axis=1)  # the position of row r's surplus column
+    entry = lambda half: jnp.take_along_axis(half, own[:, None], axis=1)[:, 0]
+    stepped = _accumulated(entry(matrix_high), entry(matrix_low), x_high[own], x_low[own], x[own], carry)
     total, errors = (jnp.where(covered, a, b) for a, b in zip(stepped, carry))
     return total + errors
 

@@ -2,8 +2,8 @@
 
 The data is checked (:func:`check_inputs`, :func:`validated`) and equilibrated by
 powers of two (:func:`scale`, exact in floating point).  The tableau of a basis is
-built from that data by elimination over its structural columns and extra-precise refinement
-(:func:`factorised_tableau`), or exactly for the surplus basis
+built from that data by elimination over its structural columns and extra-precise
+refinement (:func:`factorised_tableau`), or exactly for the surplus basis
 (:func:`surplus_tableau`); a pivot updates it by a rank-one step (:func:`pivot`).
 :func:`magnitudes_of` and :func:`reduced_cost_noise` give the rounding-error levels
 that every feasibility test of the pivoting reads.
@@ -17,8 +17,8 @@ import jax.numpy as jnp
 
 from jaxbandit._types import Array
 from jaxbandit.lp.numerics import (
-    dot,
     basis_gauss_jordan,
+    dot,
     pivot_rows,
     power_of_two_reciprocal,
     refined_values,

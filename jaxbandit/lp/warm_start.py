@@ -21,10 +21,10 @@ import jax.numpy as jnp
 
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.lp.numerics import (
-    divide,
-    dot,
     basis_gauss_jordan,
     basis_residual,
+    divide,
+    dot,
     leading_axis,
     power_of_two_reciprocal,
     refined_values,
