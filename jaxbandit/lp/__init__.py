@@ -57,8 +57,8 @@ __all__ = [
     "factor_basis",
     "quick_check",
     "shifted_values",
-    "value_error",
     "solve",
     "surplus_basis",
+    "value_error",
     "value_size",
 ]

@@ -173,6 +173,13 @@ def transposed_residual(matrix, x, rhs):
     return _residual_by(lambda a, j: a[j], matrix, x, rhs)
 
 
+def _structural_first(structural):
+    """``(order, count)``: the positions of a basis, its structural ones (``structural``
+    ``(m,)`` bool) first, each group in basis order; and how many are structural."""
+    order = jnp.argsort(~structural, stable=True).astype(jnp.int32)
+    return order, jnp.sum(structural, dtype=jnp.int32)
+
+
 def basis_residual(matrix, x, rhs, basis, num_variables: int):
     """:func:`residual` ``rhs - B x`` for a simplex basis matrix ``B = [A, -I][:, basis]``
     (or its :func:`split` halves), its loop over the structural columns only.
@@ -193,14 +200,12 @@ def basis_residual(matrix, x, rhs, basis, num_variables: int):
         return residual(matrix, x, rhs)
     matrix_high, matrix_low = _halves(matrix)
     x_high, x_low = split(x)
-    structural = basis < num_variables
-    order = jnp.argsort(~structural, stable=True).astype(jnp.int32)  # structural positions first
+    order, count = _structural_first(basis < num_variables)
 
     def accumulate(k, carry):
         j = order[k]
         return _accumulated(matrix_high[:, j], matrix_low[:, j], x_high[j], x_low[j], x[j], carry)
 
-    count = jnp.sum(structural, dtype=jnp.int32)
     carry = jax.lax.fori_loop(0, count, accumulate, (rhs, jnp.zeros_like(rhs)))
     owner = basis[None, :] == num_variables + jnp.arange(m, dtype=basis.dtype)[:, None]  # row r, position j
     covered = jnp.any(owner, axis=1)
@@ -305,8 +310,7 @@ def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
     structural = basis < num_variables
     surplus_row = jnp.where(structural, -1, basis - num_variables)
     covered = jnp.any(rows[:, None] == surplus_row[None, :], axis=1)
-
-    order = jnp.argsort(~structural, stable=True).astype(jnp.int32)  # structural positions first
+    order, count = _structural_first(structural)
 
     def eliminate(k, carry):
         augmented, used, pivot_order = carry
@@ -317,7 +321,6 @@ def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
         augmented = pivot_rows(augmented, p, chosen, column)
         return augmented, used | chosen, jnp.where(rows == position, p, pivot_order)
 
-    count = jnp.sum(structural, dtype=jnp.int32)
     augmented, _, pivot_order = jax.lax.fori_loop(
         0, count, eliminate, (augmented, covered, jnp.maximum(surplus_row, 0).astype(jnp.int32))
     )

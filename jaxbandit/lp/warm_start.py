@@ -401,5 +401,6 @@ def shifted_values(factor: BasisFactor, values: ArrayLike, error: ArrayLike, rhs
     relative_step = jnp.max(jnp.where(rhs > 0, divide(jnp.abs(step), jnp.where(rhs > 0, rhs, 1)), outside))
     values = jnp.asarray(values) + dot(factor.inverse, step)
     abs_step = jnp.abs(step)
-    error = jnp.asarray(error) + dot(factor.shift_bound, abs_step) + factor.shift_tail * jnp.max(abs_step) + eps * jnp.abs(values)
+    error = jnp.asarray(error) + dot(factor.shift_bound, abs_step)
+    error = error + factor.shift_tail * jnp.max(abs_step) + eps * jnp.abs(values)
     return values, jnp.where(jnp.isfinite(error), error, jnp.inf), relative_step
