@@ -256,6 +256,7 @@ def solve_lower_bound(
     precision: ArrayLike,
     *,
     initial_basis: ArrayLike | None = None,
+    initial_factor: lp.BasisFactor | None = None,
     max_iterations: int | None = None,
     max_refactorizations: int | None = None,
     feasibility_tolerance: float | None = None,
@@ -266,6 +267,8 @@ def solve_lower_bound(
         mu: ``(K,)`` means.
         precision: ``(K, K)`` ``1 / sigma**2``.
         initial_basis: optional ``(K,)`` warm-start basis (see :func:`jaxbandit.lp.solve`).
+        initial_factor: or the same start from a factorised one, e.g.
+            ``LPWarmStart.factor`` (see :func:`jaxbandit.lp.solve`).
         max_iterations: pivot budget (default ``6 K``).
         max_refactorizations, feasibility_tolerance: as in :func:`jaxbandit.lp.solve`.
 
@@ -278,6 +281,7 @@ def solve_lower_bound(
         problem.A,
         problem.b,
         initial_basis=initial_basis,
+        initial_factor=initial_factor,
         max_iterations=max_iterations,
         max_refactorizations=max_refactorizations,
         feasibility_tolerance=feasibility_tolerance,

@@ -785,30 +785,45 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
 
 
 def test_solve_from_a_previous_basis_is_never_worse_than_cold():
-    """``solve(initial_basis=...)`` at means moved by N(0, 0.05^2): 512 random general
-    K = 10 instances, float32, started from each one's previous optimal basis, a start
-    from which some solves end without a verdict (the solve then restarts cold).
-    Required: no lane that is optimal cold and not warm; where both are optimal, the
-    same basis and ``c`` bit for bit; and fewer pivots on average (the start was
-    used)."""
+    """``solve(initial_basis=...)`` and ``solve(initial_factor=...)`` at means moved by
+    N(0, 0.05^2): 512 random general K = 10 instances, float32, started from each one's
+    previous optimal basis (primal or dual infeasible there, or both), a start from
+    which some solves end without a final verdict (the solve then restarts cold).
+    Required, for both starts: no lane that is optimal cold and not warm; where both
+    are optimal, the same basis and ``c`` bit for bit; and fewer pivots on average
+    (the start was used)."""
     inst = instances.random(0, 10, num_instances=_LANES)
     mu = np.asarray(inst.mu, np.float32)
     precision = np.asarray(inst.precision, np.float32)
     moved = mu + np.float32(0.05) * np.random.default_rng(1).standard_normal(mu.shape).astype(np.float32)
     before = _cold(mu, precision)
     cold = _cold(moved, precision)
-    warm = jax.tree.map(
-        np.asarray,
-        jax.jit(jax.vmap(lambda m, w, b: bound_lp.solve_lower_bound(m, w, initial_basis=b)))(
+    factors = jax.jit(jax.vmap(lambda w, b: bound_lp.warm_start(w, b).factor))(precision, before.basis)
+    starts = {
+        "initial_basis": jax.jit(jax.vmap(lambda m, w, b: bound_lp.solve_lower_bound(m, w, initial_basis=b)))(
             moved, precision, before.basis
         ),
-    )
-    cold_ok, warm_ok = cold.status == Status.OPTIMAL, warm.status == Status.OPTIMAL
-    assert not np.any(cold_ok & ~warm_ok), np.flatnonzero(cold_ok & ~warm_ok)
-    both = cold_ok & warm_ok
-    np.testing.assert_array_equal(warm.basis[both], cold.basis[both])
-    np.testing.assert_array_equal(warm.c[both], cold.c[both])
-    assert warm.num_iterations.mean() < 0.75 * cold.num_iterations.mean()
+        "initial_factor": jax.jit(jax.vmap(lambda m, w, f: bound_lp.solve_lower_bound(m, w, initial_factor=f)))(
+            moved, precision, factors
+        ),
+    }
+    for name, solved in starts.items():
+        warm = jax.tree.map(np.asarray, solved)
+        cold_ok, warm_ok = cold.status == Status.OPTIMAL, warm.status == Status.OPTIMAL
+        assert not np.any(cold_ok & ~warm_ok), (name, np.flatnonzero(cold_ok & ~warm_ok))
+        both = cold_ok & warm_ok
+        np.testing.assert_array_equal(warm.basis[both], cold.basis[both], err_msg=name)
+        np.testing.assert_array_equal(warm.c[both], cold.c[both], err_msg=name)
+        assert warm.num_iterations.mean() < 0.75 * cold.num_iterations.mean(), name
+
+
+def test_solve_takes_one_start_only():
+    factor = lp.factor_basis(np.eye(2, dtype=np.float32), lp.surplus_basis(2, 2))
+    with pytest.raises(ValueError, match="initial_basis or initial_factor"):
+        lp.solve(
+            np.ones(2, np.float32), np.eye(2, dtype=np.float32), np.ones(2, np.float32),
+            initial_basis=[2, 3], initial_factor=factor,
+        )  # fmt: skip
 
 
 @pytest.mark.slow

@@ -46,6 +46,7 @@ from jaxbandit.lp.tableau import (
     Tableau,
     basic_point,
     check_inputs,
+    factor_tableau,
     factorised_tableau,
     magnitudes_of,
     pivot,
@@ -55,13 +56,15 @@ from jaxbandit.lp.tableau import (
 from jaxbandit.lp.types import (
     CONDITION_LIMIT,
     BasisCheck,
+    BasisFactor,
     LPSolution,
     LPStatus,
+    check_factor_shapes,
     default_refactorizations,
     default_tolerance,
 )
 
-__all__ = ["check_basis", "solve"]
+__all__ = ["WARM_PIVOTS", "check_basis", "solve"]
 
 
 class _Verdict(NamedTuple):
@@ -182,7 +185,7 @@ class _Round(NamedTuple):
     num_iterations: Array
     rounds: Array
     careful: Array  # a small pivot made B singular: no more small pivots
-    from_initial_basis: Array  # started from initial_basis: may restart cold
+    warm: Array  # the round from a given basis: its verdict may not be final
 
 
 def _cold_round(scaled: Scaled) -> _Round:
@@ -199,17 +202,32 @@ def _cold_round(scaled: Scaled) -> _Round:
     )
 
 
-def _warm_round(scaled: Scaled, initial_basis, tolerance, cold: _Round) -> _Round:
-    """The start from ``initial_basis`` where it is strictly lexicographically dual
-    feasible (a valid dual simplex start), else ``cold``."""
-    warm = factorised_tableau(scaled, initial_basis)
-    warm_verdict = _verdict(warm, scaled, tolerance, False)
-    use_warm = warm_verdict.strictly_dual_feasible
-    return jax.tree.map(
-        lambda a, c: jnp.where(use_warm, a, c),
-        cold._replace(tableau=warm, verdict=warm_verdict, from_initial_basis=jnp.bool_(True)),
-        cold,
-    )
+# Pivots a warm start may take before its basis is judged.  Nearly every warm basis
+# that a re-check refuses is one to three pivots from the new optimum; under vmap each
+# pivot of this budget costs every lane of the batch, and a start that needs more
+# is solved cold instead.
+WARM_PIVOTS = 8
+
+
+def _warm_pivot_round(carry: _Round, scaled: Scaled, tolerance, max_iterations, cold: _Round) -> _Round:
+    """:func:`_pivot_round`, whose first round may start from any basis: its pivots
+    are then at most :data:`WARM_PIVOTS`, and its verdict is kept only where final,
+    else the solve starts over from ``cold``.
+
+    From a start that is not lexicographically dual feasible the pivots do not keep
+    the lexicographic order, so an optimal verdict is final only with a unique optimum
+    (strictly dual feasible: every other vertex is worse on the cost, or on ``sum(x)``
+    at a tied cost), hence the canonical one; a Farkas row is final however it was
+    reached.  After a pivot that made the basis singular, the tableau kept was never
+    factorised: nothing said of it is final.  One round function serves both, so the
+    program holds one copy of it.
+    """
+    budget = jnp.where(carry.warm, jnp.minimum(max_iterations, WARM_PIVOTS), max_iterations)
+    new = _pivot_round(carry, scaled, tolerance, budget)
+    v = new.verdict
+    final = ~new.careful & ((v.optimal & v.strictly_dual_feasible) | v.infeasible)
+    restart = carry.warm & ~final
+    return jax.tree.map(lambda a, c: jnp.where(restart, c, a), new._replace(warm=jnp.bool_(False)), cold)
 
 
 def _working(carry: _Round, scaled: Scaled, max_iterations: int, max_refactorizations: int):
@@ -217,13 +235,6 @@ def _working(carry: _Round, scaled: Scaled, max_iterations: int, max_refactoriza
     v = carry.verdict
     done = ~scaled.valid | v.optimal | v.infeasible | (carry.careful & ~v.step.can_pivot)
     return ~done & (carry.rounds <= max_refactorizations) & (carry.num_iterations < max_iterations)
-
-
-def _must_restart(carry: _Round, scaled: Scaled, max_iterations: int, max_refactorizations: int):
-    """The solve from ``initial_basis`` stopped without a verdict: start over cold."""
-    v = carry.verdict
-    working = _working(carry, scaled, max_iterations, max_refactorizations)
-    return carry.from_initial_basis & ~working & scaled.valid & ~(v.optimal | v.infeasible)
 
 
 def _pivot_round(carry: _Round, scaled: Scaled, tolerance, max_iterations: int) -> _Round:
@@ -253,7 +264,7 @@ def _pivot_round(carry: _Round, scaled: Scaled, tolerance, max_iterations: int) 
         num_iterations,
         carry.rounds + 1,
         careful,
-        carry.from_initial_basis,
+        carry.warm,
     )
 
 
@@ -273,6 +284,7 @@ def solve(
     b: ArrayLike,
     *,
     initial_basis: ArrayLike | None = None,
+    initial_factor: BasisFactor | None = None,
     max_iterations: int | None = None,
     max_refactorizations: int | None = None,
     feasibility_tolerance: float | None = None,
@@ -283,13 +295,18 @@ def solve(
         cost: ``(n,)`` non-negative costs.
         A: ``(m, n)`` constraint matrix (float32 or float64; sets the working dtype).
         b: ``(m,)`` right-hand side.
-        initial_basis: ``(m,)`` a previous :attr:`LPSolution.basis` to start from.  Used
-            only if it is strictly lexicographically dual feasible for this data;
-            otherwise the surplus basis is used.  If the solve from it ends without a
-            verdict (no verified optimum, no Farkas row), the solve restarts from the
-            surplus basis with a fresh budget, so the answer is never worse than a cold
-            solve's: the same verified optimum, or exactly the cold solve's result
-            (``num_iterations`` then counts the cold solve's pivots only).
+        initial_basis: ``(m,)`` a basis to start from (e.g. a previous
+            :attr:`LPSolution.basis`), whatever its feasibility for this data: at most
+            :data:`WARM_PIVOTS` pivots from it, then a verdict.  Kept only if that
+            verdict is final (a verified unique optimum, or a Farkas row); otherwise
+            the solve starts over from the surplus basis with a fresh budget.  So the
+            answer is the cold solve's: the same verified canonical optimum, or exactly
+            the cold solve's result (``num_iterations`` then counts the cold solve's
+            pivots only).
+        initial_factor: instead of ``initial_basis``, a
+            :class:`~jaxbandit.lp.types.BasisFactor` of this ``A``
+            (:func:`~jaxbandit.lp.warm_start.factor_basis`): the same start, its tableau
+            built from the kept inverse rather than by elimination.
         max_iterations: pivot budget (default ``3 * (m + n)``).
         max_refactorizations: how often a basis that fails verification is re-factorised
             and pivoted on again, one pivot per round (default
@@ -316,27 +333,26 @@ def solve(
         max_refactorizations = default_refactorizations(matrix.dtype)
     scaled = scale(cost, matrix, rhs)
     cold = _cold_round(scaled)
-    initial = cold
+    if initial_basis is not None and initial_factor is not None:
+        raise ValueError("give initial_basis or initial_factor, not both.")
+    start = None
     if initial_basis is not None:
         initial_basis = jnp.asarray(initial_basis, jnp.int32)
         if initial_basis.shape != (m,):
             raise ValueError(f"initial_basis must have shape ({m},), got {initial_basis.shape}.")
-        initial = _warm_round(scaled, initial_basis, tolerance, cold)
+        start = factorised_tableau(scaled, initial_basis)
+    if initial_factor is not None:
+        check_factor_shapes(initial_factor, m, n)
+        start = factor_tableau(scaled, initial_factor)
 
     budget = {"max_iterations": max_iterations, "max_refactorizations": max_refactorizations}
     working = functools.partial(_working, scaled=scaled, **budget)
-    restart = functools.partial(_must_restart, scaled=scaled, **budget)
-    pivot_round = functools.partial(_pivot_round, scaled=scaled, tolerance=tolerance, max_iterations=max_iterations)
-    # The cold loop stays free of the restart logic, whose extra branch every cold
-    # solve would pay for.
-    if initial_basis is None:
-        carry = jax.lax.while_loop(working, pivot_round, initial)
+    round_args = {"scaled": scaled, "tolerance": tolerance, "max_iterations": max_iterations}
+    if start is None:
+        carry = jax.lax.while_loop(working, functools.partial(_pivot_round, **round_args), cold)
     else:
-        carry = jax.lax.while_loop(
-            lambda c: working(c) | restart(c),
-            lambda c: jax.lax.cond(restart(c), lambda _: cold, pivot_round, c),
-            initial,
-        )
+        warm_round = functools.partial(_warm_pivot_round, cold=cold, **round_args)
+        carry = jax.lax.while_loop(working, warm_round, cold._replace(tableau=start, warm=jnp.bool_(True)))
     status = _final_status(carry, scaled, max_iterations)
     return _solution(carry.tableau, scaled, cost, status, carry.num_iterations)
 

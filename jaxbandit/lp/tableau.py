@@ -3,10 +3,10 @@
 The data is checked (:func:`check_inputs`, :func:`validated`) and equilibrated by
 powers of two (:func:`scale`, exact in floating point).  The tableau of a basis is
 built from that data by elimination over its structural columns and extra-precise
-refinement (:func:`factorised_tableau`), or exactly for the surplus basis
-(:func:`surplus_tableau`); a pivot updates it by a rank-one step (:func:`pivot`).
-:func:`magnitudes_of` and :func:`reduced_cost_noise` give the rounding-error levels
-that every feasibility test of the pivoting reads.
+refinement (:func:`factorised_tableau`), from a kept inverse (:func:`factor_tableau`),
+or exactly for the surplus basis (:func:`surplus_tableau`); a pivot updates it by a
+rank-one step (:func:`pivot`).  :func:`magnitudes_of` and :func:`reduced_cost_noise`
+give the rounding-error levels that every feasibility test of the pivoting reads.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from jaxbandit.lp.numerics import (
     row_residuals,
     rows_dot,
 )
-from jaxbandit.lp.types import check_refinements
+from jaxbandit.lp.types import BasisFactor, check_refinements
 
 __all__ = [
     "Magnitudes",
@@ -33,6 +33,7 @@ __all__ = [
     "Tableau",
     "basic_point",
     "check_inputs",
+    "factor_tableau",
     "factorised_tableau",
     "magnitudes_of",
     "nonbasic_mask",
@@ -77,6 +78,7 @@ class Scaled(NamedTuple):
     rhs: Array  # b'
     objectives: Array  # level 0: cost', level 1: column scales (sum x)
     column_scale: Array  # x = column_scale * x'
+    row_scale: Array  # b' = row_scale * b
     valid: Array
 
 
@@ -132,7 +134,7 @@ def scale(cost, matrix, rhs) -> Scaled:
         ]
     )
     full = jnp.concatenate([matrix, -jnp.eye(m, dtype=dtype)], axis=1)
-    return Scaled(full, rhs * row_scale, objectives, column_scale, valid)
+    return Scaled(full, rhs * row_scale, objectives, column_scale, row_scale, valid)
 
 
 def factorised_tableau(scaled: Scaled, basis) -> Tableau:
@@ -165,6 +167,33 @@ def factorised_tableau(scaled: Scaled, basis) -> Tableau:
     objective_values = jnp.sum(weights * values[None, :], axis=1)
     body = jnp.concatenate([body, values[:, None]], axis=1)
     reduced = jnp.concatenate([reduced, -objective_values[:, None]], axis=1)
+    return Tableau(jnp.concatenate([body, reduced], axis=0), basis)
+
+
+def factor_tableau(scaled: Scaled, factor: BasisFactor) -> Tableau:
+    """The tableau of ``factor.basis`` from the factor's inverse: products, no
+    elimination and no refinement (a start for pivots, not a verdict).
+
+    With row scales ``R`` and column scales ``C``, the scaled basis matrix is
+    ``B' = R B D`` (``D``: the column scale of each structural basic column, ``1 / r_i``
+    for a basic surplus ``i``), so ``B'^-1 = D^-1 B^-1 R^-1``: powers of two, exact.
+    """
+    matrix = scaled.matrix
+    basis = factor.basis
+    m = basis.shape[0]
+    n = matrix.shape[1] - m
+    structural = basis < n
+    basic_scale = jnp.where(
+        structural,
+        scaled.column_scale[jnp.clip(basis, 0, n - 1)],
+        1 / scaled.row_scale[jnp.clip(basis - n, 0, m - 1)],
+    )
+    inverse = factor.inverse / basic_scale[:, None] / scaled.row_scale[None, :]
+    values = dot(inverse, scaled.rhs)
+    weights = scaled.objectives[:, basis]  # (2, m)
+    reduced = scaled.objectives - dot(dot(weights, inverse), matrix)
+    body = jnp.concatenate([dot(inverse, matrix), values[:, None]], axis=1)
+    reduced = jnp.concatenate([reduced, -dot(weights, values)[:, None]], axis=1)
     return Tableau(jnp.concatenate([body, reduced], axis=0), basis)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "BasisSensitivity",
     "LPSolution",
     "LPStatus",
+    "check_factor_shapes",
     "check_refinements",
     "default_refactorizations",
     "default_tolerance",
@@ -185,3 +186,19 @@ def check_refinements(dtype) -> int:
     ``cond(B) <= 1e8``.
     """
     return 2 if jnp.dtype(dtype) == jnp.float32 else 1
+
+
+def check_factor_shapes(factor: BasisFactor, m: int, n: int) -> None:
+    """Raise ``ValueError`` unless ``factor`` is a factor of an ``(m, n)`` ``A``."""
+    shapes = [a.shape for a in (factor.matrix_high, factor.matrix_low, factor.inverse, factor.abs_inverse)]
+    tie_shapes = [a.shape for a in factor.tie_reduced + factor.tie_size]
+    if (
+        factor.basis.shape != (m,)
+        or any(shape != (m, m) for shape in shapes)
+        or tie_shapes != [(n,), (m,)] * 2
+    ):
+        raise ValueError(
+            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {factor.basis.shape}, "
+            f"matrix halves, inverse and abs_inverse shapes {shapes} and tie-break shapes "
+            f"{tie_shapes}, expected ({m},), ({m}, {m}) and ({n},), ({m},)."
+        )

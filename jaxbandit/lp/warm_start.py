@@ -40,6 +40,7 @@ from jaxbandit.lp.types import (
     BasisSensitivity,
     LPSolution,
     LPStatus,
+    check_factor_shapes,
     check_refinements,
     default_tolerance,
 )
@@ -174,22 +175,6 @@ def _reduced_costs(g, g_basic, inverse, abs_inverse, basis_matrix, matrix, abs_m
     return (g - dot(y, matrix), y), size
 
 
-def _check_factor_shapes(factor: BasisFactor, m: int, n: int) -> None:
-    """Raise ``ValueError`` unless ``factor`` is a factor of an ``(m, n)`` ``A``."""
-    shapes = [a.shape for a in (factor.matrix_high, factor.matrix_low, factor.inverse, factor.abs_inverse)]
-    tie_shapes = [a.shape for a in factor.tie_reduced + factor.tie_size]
-    if (
-        factor.basis.shape != (m,)
-        or any(shape != (m, m) for shape in shapes)
-        or tie_shapes != [(n,), (m,)] * 2
-    ):
-        raise ValueError(
-            f"factor must be a BasisFactor of an ({m}, {n}) A: got basis shape {factor.basis.shape}, "
-            f"matrix halves, inverse and abs_inverse shapes {shapes} and tie-break shapes "
-            f"{tie_shapes}, expected ({m},), ({m}, {m}) and ({n},), ({m},)."
-        )
-
-
 def _nonbasic_columns(basis, m: int, n: int):
     """``(placed, nonbasic)``: ``placed`` ``(m, n)`` bool, basic row ``i`` holds ``x_j``;
     ``nonbasic`` a ``((n,), (m,))`` bool pair over the (structural, surplus) columns.
@@ -269,7 +254,7 @@ def quick_check(
     # Not validated's matrix, which depends on cost and b: under vmap with one shared A
     # it would be a (batch, m, n) array, built and read at every check.
     matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
-    _check_factor_shapes(factor, m, n)
+    check_factor_shapes(factor, m, n)
     basis, inverse = factor.basis, factor.inverse
     basis_matrix = (factor.matrix_high, factor.matrix_low)
     abs_inverse = jnp.abs(inverse)

@@ -14,7 +14,8 @@ goes through:
    products (the bound's from what the basis's factorisation keeps);
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
-3. the full simplex, whose new basis is factorised for the next checks.
+3. the full simplex, from that basis (a few pivots as a rule, else cold), whose new
+   basis is factorised for the next checks.
 
 The answer is the canonical optimum whichever stage gives it (the same basis; ``c*``
 equal up to rounding, or within a certified relative 1e-5 in float32 and 1e-9 in
@@ -177,8 +178,9 @@ def allocation_stages(choose_arm: Callable) -> tuple:
         return state._replace(warm=state.warm._replace(anchor=new_anchor))
 
     def full_solve(request, state, ctx: Context):
-        # A cold solve: its canonical answer does not depend on the run's history.
-        solution = solve_lower_bound(request.mean, ctx.precision)
+        # From the run's basis, a few pivots away from the new optimum as a rule; the
+        # canonical answer is the cold solve's whatever the start.
+        solution = solve_lower_bound(request.mean, ctx.precision, initial_factor=state.warm.factor)
         return answer(request, state, solution, False, full_solve=True), jnp.asarray(True)
 
     def new_basis(state, solved: LPAnswer, ctx: Context):
