@@ -219,7 +219,7 @@ def run_warm_case(num_arms, batch, dtype, repeat, loop_lps):
         nearby_args = (jnp.asarray(nearby, dtype), args[1])
         warm = jax.jit(jax.vmap(bound_lp.warm_start))(args[1], solve(*args).basis)
         _, _, sensitivity = check(*args, warm)
-        anchored = anchor(warm, *args, sensitivity.values, sensitivity.cost_radius)
+        anchored = anchor(warm, *args, sensitivity.values, sensitivity.cost_room)
         full = best_time(lambda: jax.block_until_ready(solve(*moved_args)), repeat, warm_up=True)
         checked = best_time(lambda: jax.block_until_ready(check(*moved_args, warm)), repeat, warm_up=True)
         reused = best_time(lambda: jax.block_until_ready(reuse(*moved_args, anchored)), repeat, warm_up=True)

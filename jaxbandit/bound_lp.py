@@ -123,11 +123,11 @@ class WarmAnchor(NamedTuple):
         values: ``(K,)`` the refined basic values there (basis order).
         value_error: ``(K,)`` a bound on their error (:func:`jaxbandit.lp.value_error`).
         value_size: ``(K,)`` ``|B^-1| |b|`` there, the scale of the check's tolerance.
-        radius: ``()`` the basis stays the canonical optimum for every ``mu`` with the
-            same ``i*`` and gaps ``max_i |Delta_i(mu) - gaps_i| < radius`` at which it
-            stays primal feasible (:attr:`jaxbandit.lp.BasisSensitivity.cost_radius`);
-            ``0`` when there is no certificate (no passing check since the basis
-            changed).
+        cost_room: ``((K,), (K,))`` the basis stays the canonical optimum for every
+            ``mu`` with the same ``i*`` at which it stays primal feasible and whose
+            gaps move each nonbasic reduced cost by less than its room
+            (:attr:`jaxbandit.lp.BasisSensitivity.cost_room`); zeros when there is no
+            certificate (no passing check since the basis changed).
     """
 
     gaps: Array
@@ -136,7 +136,7 @@ class WarmAnchor(NamedTuple):
     values: Array
     value_error: Array
     value_size: Array
-    radius: Array
+    cost_room: tuple
 
 
 class LPWarmStart(NamedTuple):
@@ -302,7 +302,6 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
     precision = jnp.asarray(precision)
     num_arms = precision.shape[-1]
     zeros = jnp.zeros((num_arms,), precision.dtype)
-    zero = jnp.zeros((), precision.dtype)
     anchor = WarmAnchor(
         gaps=zeros,
         rhs=zeros,
@@ -310,7 +309,7 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
         values=zeros,
         value_error=zeros,
         value_size=zeros,
-        radius=zero,
+        cost_room=(zeros, zeros),
     )
     factor = lp.factor_basis(_information_matrix(precision), basis)
     placed = factor.basis[:, None] == jnp.arange(num_arms, dtype=jnp.int32)[None, :]
@@ -345,7 +344,7 @@ def check_warm_start(
 
 
 def anchor_warm_start(
-    warm: LPWarmStart, mu: ArrayLike, precision: ArrayLike, values: ArrayLike, cost_radius: ArrayLike
+    warm: LPWarmStart, mu: ArrayLike, precision: ArrayLike, values: ArrayLike, cost_room: tuple
 ) -> LPWarmStart:
     """``warm`` anchored at ``mu``, where :func:`check_warm_start` passed.
 
@@ -353,15 +352,15 @@ def anchor_warm_start(
         warm: the warm start that was checked.
         mu: ``(K,)`` the means of that check.
         precision: ``(K, K)``.
-        values, cost_radius: the check's ``sensitivity.values`` ``(K,)`` and
-            ``sensitivity.cost_radius`` ``()`` (the tolerance's scale is computed here,
-            so a policy need not carry it through the engine's answers).
+        values, cost_room: the check's ``sensitivity.values`` ``(K,)`` and
+            ``sensitivity.cost_room`` ``((K,), (K,))`` (the tolerance's scale is
+            computed here, so a policy need not carry it through the engine's answers).
     """
     problem = lower_bound_problem(mu, precision)
     value_size = lp.value_size(warm.factor, problem.b)
-    # The costs are the gaps, so the check's cost radius bounds how far each gap may
-    # move; the re-use tests the gaps themselves, and that i* is the same arm.
-    radius = jnp.asarray(cost_radius)
+    # The costs are the gaps, so the re-use moves the reduced costs by the gaps' moves
+    # from here, and tests that i* is the same arm.
+    optimal = problem.status == LowerBoundStatus.OPTIMAL
     anchor = WarmAnchor(
         gaps=problem.cost,
         rhs=problem.b,
@@ -369,18 +368,19 @@ def anchor_warm_start(
         values=jnp.asarray(values),
         value_error=lp.value_error(warm.factor, values, problem.b),
         value_size=value_size,
-        radius=jnp.where(problem.status == LowerBoundStatus.OPTIMAL, radius, 0).astype(problem.b.dtype),
+        cost_room=tuple(jnp.where(optimal, jnp.asarray(part), 0).astype(problem.b.dtype) for part in cost_room),
     )
     return warm._replace(anchor=anchor)
 
 
-def reuse_warm_start_at(gaps, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, Array]:
+def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tuple[Array, Array]:
     """:func:`reuse_warm_start` for a problem already built, without a tie.
 
     Args:
         gaps: ``(K,)`` ``lower_bound_problem(mu, precision).cost``, the gaps at the means.
         rhs: ``(K,)`` its ``b``.
         best_arm: ``()`` int32, its ``best_arm``.
+        precision: ``(K, K)`` ``1 / sigma**2``.
         warm: the run's :class:`LPWarmStart`.
 
     Returns:
@@ -403,10 +403,14 @@ def reuse_warm_start_at(gaps, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, 
     largest = jnp.max(jnp.where(structural, jnp.abs(values), 0))
     degenerate = (jnp.abs(values) <= 2 * error) & (error <= tolerance * largest)
     accurate = ~structural | (error <= tolerance * jnp.abs(values)) | degenerate
-    # Inside the certified radius: max_i |Delta_i - anchor gap_i| < radius, tested per
-    # arm so that all the tests share one reduction (each costs a pass under vmap).
-    # With i* the same arm, the costs are exactly these gaps.
-    inside = jnp.abs(gaps - anchor.gaps) < anchor.radius
+    # Inside the certified region: the gaps' moves from the anchor's (with i* the same
+    # arm, the costs' moves) move no nonbasic reduced cost out of its room.  The tests
+    # are per arm, so that all share one reduction (each costs a pass under vmap); the
+    # bound LP has as many surplus columns as structural ones.
+    abs_matrix = jnp.abs(_information_matrix(precision))
+    structural_moves, surplus_moves = lp.reduced_cost_moves(warm.factor, gaps - anchor.gaps, abs_matrix)
+    structural_room, surplus_room = anchor.cost_room
+    inside = (structural_moves < structural_room) & (surplus_moves < surplus_room)
     ok = all_true(feasible & accurate & inside) & (best_arm == anchor.best_arm)
     c = jnp.concatenate([jnp.maximum(values, 0), jnp.zeros((1,), dtype)])[warm.positions]
     return ok, jnp.where(ok, c, 0).astype(dtype)
@@ -415,8 +419,10 @@ def reuse_warm_start_at(gaps, rhs, best_arm, warm: LPWarmStart) -> tuple[Array, 
 def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> tuple[Array, LowerBoundSolution]:
     """The canonical optimum near the anchor of ``warm``, without any check: ``O(K^2)``.
 
-    While ``i*`` is the same arm and every gap is within ``warm.anchor.radius`` of the
-    anchor's, the basis stays the canonical optimum as long as it stays primal feasible
+    While ``i*`` is the same arm and the gaps' moves from the anchor's move each
+    nonbasic reduced cost by less than its room (``warm.anchor.cost_room``,
+    :func:`jaxbandit.lp.reduced_cost_moves`: two ``K x K`` products of non-negative
+    terms), the basis stays the canonical optimum as long as it stays primal feasible
     (:class:`jaxbandit.lp.BasisSensitivity`), so
     ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
     ``K x K`` product, and a second of non-negative terms for the error bound (the
@@ -434,7 +440,7 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     """
     mu = jnp.asarray(mu)
     problem = lower_bound_problem(mu, precision)
-    ok, c = reuse_warm_start_at(problem.cost, problem.b, problem.best_arm, warm)
+    ok, c = reuse_warm_start_at(problem.cost, problem.b, problem.best_arm, precision, warm)
     ok = ok & (problem.status == LowerBoundStatus.OPTIMAL)
     c = jnp.where(ok, c, 0)
     value = jnp.where(ok, dot(problem.cost, c), jnp.inf).astype(c.dtype)
@@ -470,7 +476,7 @@ def solve_lower_bound_warm(
 
         anchored = lambda: (
             checked,
-            anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_radius),
+            anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_room),
             jnp.asarray(False),
         )
         return jax.lax.cond(ok, anchored, full_solve)

@@ -662,11 +662,12 @@ def _cold(mu, precision):
 @jax.jit
 @jax.vmap
 def _anchored(mu, precision, basis):
-    """A warm start of ``basis`` (the cold solve's), anchored where its check passes."""
+    """A warm start of ``basis`` (the cold solve's), anchored where its check passes,
+    and the check's cost radius (0 where it fails)."""
     warm = bound_lp.warm_start(precision, basis)
     ok, _, sensitivity = bound_lp.check_warm_start(mu, precision, warm)
-    anchored = bound_lp.anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_radius)
-    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), anchored, warm)
+    anchored = bound_lp.anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_room)
+    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), anchored, warm), sensitivity.cost_radius
 
 
 _reuse = jax.jit(jax.vmap(bound_lp.reuse_warm_start))
@@ -689,15 +690,16 @@ def assert_same_vertex(first, second, lanes, mu, precision, rtol):
 
 def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families():
     """Re-use without a check (bound_lp.reuse_warm_start), 50 instances per family at K = 10,
-    means moved in a random direction by up to 0.05, 0.25 and 0.45 times the anchor's
-    radius, so that each gap moves by up to 0.1, 0.5 and 0.9 radii, and by up to 1
-    radius (each gap by up to 2 radii).  Wherever it answers, the answer must be the
+    means moved in a random direction by up to 0.05, 0.25 and 0.45 times the check's
+    cost radius, so that each gap moves by up to 0.1, 0.5 and 0.9 radii, and by up to 1
+    and 2 radii (each gap by up to 2 and 4 radii).  Wherever it answers, the answer must be the
     cold solve's at the moved means: the same basis (or another basis of the same
     degenerate vertex) and each c_i to lp.default_tolerance (1e-9) relative in float64;
     in float32 c to 1e-4 of max c (the cold float32 solve's own accuracy), or HiGHS's
     value to 1e-4 where that solve gives up.  It must answer
     most well-scaled lanes at 0.1 radius (full information, whose bases are degenerate,
-    included), and none beyond the radius."""
+    included), and beyond the radius answer some lanes: the test of each reduced cost's
+    room is finer than the radius, which bounds every gap's move by the largest."""
     rng = np.random.default_rng(21)
     count, k = 50, 10
     pairs = [_family(family, rng, count, k) for family in FAMILIES]
@@ -708,10 +710,10 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     for dtype, rtol in ((np.float64, lp.default_tolerance(np.float64)), (np.float32, None)):
         with jax.enable_x64(dtype == np.float64):
             args = (jnp.asarray(mu0, dtype), jnp.asarray(precision, dtype))
-            warm = _anchored(*args, _cold(*args).basis)
-            radius = np.asarray(warm.anchor.radius, np.float64)
+            warm, radius = _anchored(*args, _cold(*args).basis)
+            radius = np.asarray(radius, np.float64)
             assert np.mean(radius[np.isin(family, WELL_SCALED)] > 0) > 0.8
-            for scale in (0.1, 0.5, 0.9, 2.0):
+            for scale in (0.1, 0.5, 0.9, 2.0, 4.0):
                 mu1 = jnp.asarray(mu0 + scale / 2 * radius[:, None] * direction, dtype)
                 ok, reused = jax.tree.map(np.asarray, _reuse(mu1, args[1], warm))
                 if scale > 1:
@@ -721,8 +723,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
                     gaps1 = np.take_along_axis(mu1_64, mu0.argmax(axis=1)[:, None], axis=1) - mu1_64
                     moved = np.abs(gaps1 - gaps0).max(axis=1)
                     assert np.mean(moved >= radius) > 0.5, scale
-                    assert not np.any(ok & (moved >= radius)), scale
-                    continue
+                    assert np.mean(ok & (moved >= radius)) > 0.1, scale
                 cold = _cold(mu1, args[1])
                 if scale == 0.1:
                     assert ok[np.isin(family, WELL_SCALED)].mean() > 0.6, (dtype, ok.mean())

@@ -197,12 +197,15 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     decision = _select(state, 200, ctx)
     assert int(decision.request.case) == Case.C
     full, state = _later_stages(decision, _reuse(decision.request, state, ctx), state, ctx)
-    assert bool(full.full_solve) and float(state.warm.anchor.radius) == 0  # a new basis: no anchor
+    no_anchor = lambda warm: not np.any(np.concatenate(jax.tree.map(np.asarray, warm.anchor.cost_room)))
+    assert bool(full.full_solve) and no_anchor(state.warm)  # a new basis: no anchor
     decision = _select(state, 200, ctx)  # the same means, the new warm start
     checked, state = _later_stages(decision, _reuse(decision.request, state, ctx), state, ctx)
     assert not bool(checked.full_solve) and not bool(checked.reused)  # the check passed ...
-    radius = float(state.warm.anchor.radius)
-    assert radius > 0  # ... and anchored the warm start
+    assert not no_anchor(state.warm)  # ... and anchored the warm start
+    check = jax.jit(lower_bound_module.check_warm_start)
+    radius = float(check(decision.request.mean, ctx.precision, state.warm)[2].cost_radius)
+    assert radius > 0
     # each gap (the LP's costs) moves by at most radius / 2
     moved = _state(inst, counts, inst.mu + radius / 4 * np.linspace(-1, 1, 3))
     moved = moved._replace(warm=state.warm)
@@ -291,7 +294,7 @@ def _dummy_answer(num_arms):
         arm=jnp.int32(0), no_arm=jnp.asarray(False),
         c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),
-        anchor_values=jnp.zeros(num_arms), cost_radius=jnp.float32(0),
+        anchor_values=jnp.zeros(num_arms), cost_room=(jnp.zeros(num_arms), jnp.zeros(num_arms)),
     )
 
 

@@ -43,7 +43,14 @@ from jaxbandit.lp.types import (
     default_refactorizations,
     default_tolerance,
 )
-from jaxbandit.lp.warm_start import factor_basis, quick_check, shifted_values, value_error, value_size
+from jaxbandit.lp.warm_start import (
+    factor_basis,
+    quick_check,
+    reduced_cost_moves,
+    shifted_values,
+    value_error,
+    value_size,
+)
 
 __all__ = [
     "BasisCheck",
@@ -56,6 +63,7 @@ __all__ = [
     "default_tolerance",
     "factor_basis",
     "quick_check",
+    "reduced_cost_moves",
     "shifted_values",
     "solve",
     "surplus_basis",

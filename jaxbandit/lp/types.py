@@ -79,10 +79,18 @@ class BasisSensitivity(NamedTuple):
             a change cannot move (zero, with a positive reduced cost of ``sum(x)``).
             ``0`` when a nonbasic reduced cost that can move is within its rounding
             error of zero, or the check failed.
+        cost_room: ``((n,), (m,))`` over the (structural, surplus) columns: the basis
+            stays the canonical optimum for every such cost ``c'`` whose move of each
+            nonbasic reduced cost (bounded by
+            :func:`~jaxbandit.lp.warm_start.reduced_cost_moves`) is below its room
+            here, at any ``b`` where it stays primal feasible; ``inf`` where a column is
+            basic or cannot move, zeros where the check failed.  A finer test than
+            ``cost_radius``, which every cost inside the radius passes.
     """
 
     values: Array
     cost_radius: Array
+    cost_room: tuple
 
 
 class BasisCheck(NamedTuple):
@@ -124,7 +132,7 @@ class BasisFactor(NamedTuple):
         condition: ``()`` Skeel's ``max_i (|B^-1| |B| 1)_i`` (``inf`` if singular).
         abs_inverse: ``(m, m)`` ``|B^-1|`` with the rounding residues zeroed: entries at
             most ``m eps`` times the largest of their column, taken as the structural
-            zeros they are here (see ``warm_start._cost_radius``).
+            zeros they are here (see ``warm_start._cost_room``).
         tie_reduced: ``((n,), (m,))`` the reduced costs of ``sum(x)`` on the
             (structural, surplus) columns, refined as
             :func:`~jaxbandit.lp.warm_start.quick_check` computes the cost objective's.

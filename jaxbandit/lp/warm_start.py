@@ -48,6 +48,7 @@ from jaxbandit.lp.types import (
 __all__ = [
     "factor_basis",
     "quick_check",
+    "reduced_cost_moves",
     "shifted_values",
     "value_error",
     "value_size",
@@ -289,41 +290,45 @@ def quick_check(
     # Zero costs stay zero (the lower-bound LP: the best arm's gap), so only the basic
     # variables with a nonzero cost move the duals.
     moving = cost_basic != 0
-    radius = _cost_radius(cost_reduced, noise, slack, nonbasic, cost != 0, moving, factor.abs_inverse, abs_matrix)
+    radius, room = _cost_room(cost_reduced, noise, slack, nonbasic, cost != 0, moving, factor.abs_inverse, abs_matrix)
     sensitivity = BasisSensitivity(
         values=jnp.where(ok, values, jnp.zeros_like(values)),
         cost_radius=jnp.where(ok, radius, jnp.zeros_like(radius)),
+        cost_room=tuple(jnp.where(ok, part, jnp.zeros_like(part)) for part in room),
     )
     solution = LPSolution(x, objective, status, jnp.int32(0), basis.astype(jnp.int32))
     return BasisCheck(ok, solution, sensitivity)
 
 
-def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs_inverse, abs_matrix):
-    """How far (max norm) the nonzero structural costs may move with the check's verdict
-    on every nonbasic column of the cost objective unchanged (``0`` if none holds).
+def _cost_room(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs_inverse, abs_matrix):
+    """How far each nonbasic reduced cost of the cost objective may move with the
+    check's verdict on it unchanged (its room), and the max-norm radius of the nonzero
+    structural costs that keeps them all (``0`` if none holds).
 
-    A cost change ``delta`` moves the duals by ``delta_B B^-1``, at most
-    ``|delta|_inf v`` with ``v = |B^-1|^T 1[basic with a moving cost]``, so reduced cost
-    ``j`` moves by at most ``|delta|_inf (1[j has a moving cost] + v |M_j|)`` (its
-    gain).  Its room: for a strictly positive one, what it exceeds ``noise + slack`` by;
-    for a tied one (within ``noise - slack`` of zero, decided by the ``sum(x)``
-    objective, which does not move), what it may grow before it is no longer tied.
-    Ties are common here: a constraint that the free best arm covers has a zero dual,
-    and its surplus column a zero reduced cost and a zero gain once the rounding
-    residues of ``B^-1`` are dropped.  Half the smallest ratio is returned: the bound
-    uses the computed ``B^-1``, which is itself off by up to ``eps cond(B)`` (at most
+    A cost change ``delta`` moves the duals by ``delta_B B^-1``, so reduced cost ``j``
+    moves by at most ``|delta_j| + |delta_B| |B^-1| |M_j|``
+    (:func:`reduced_cost_moves`), at most ``|delta|_inf`` times its gain
+    ``1[j has a moving cost] + v |M_j|``, ``v = |B^-1|^T 1[basic with a moving cost]``.
+    Its room: for a strictly positive one, what it exceeds ``noise + slack`` by; for a
+    tied one (within ``noise - slack`` of zero, decided by the ``sum(x)`` objective,
+    which does not move), what it may grow before it is no longer tied.  Ties are
+    common here: a constraint that the free best arm covers has a zero dual, and its
+    surplus column a zero reduced cost and a zero gain once the rounding residues of
+    ``B^-1`` are dropped.  Rooms and radius are halved: the bounds use the computed
+    ``B^-1``, which is itself off by up to ``eps cond(B)`` (at most
     ``CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
 
     Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` pairs of ``(n,)`` (structural
     columns) and ``(m,)`` (surplus columns); ``moving_cost`` ``(n,)``; ``moving_basic``
     ``(m,)``; ``abs_inverse`` ``(m, m)`` (:attr:`BasisFactor.abs_inverse`, the residues
-    dropped); ``abs_matrix`` ``(m, n)``.  Returns ``()``, ``inf`` when no reduced cost
-    can move.
+    dropped); ``abs_matrix`` ``(m, n)``.  Returns ``(radius, room)``: ``()``, ``inf``
+    when no reduced cost can move, and a ``((n,), (m,))`` pair of halved rooms, ``inf``
+    where a column is basic or cannot move.
     """
     dtype = abs_matrix.dtype
     dual_gain = dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
     gains = (moving_cost.astype(dtype) + dot(dual_gain, abs_matrix), dual_gain)
-    smallest, roomy = jnp.asarray(jnp.inf, dtype), jnp.bool_(True)
+    smallest, roomy, rooms = jnp.asarray(jnp.inf, dtype), jnp.bool_(True), []
     for d, d_noise, d_slack, free, gain in zip(reduced, noise, slack, nonbasic, gains):
         positive = d > d_noise + d_slack
         room = jnp.where(positive, d - (d_noise + d_slack), (d_noise - d_slack) - jnp.abs(d))
@@ -331,8 +336,34 @@ def _cost_radius(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs
         ratio = jnp.where(constrained, divide(room, jnp.where(constrained, gain, 1)), jnp.inf)
         smallest = jnp.minimum(smallest, jnp.min(ratio))
         roomy = roomy & jnp.all(~constrained | (room > 0))
+        half = jnp.where(constrained, 0.5 * room, jnp.inf)
+        rooms.append(jnp.where(jnp.isnan(half), 0, half).astype(dtype))
     radius = jnp.where(roomy, 0.5 * smallest, 0)
-    return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype)
+    return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype), tuple(rooms)
+
+
+def reduced_cost_moves(factor: BasisFactor, cost_change: ArrayLike, abs_matrix: ArrayLike):
+    """A bound on how far each reduced cost of ``factor``'s basis moves when the costs
+    change by ``cost_change``: ``|delta_j| + |delta_B| |B^-1| |M_j|``, ``M = [A, -I]``,
+    two ``m x m`` products of non-negative terms (scaled up by their rounding), to
+    compare with :attr:`BasisSensitivity.cost_room`.
+
+    Args:
+        factor: the :class:`BasisFactor` the check used.
+        cost_change: ``(n,)`` the change of the structural costs (zero where they were).
+        abs_matrix: ``(m, n)`` ``|A|`` (non-finite entries read as 0).
+
+    Returns:
+        A ``((n,), (m,))`` pair over the (structural, surplus) columns.
+    """
+    abs_change = jnp.abs(jnp.asarray(cost_change))
+    m, n = abs_matrix.shape
+    dtype = abs_change.dtype
+    basis = factor.basis
+    basic_change = jnp.where(basis < n, abs_change[jnp.clip(basis, 0, n - 1)], 0)
+    rounding = 1 + (2 * m + 2) * jnp.finfo(dtype).eps
+    dual_move = rounding * dot(basic_change, factor.abs_inverse)
+    return rounding * (abs_change + dot(dual_move, abs_matrix)), dual_move
 
 
 def value_size(factor: BasisFactor, rhs: ArrayLike) -> Array:
@@ -343,17 +374,27 @@ def value_size(factor: BasisFactor, rhs: ArrayLike) -> Array:
 def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array:
     """A bound ``(m,)`` on ``|values - B^-1 rhs|`` (``inf`` where not finite), a
     posteriori from the residual ``r = rhs - B x`` in about twice the working precision:
-    ``x - B^-1 rhs = -B^-1 r``, bounded by ``2 |X| |r|`` for the computed inverse ``X``,
-    plus ``eps cond(B)`` times its largest component for the error of ``X`` itself
-    (normwise: ``eps cond(B) <= 1e-2`` is what :func:`quick_check` requires of the
-    factor), plus ``eps |x|`` for the rounding of ``x``."""
+    ``x - B^-1 rhs = -B^-1 r``, the correction ``X r`` through the computed inverse
+    ``X`` plus what the factor's shift bounds say ``B^-1 - X`` can add to it,
+    ``H |r| + q max|r|`` (:func:`shifted_values`), with ``|r|`` enlarged by the
+    residual's own rounding (``gamma_{2m+2}^2 |B| |x|``, which ``|X|`` carries too), plus
+    ``eps |x|`` for the rounding of ``x``.  The signed correction, not ``|X| |r|``: a
+    refined ``x`` leaves a residual of the size of its own rounding, which ``|X| |r|``
+    would spread over every component."""
     values = jnp.asarray(values)
+    m = values.shape[0]
     eps = jnp.finfo(values.dtype).eps
+    unit = eps / 2
+    gamma_residual = ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
     r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
+    abs_basis = jnp.abs(factor.matrix_high) + jnp.abs(factor.matrix_low)
+    rounding = gamma_residual * dot(abs_basis, jnp.abs(values))
+    abs_residual = (1 + 2 * unit) * jnp.abs(r) + rounding
     # |X| in full, not factor.abs_inverse: dropping its rounding residues would
-    # understate a bound (they are structural zeros only for the check's radius).
-    correction = dot(jnp.abs(factor.inverse), jnp.abs(r))
-    error = 2 * correction + eps * (jnp.abs(values) + factor.condition * jnp.max(correction))
+    # understate a bound (they are structural zeros only for the check's room).
+    through_inverse = dot(factor.shift_bound, abs_residual) + dot(jnp.abs(factor.inverse), rounding)
+    error = jnp.abs(dot(factor.inverse, r)) + through_inverse + factor.shift_tail * jnp.max(abs_residual)
+    error = (1 + 2 * (m + 2) * unit) * error + eps * jnp.abs(values)
     return jnp.where(jnp.isfinite(error), error, jnp.inf)
 
 

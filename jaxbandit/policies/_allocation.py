@@ -8,10 +8,10 @@ valid), anchored at the gaps of its last passing check.  A run that needs ``c*``
 goes through:
 
 1. *re-use* (:func:`jaxbandit.bound_lp.reuse_warm_start_at`): while ``i*`` is the same
-   arm and every gap (the LP's costs) is within a certified radius of the anchor's,
-   the basis stays optimal as long as it stays primal feasible, so
-   ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound: two ``K x K``
-   products (the bound's from what the basis's factorisation keeps);
+   arm and the gaps' (the LP's costs') moves from the anchor's keep every nonbasic
+   reduced cost within its certified room, the basis stays optimal as long as it stays
+   primal feasible, so ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound:
+   four ``K x K`` products (the bounds' from what the basis's factorisation keeps);
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
 3. the full simplex, from that basis (a few pivots as a rule, else cold), whose new
@@ -63,7 +63,7 @@ class LPAnswer(NamedTuple):
     reused: Array  # bool: this answer re-used the warm start's certified region
     full_solve: Array  # bool: this answer came from the full solve
     anchor_values: Array  # (K,) the check's basic values, to anchor the warm start
-    cost_radius: Array  # () the check's cost radius (0 unless the check passed)
+    cost_room: tuple  # ((K,), (K,)) the check's room of each reduced cost (zeros unless it passed)
 
 
 class RoundTests(NamedTuple):
@@ -137,7 +137,7 @@ def allocation_stages(choose_arm: Callable) -> tuple:
         Three :class:`~jaxbandit.base.Stage` s answering :class:`LPAnswer` s.
     """
 
-    def answer(request, state, solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_radius=0):
+    def answer(request, state, solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_room=None):
         zeros = jnp.zeros_like(solution.c)
         arm, no_arm = choose_arm(solution, request, state.stats.counts)
         return LPAnswer(
@@ -150,13 +150,13 @@ def allocation_stages(choose_arm: Callable) -> tuple:
             reused=jnp.asarray(reused),
             full_solve=jnp.asarray(full_solve),
             anchor_values=zeros if anchor_values is None else anchor_values,
-            cost_radius=jnp.asarray(cost_radius, zeros.dtype),
+            cost_room=(zeros, zeros) if cost_room is None else cost_room,
         )
 
     def reuse(request, state, ctx: Context):
         # b is built here, not when the request is, so that only the runs that need c* build it.
         rhs = right_hand_side(request.gaps, request.min_gap, noise_free_arms(ctx.precision))
-        ok, c = reuse_warm_start_at(request.gaps, rhs, request.best_arm, state.warm)
+        ok, c = reuse_warm_start_at(request.gaps, rhs, request.best_arm, ctx.precision, state.warm)
         status = jnp.where(ok, lp.LPStatus.OPTIMAL, lp.LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
         solution = LowerBoundSolution(c, jnp.zeros((), c.dtype), status, jnp.int32(0), state.warm.basis)
         return answer(request, state, solution, ~ok, reused=ok), ok
@@ -164,7 +164,7 @@ def allocation_stages(choose_arm: Callable) -> tuple:
     def check(request, state, ctx: Context):
         ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, state.warm)
         checked = answer(
-            request, state, solution, ~ok, anchor_values=sensitivity.values, cost_radius=sensitivity.cost_radius
+            request, state, solution, ~ok, anchor_values=sensitivity.values, cost_room=sensitivity.cost_room
         )
         return checked, ok
 
@@ -172,7 +172,7 @@ def allocation_stages(choose_arm: Callable) -> tuple:
         # A passing check anchors the warm start at these means; only the anchor's
         # leaves change, so only they are written back.
         mean = estimator.mean(state.stats)
-        anchored = anchor_warm_start(state.warm, mean, ctx.precision, checked.anchor_values, checked.cost_radius)
+        anchored = anchor_warm_start(state.warm, mean, ctx.precision, checked.anchor_values, checked.cost_room)
         passed = ~checked.needs_fallback
         new_anchor = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored.anchor, state.warm.anchor)
         return state._replace(warm=state.warm._replace(anchor=new_anchor))
