@@ -351,7 +351,8 @@ def simulate(
         chunk_size: rounds per compiled chunk (memory and progress granularity only; at
             most ``engine.MAX_ROUNDS``).
         solve_batch: buffer size of a policy's ``"compact"`` solver stages (default
-            ``min(runs, 256)``); speed only, never results.
+            a quarter of the runs as a power of two, between 16 and 256, at most
+            ``runs``); speed only, never results.
         first_run: index of the first run (to simulate runs ``first_run ...`` separately).
         devices: JAX devices to shard the runs over (default: all visible devices).
         progress: optional ``callback(rounds_done, horizon)`` called after each chunk.
