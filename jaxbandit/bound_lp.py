@@ -406,7 +406,9 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tu
     # Inside the certified region: the gaps' moves from the anchor's (with i* the same
     # arm, the costs' moves) move no nonbasic reduced cost out of its room.  The tests
     # are per arm, so that all share one reduction (each costs a pass under vmap); the
-    # bound LP has as many surplus columns as structural ones.
+    # bound LP has as many surplus columns as structural ones.  The trade: two more
+    # K x K products in every re-use, for the checks (a few products with extra-precise
+    # refinement each) of the rounds whose gaps moved more than the radius allowed.
     abs_matrix = jnp.abs(_information_matrix(precision))
     structural_moves, surplus_moves = lp.reduced_cost_moves(warm.factor, gaps - anchor.gaps, abs_matrix)
     structural_room, surplus_room = anchor.cost_room
