@@ -692,7 +692,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
     """Re-use without a check (bound_lp.reuse_warm_start), 50 instances per family at K = 10,
     means moved in a random direction by up to 0.05, 0.25 and 0.45 times the check's
     cost radius, so that each gap moves by up to 0.1, 0.5 and 0.9 radii, and by up to 1
-    and 2 radii (each gap by up to 2 and 4 radii).  Wherever it answers, the answer must be the
+    radius (each gap by up to 2 radii).  Wherever it answers, the answer must be the
     cold solve's at the moved means: the same basis (or another basis of the same
     degenerate vertex) and each c_i to lp.default_tolerance (1e-9) relative in float64;
     in float32 c to 1e-4 of max c (the cold float32 solve's own accuracy), or HiGHS's
@@ -713,7 +713,7 @@ def test_reuse_inside_the_certified_region_is_the_cold_solution_across_families(
             warm, radius = _anchored(*args, _cold(*args).basis)
             radius = np.asarray(radius, np.float64)
             assert np.mean(radius[np.isin(family, WELL_SCALED)] > 0) > 0.8
-            for scale in (0.1, 0.5, 0.9, 2.0, 4.0):
+            for scale in (0.1, 0.5, 0.9, 2.0):
                 mu1 = jnp.asarray(mu0 + scale / 2 * radius[:, None] * direction, dtype)
                 ok, reused = jax.tree.map(np.asarray, _reuse(mu1, args[1], warm))
                 if scale > 1:

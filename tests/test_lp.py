@@ -412,7 +412,7 @@ def test_shifted_values_bound_their_error():
         solved = bound_lp.solve_lower_bound(mu, precision)
         return solved, bound_lp.warm_start(precision, solved.basis).factor, bound_lp.lower_bound_problem(mu, precision).b
 
-    shift = jax.jit(lp.shifted_values)
+    shift, value_error = jax.jit(lp.shifted_values), jax.jit(lp.value_error)
     for k in range(8):
         precision = np.asarray(batch.precision[k], np.float32)
         solved, factor, rhs = factor_and_start(np.asarray(batch.mu[k], np.float32), precision)
@@ -420,7 +420,7 @@ def test_shifted_values_bound_their_error():
         matrix = np.asarray(factor.matrix_high, np.float64) + np.asarray(factor.matrix_low, np.float64)
         rhs = np.asarray(rhs)
         values = np.linalg.solve(matrix, rhs.astype(np.float64)).astype(np.float32)
-        error = lp.value_error(factor, values, rhs)
+        error = value_error(factor, values, rhs)
         exact = np.linalg.solve(matrix, rhs.astype(np.float64))
         slack = np.asarray(error, np.float64) - np.abs(values - exact)
         assert np.all(slack >= 0) and np.all(error <= 4 * np.finfo(np.float32).eps * np.abs(exact)), (k, slack)
