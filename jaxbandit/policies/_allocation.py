@@ -137,7 +137,9 @@ def allocation_stages(choose_arm: Callable) -> tuple:
         Three :class:`~jaxbandit.base.Stage` s answering :class:`LPAnswer` s.
     """
 
-    def answer(request, state, solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_room=None):
+    def answer(
+        request, state, solution, needs_fallback, reused=False, full_solve=False, anchor_values=None, cost_room=None
+    ):
         zeros = jnp.zeros_like(solution.c)
         arm, no_arm = choose_arm(solution, request, state.stats.counts)
         return LPAnswer(
