@@ -122,6 +122,20 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     )  # fmt: skip
 
 
+def _residual_rounding(m: int, dtype):
+    """``gamma_{2m+2}^2``, ``gamma_k = k u / (1 - k u)`` with ``u = eps / 2``: the relative
+    rounding of an extra-precise residual of ``m`` terms (:func:`basis_residual`,
+    :func:`residual`), against ``|B| |x|``."""
+    unit = jnp.finfo(dtype).eps / 2
+    return ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
+
+
+def _basic_part(values, basis, n: int):
+    """``values`` ``(n,)`` of the structural columns read at the basic positions ``(m,)``
+    (0 where a surplus is basic)."""
+    return jnp.where(basis < n, values[jnp.clip(basis, 0, n - 1)], 0)
+
+
 def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite, basis, num_variables):
     """``(H, q)`` of :class:`BasisFactor`: with ``F = I - B X`` (in about twice the
     working precision, so it measures the computed ``X`` as it is, element growth
@@ -138,7 +152,7 @@ def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite, basis,
     identity = jnp.eye(m, dtype=inverse.dtype)
     unit = eps / 2
     gamma = m * unit / (1 - m * unit)
-    gamma_residual = ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
+    gamma_residual = _residual_rounding(m, inverse.dtype)
     gap = jax.vmap(
         lambda x, e: basis_residual(split_matrix, x, e, basis, num_variables), in_axes=(1, 1), out_axes=1
     )(inverse, identity)
@@ -269,7 +283,7 @@ def quick_check(
     # Reduced costs of the cost objective, refined; those of the tie-break sum(x) come
     # with the factor (they depend on the basis only).
     abs_matrix = jnp.abs(matrix)
-    cost_basic = jnp.where(basis < n, cost[jnp.clip(basis, 0, n - 1)], 0)  # (m,)
+    cost_basic = _basic_part(cost, basis, n)  # (m,)
     cost_reduced, cost_size = _reduced_costs(
         cost, cost_basic, inverse, abs_inverse, basis_matrix, matrix, abs_matrix
     )
@@ -359,8 +373,7 @@ def reduced_cost_moves(factor: BasisFactor, cost_change: ArrayLike, abs_matrix: 
     abs_change = jnp.abs(jnp.asarray(cost_change))
     m, n = abs_matrix.shape
     dtype = abs_change.dtype
-    basis = factor.basis
-    basic_change = jnp.where(basis < n, abs_change[jnp.clip(basis, 0, n - 1)], 0)
+    basic_change = _basic_part(abs_change, factor.basis, n)
     rounding = 1 + (2 * m + 2) * jnp.finfo(dtype).eps
     dual_move = rounding * dot(basic_change, factor.abs_inverse)
     return rounding * (abs_change + dot(dual_move, abs_matrix)), dual_move
@@ -385,7 +398,7 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     m = values.shape[0]
     eps = jnp.finfo(values.dtype).eps
     unit = eps / 2
-    gamma_residual = ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
+    gamma_residual = _residual_rounding(m, values.dtype)
     r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
     abs_basis = jnp.abs(factor.matrix_high) + jnp.abs(factor.matrix_low)
     rounding = gamma_residual * dot(abs_basis, jnp.abs(values))
