@@ -43,11 +43,11 @@ def stage_buffer_size(batching: str, total_runs: int, solve_batch: Optional[int]
 
     One size, not smaller ones for the last runs too: each further size would be
     another compiled copy of the stage, only to spare the idle lanes of a round's last
-    pass.  A ``"compact"`` stage serves the runs an earlier stage left, a fraction of
-    them as a rule, so by default its buffer is a quarter of the runs (the next power of
-    two, 16 at least, ``DEFAULT_SOLVE_BATCH`` at most): one pass while at most that many
-    wait, on a quarter of the lanes; more waiting costs more passes.  A ``"rare"``
-    stage's lanes cost real work (a full simplex), so its buffer is sized to the runs
+    pass.  A ``"compact"`` stage serves the runs an earlier stage left, a small fraction
+    of them in most rounds (a burst in some), so by default its buffer is a sixteenth of
+    the runs (the next power of two, 8 at least, ``DEFAULT_SOLVE_BATCH`` at most): the
+    many rounds with few waiting pay for few idle lanes, and a burst costs more passes.
+    A ``"rare"`` stage's lanes cost real work (a full simplex), so its buffer is sized to the runs
     (1/128 of them, 4 at least, ``solve_batch / 8`` at most) rather than to the batch:
     a round with a couple of such solves then pays for few idle lanes.
     """
@@ -56,8 +56,8 @@ def stage_buffer_size(batching: str, total_runs: int, solve_batch: Optional[int]
         return max(1, min(batch // 8, max(4, total_runs // 128)))
     if solve_batch:
         return solve_batch
-    quarter = 1 << (math.ceil(total_runs / 4) - 1).bit_length()
-    return min(batch, max(16, quarter))
+    sixteenth = 1 << (math.ceil(total_runs / 16) - 1).bit_length()
+    return min(batch, max(8, sixteenth))
 
 
 class _Runs:

@@ -351,7 +351,7 @@ def simulate(
         chunk_size: rounds per compiled chunk (memory and progress granularity only; at
             most ``engine.MAX_ROUNDS``).
         solve_batch: buffer size of a policy's ``"compact"`` solver stages (default
-            a quarter of the runs as a power of two, between 16 and 256, at most
+            a sixteenth of the runs as a power of two, between 8 and 256, at most
             ``runs``); speed only, never results.
         first_run: index of the first run (to simulate runs ``first_run ...`` separately).
         devices: JAX devices to shard the runs over (default: all visible devices).

@@ -22,11 +22,13 @@ def test_buffer_sizes_shrink_by_four_down_to_the_smallest():
     assert compaction.buffer_sizes(256) == (256, 64, 16)
     assert compaction.buffer_sizes(100) == (100, 25)
     assert compaction.buffer_sizes(8) == (8,)
-    assert compaction.stage_buffer_size("compact", 1000, None) == 256
-    # a quarter of the runs, as a power of two between 16 and the batch
-    assert compaction.stage_buffer_size("compact", 100, None) == 32
-    assert compaction.stage_buffer_size("compact", 64, None) == 16
-    assert compaction.stage_buffer_size("compact", 10, None) == 10
+    assert compaction.stage_buffer_size("compact", 10_000, None) == 256
+    # a sixteenth of the runs, as a power of two between 8 and the batch
+    assert compaction.stage_buffer_size("compact", 1000, None) == 64
+    assert compaction.stage_buffer_size("compact", 100, None) == 8
+    assert compaction.stage_buffer_size("compact", 200, None) == 16
+    assert compaction.stage_buffer_size("compact", 10, None) == 8
+    assert compaction.stage_buffer_size("compact", 5, None) == 5
     assert compaction.stage_buffer_size("compact", 1, None) == 1
     assert compaction.stage_buffer_size("compact", 1000, 64) == 64
     assert compaction.stage_buffer_size("rare", 1000, None) == 7
