@@ -29,6 +29,7 @@ from jaxbandit.lp.numerics import (
     power_of_two_reciprocal,
     refined_values,
     residual,
+    residual_rounding,
     split,
     transposed_residual,
 )
@@ -122,14 +123,6 @@ def factor_basis(A: ArrayLike, basis: ArrayLike) -> BasisFactor:
     )  # fmt: skip
 
 
-def _residual_rounding(m: int, dtype):
-    """``gamma_{2m+2}^2``, ``gamma_k = k u / (1 - k u)`` with ``u = eps / 2``: the relative
-    rounding of an extra-precise residual of ``m`` terms (:func:`basis_residual`,
-    :func:`residual`), against ``|B| |x|``."""
-    unit = jnp.finfo(dtype).eps / 2
-    return ((2 * m + 2) * unit / (1 - (2 * m + 2) * unit)) ** 2
-
-
 def _basic_part(values, basis, n: int):
     """``values`` ``(n,)`` of the structural columns read at the basic positions ``(m,)``
     (0 where a surplus is basic)."""
@@ -139,8 +132,9 @@ def _basic_part(values, basis, n: int):
 def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite, basis, num_variables):
     """``(H, q)`` of :class:`BasisFactor`: with ``F = I - B X`` (in about twice the
     working precision, so it measures the computed ``X`` as it is, element growth
-    included; ``|F|`` bounded with that residual's own error, ``u |F| + gamma_{2m+2}^2
-    |B||X|``) and ``f = ||F||_inf < 1/2``, ``B^-1 = X (I - F)^-1``, so
+    included; ``|F|`` bounded with that residual's own error, ``u |F| + rho |B||X|``,
+    :func:`~jaxbandit.lp.numerics.residual_rounding`) and ``f = ||F||_inf < 1/2``,
+    ``B^-1 = X (I - F)^-1``, so
     ``|(B^-1 - X) s| <= |X||F| |s| + |X||F||F| 1 max|s| / (1 - f)``; the product
     ``X s`` rounds by at most ``gamma_m |X||s|``, ``gamma_m = m u / (1 - m u)`` with
     ``u = eps / 2`` in any order of summation.  ``H = (1 + 8 m u)(|X||F| + gamma_m |X|)``:
@@ -152,7 +146,7 @@ def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite, basis,
     identity = jnp.eye(m, dtype=inverse.dtype)
     unit = eps / 2
     gamma = m * unit / (1 - m * unit)
-    gamma_residual = _residual_rounding(m, inverse.dtype)
+    gamma_residual = residual_rounding(m, inverse.dtype)
     gap = jax.vmap(
         lambda x, e: basis_residual(split_matrix, x, e, basis, num_variables), in_axes=(1, 1), out_axes=1
     )(inverse, identity)
@@ -390,7 +384,8 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     ``x - B^-1 rhs = -B^-1 r``, the correction ``X r`` through the computed inverse
     ``X`` plus what the factor's shift bounds say ``B^-1 - X`` can add to it,
     ``H |r| + q max|r|`` (:func:`shifted_values`), with ``|r|`` enlarged by the
-    residual's own rounding (``gamma_{2m+2}^2 |B| |x|``, which ``|X|`` carries too), plus
+    residual's own rounding (``rho |B| |x|``, :func:`~jaxbandit.lp.numerics.residual_rounding`,
+    which ``|X|`` carries too), plus
     ``eps |x|`` for the rounding of ``x``.  The signed correction, not ``|X| |r|``: a
     refined ``x`` leaves a residual of the size of its own rounding, which ``|X| |r|``
     would spread over every component."""
@@ -398,7 +393,7 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     m = values.shape[0]
     eps = jnp.finfo(values.dtype).eps
     unit = eps / 2
-    gamma_residual = _residual_rounding(m, values.dtype)
+    gamma_residual = residual_rounding(m, values.dtype)
     r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
     abs_basis = jnp.abs(factor.matrix_high) + jnp.abs(factor.matrix_low)
     rounding = gamma_residual * dot(abs_basis, jnp.abs(values))
