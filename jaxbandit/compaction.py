@@ -47,9 +47,9 @@ def stage_buffer_size(batching: str, total_runs: int, solve_batch: Optional[int]
     of them in most rounds (a burst in some), so by default its buffer is a sixteenth of
     the runs (the next power of two, 8 at least, ``DEFAULT_SOLVE_BATCH`` at most): the
     many rounds with few waiting pay for few idle lanes, and a burst costs more passes.
-    A ``"rare"`` stage's lanes cost real work (a full simplex), so its buffer is sized to the runs
-    (1/128 of them, 4 at least, ``solve_batch / 8`` at most) rather than to the batch:
-    a round with a couple of such solves then pays for few idle lanes.
+    A ``"rare"`` stage's lanes cost real work (a full simplex), so its buffer is sized to
+    the runs (1/128 of them, 4 at least, ``solve_batch / 8`` at most) rather than to the
+    batch: a round with a couple of such solves then pays for few idle lanes.
     """
     batch = solve_batch or min(total_runs, DEFAULT_SOLVE_BATCH)
     if batching == "rare":

@@ -468,8 +468,8 @@ def test_the_residual_stays_within_its_rounding_bound(dtype):
     arithmetic) on 32 random systems each of m = 6, 16 (written out) and 24 (a loop),
     entries spanning four decades and ``rhs`` the float-rounded ``M x``, so that the
     residual cancels: every error within ``u |r| + residual_rounding(m) |M| |x|``.  A
-    bound of Dot2's ``gamma_{2m+2}^2`` instead fails here (by up to about 80x in float32):
-    the half-length cross terms are summed plainly."""
+    bound of Dot2's ``gamma_{2m+2}^2`` instead fails here: the half-length cross terms
+    are summed plainly."""
     rng = np.random.default_rng(12)
     unit = np.finfo(dtype).eps / 2
     with jax.enable_x64(dtype == np.float64):

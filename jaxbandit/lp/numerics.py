@@ -176,7 +176,7 @@ def residual_rounding(m: int, dtype):
     sum are rounded: ``(gamma_{2m} + 2u) 2.02 eta``.  Those errors are ``u`` of each
     partial sum, at most ``gamma_m (|rhs| + |M||x|)`` together, and ``|rhs| <= |M||x| +
     |r|``: ``2.02 gamma_{2m} gamma_m``.  The 1.01 covers the second-order rest.  So
-    ``rho`` is of the order of ``m u eta`` (about ``m 2^-35`` in float32), far above the
+    ``rho`` is of the order of ``4 m u eta`` (about ``m 2^-34`` in float32), far above the
     ``m^2 u^2`` of a Dot2 whose every product is split.
     """
     info = jnp.finfo(dtype)

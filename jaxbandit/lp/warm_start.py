@@ -134,23 +134,22 @@ def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite, basis,
     working precision, so it measures the computed ``X`` as it is, element growth
     included; ``|F|`` bounded with that residual's own error, ``u |F| + rho |B||X|``,
     :func:`~jaxbandit.lp.numerics.residual_rounding`) and ``f = ||F||_inf < 1/2``,
-    ``B^-1 = X (I - F)^-1``, so
-    ``|(B^-1 - X) s| <= |X||F| |s| + |X||F||F| 1 max|s| / (1 - f)``; the product
-    ``X s`` rounds by at most ``gamma_m |X||s|``, ``gamma_m = m u / (1 - m u)`` with
-    ``u = eps / 2`` in any order of summation.  ``H = (1 + 8 m u)(|X||F| + gamma_m |X|)``:
-    the factor covers the rounding of ``H``, of ``H |s|`` and of the sum they enter
-    (all of non-negative terms).  Built once per basis, they spare each shift an
-    extra-precise residual."""
+    ``B^-1 = X (I - F)^-1``, so ``|(B^-1 - X) s| <= |X||F| |s| + |X||F||F| 1 max|s| /
+    (1 - f)``; the product ``X s`` rounds by at most ``gamma_m |X||s|``, ``gamma_m =
+    m u / (1 - m u)`` with ``u = eps / 2`` in any order of summation.
+    ``H = (1 + 8 m u)(|X||F| + gamma_m |X|)``: the factor covers the rounding of ``H``,
+    of ``H |s|`` and of the sum they enter (all of non-negative terms).  Built once per
+    basis, they spare each shift an extra-precise residual."""
     m = inverse.shape[0]
     eps = jnp.finfo(inverse.dtype).eps
     identity = jnp.eye(m, dtype=inverse.dtype)
     unit = eps / 2
     gamma = m * unit / (1 - m * unit)
-    gamma_residual = residual_rounding(m, inverse.dtype)
+    rho = residual_rounding(m, inverse.dtype)
     gap = jax.vmap(
         lambda x, e: basis_residual(split_matrix, x, e, basis, num_variables), in_axes=(1, 1), out_axes=1
     )(inverse, identity)
-    abs_gap = (1 + 2 * unit) * jnp.abs(gap) + gamma_residual * dot(abs_matrix, abs_inverse)
+    abs_gap = (1 + 2 * unit) * jnp.abs(gap) + rho * dot(abs_matrix, abs_inverse)
     row_sums = jnp.sum(abs_gap, axis=1)
     f = jnp.max(row_sums)
     growth = dot(abs_inverse, abs_gap)
@@ -384,19 +383,19 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     ``x - B^-1 rhs = -B^-1 r``, the correction ``X r`` through the computed inverse
     ``X`` plus what the factor's shift bounds say ``B^-1 - X`` can add to it,
     ``H |r| + q max|r|`` (:func:`shifted_values`), with ``|r|`` enlarged by the
-    residual's own rounding (``rho |B| |x|``, :func:`~jaxbandit.lp.numerics.residual_rounding`,
-    which ``|X|`` carries too), plus
-    ``eps |x|`` for the rounding of ``x``.  The signed correction, not ``|X| |r|``: a
+    residual's own rounding (``rho |B| |x|``, which ``|X|`` carries too;
+    :func:`~jaxbandit.lp.numerics.residual_rounding`), plus ``eps |x|`` for the rounding
+    of ``x``.  The signed correction, not ``|X| |r|``: a
     refined ``x`` leaves a residual of the size of its own rounding, which ``|X| |r|``
     would spread over every component."""
     values = jnp.asarray(values)
     m = values.shape[0]
     eps = jnp.finfo(values.dtype).eps
     unit = eps / 2
-    gamma_residual = residual_rounding(m, values.dtype)
+    rho = residual_rounding(m, values.dtype)
     r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
     abs_basis = jnp.abs(factor.matrix_high) + jnp.abs(factor.matrix_low)
-    rounding = gamma_residual * dot(abs_basis, jnp.abs(values))
+    rounding = rho * dot(abs_basis, jnp.abs(values))
     abs_residual = (1 + 2 * unit) * jnp.abs(r) + rounding
     # |X| in full, not factor.abs_inverse: dropping its rounding residues would
     # understate a bound (they are structural zeros only for the check's room).
