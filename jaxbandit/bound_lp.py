@@ -407,8 +407,9 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tu
     # arm, the costs' moves) move no nonbasic reduced cost out of its room.  The tests
     # are per arm, so that all share one reduction (each costs a pass under vmap); the
     # bound LP has as many surplus columns as structural ones.  The trade: two more
-    # K x K products in every re-use, for the checks (a few products with extra-precise
-    # refinement each) of the rounds whose gaps moved more than the radius allowed.
+    # K x K products in every re-use, for fewer checks (a few products with
+    # extra-precise refinement each): a room per column lets through moves that one
+    # radius for every gap, the largest move against the smallest room, would refuse.
     abs_matrix = jnp.abs(_information_matrix(precision))
     structural_moves, surplus_moves = lp.reduced_cost_moves(warm.factor, gaps - anchor.gaps, abs_matrix)
     structural_room, surplus_room = anchor.cost_room

@@ -385,9 +385,8 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     ``H |r| + q max|r|`` (:func:`shifted_values`), with ``|r|`` enlarged by the
     residual's own rounding (``rho |B| |x|``, which ``|X|`` carries too;
     :func:`~jaxbandit.lp.numerics.residual_rounding`), plus ``eps |x|`` for the rounding
-    of ``x``.  The signed correction, not ``|X| |r|``: a
-    refined ``x`` leaves a residual of the size of its own rounding, which ``|X| |r|``
-    would spread over every component."""
+    of ``x``.  The signed correction, not ``|X| |r|``: a refined ``x`` leaves a residual
+    of the size of its own rounding, which ``|X| |r|`` would spread over every component."""
     values = jnp.asarray(values)
     m = values.shape[0]
     eps = jnp.finfo(values.dtype).eps
