@@ -1,7 +1,7 @@
 """The pivot rules of the lexicographic dual simplex and its pivot loop.
 
-A basis is classified and its next pivot chosen: the dual simplex step on the most
-infeasible row while the basis is primal infeasible (entering column by a
+A basis is classified and its next pivot chosen: the dual simplex step while the basis
+is primal infeasible (leaving row by a steepest edge in the 1-norm, entering column by a
 lexicographic ratio test over ``(cost, sum(x), x[0], ..., x[n-1])``), else a primal
 clean-up step with a Harris ratio test where rounding has left a reduced cost
 negative.  Three variants of that choice serve three callers, composed from the same
@@ -66,16 +66,25 @@ class _DualRow(NamedTuple):
 
 
 def _dual_row(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance, careful) -> _DualRow:
-    """Primal feasibility, the most infeasible row (relative to its magnitude) and the
-    columns that may enter on it."""
+    """Primal feasibility, the leaving row (a steepest edge in the 1-norm) and the columns
+    that may enter on it."""
     rows, basis = tableau
     m = basis.shape[0]
     n = scaled.matrix.shape[1] - m
     dtype = rows.dtype
     values = rows[:m, -1]
     violation = divide(values, jnp.maximum(row_scales(rows, scaled, m, n), jnp.finfo(dtype).tiny))
-    leave = jnp.argmin(violation).astype(jnp.int32)
-    primal_feasible = jnp.min(violation) >= -tolerance  # violation[leave], without a gather
+    infeasible = violation < -tolerance
+    primal_feasible = ~jnp.any(infeasible)
+    # The leaving row: of the infeasible ones, the most infeasible against the 1-norm of
+    # its row of B^-1 on the unscaled data (dual steepest edge in that norm; the surplus
+    # block holds -B^-1 of the scaled data, the column scales cancel and the row scales
+    # weigh its entries).  Against |B^-1| |b| instead, the rows of a large b (an arm
+    # with a small gap) crowd out the others and a cold solve takes about twice the
+    # pivots; under vmap every lane waits for the longest solve of its batch.
+    edge = dot(magnitudes.inverse, scaled.row_scale)
+    steepness = divide(values, jnp.maximum(edge, jnp.finfo(dtype).tiny))
+    leave = jnp.argmin(jnp.where(infeasible, steepness, jnp.inf)).astype(jnp.int32)
     # The whole row, as the pivot reads it (one gather for both); its surplus block is
     # the row of -B^-1.
     full_row = rows[leave]
@@ -95,8 +104,8 @@ def _dual_row(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance,
 
 
 def _dual_step(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance, careful) -> _DualStep:
-    """Primal feasibility, and the dual simplex step on the most infeasible row
-    (relative to its magnitude), entering column by the lexicographic ratio test."""
+    """Primal feasibility, and the dual simplex step: leaving row as :func:`_dual_row`
+    chooses it, entering column by the lexicographic ratio test."""
     row = _dual_row(tableau, scaled, magnitudes, nonbasic, tolerance, careful)
     enter = _entering_column(tableau, magnitudes, scaled, row.pivot_row, row.candidates, tolerance)
     return _DualStep(row.primal_feasible, row.farkas, row.leave, enter, jnp.any(row.candidates))
