@@ -5,9 +5,10 @@ is primal infeasible (leaving row by a steepest edge in the 1-norm, entering col
 lexicographic ratio test over ``(cost, sum(x), x[0], ..., x[n-1])``), else a primal
 clean-up step with a Harris ratio test where rounding has left a reduced cost
 negative.  Three variants of that choice serve three callers, composed from the same
-halves: :func:`next_step` (the pivot loop, on an updated tableau),
-:func:`refined_next_step` (a freshly factorised tableau: the entering column refined
-first) and :func:`classified_step` (a basis check: the verdict only, no dual pivot).
+halves: :func:`next_step` (the pivot loop, on an updated tableau), :func:`refined_step`
+(a solve's verdict on a freshly factorised tableau: the primal entering column refined
+first, the dual pivot left to the pivot loop) and :func:`classified_step` (a basis
+check: the verdict only, no dual pivot).
 :func:`pivot_loop` pivots until the updated tableau says it is done.
 
 ``careful`` below is not a mode: it is a traced ``()`` bool carried per LP (a small
@@ -41,7 +42,7 @@ __all__ = [
     "classified_step",
     "next_step",
     "pivot_loop",
-    "refined_next_step",
+    "refined_step",
 ]
 
 
@@ -111,9 +112,10 @@ def _dual_step(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance
     return _DualStep(row.primal_feasible, row.farkas, row.leave, enter, jnp.any(row.candidates))
 
 
-def _dual_classification(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance) -> _DualStep:
-    """:func:`_dual_step` without its pivot (``enter = 0``): a check needs only the verdict."""
-    row = _dual_row(tableau, scaled, magnitudes, nonbasic, tolerance, False)
+def _dual_classification(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance, careful) -> _DualStep:
+    """:func:`_dual_step` without its entering column (``enter = 0``): a verdict needs
+    only whether a dual pivot is called for, which the pivot loop then takes."""
+    row = _dual_row(tableau, scaled, magnitudes, nonbasic, tolerance, careful)
     return _DualStep(row.primal_feasible, row.farkas, row.leave, jnp.int32(0), jnp.any(row.candidates))
 
 
@@ -268,12 +270,14 @@ def next_step(tableau: Tableau, scaled: Scaled, tolerance, careful) -> Step:
     return _combined(dual, primal)
 
 
-def refined_next_step(tableau: Tableau, scaled: Scaled, tolerance, careful) -> Step:
-    """:func:`next_step` on a freshly factorised tableau: the primal step's entering
-    column is refined first (:func:`_refined_primal_step`)."""
+def refined_step(tableau: Tableau, scaled: Scaled, tolerance, careful) -> Step:
+    """The verdict on a freshly factorised tableau: :func:`next_step`'s classification,
+    the primal step's entering column refined first (:func:`_refined_primal_step`),
+    and no entering column on the dual side (``enter`` is 0 there: the pivot loop
+    chooses the dual pivot itself, on this same tableau)."""
     inputs = _step_inputs(tableau, scaled)
     nonbasic, magnitudes = inputs.nonbasic, inputs.magnitudes
-    dual = _dual_step(tableau, scaled, magnitudes, nonbasic, tolerance, careful)
+    dual = _dual_classification(tableau, scaled, magnitudes, nonbasic, tolerance, careful)
     primal = _refined_primal_step(tableau, scaled, magnitudes, nonbasic, inputs.values, inputs.body, tolerance)
     return _combined(dual, primal)
 
@@ -283,7 +287,7 @@ def classified_step(tableau: Tableau, scaled: Scaled, tolerance) -> Step:
     (``enter`` is 0 on the dual side): what a basis check reads."""
     inputs = _step_inputs(tableau, scaled)
     nonbasic, magnitudes = inputs.nonbasic, inputs.magnitudes
-    dual = _dual_classification(tableau, scaled, magnitudes, nonbasic, tolerance)
+    dual = _dual_classification(tableau, scaled, magnitudes, nonbasic, tolerance, False)
     primal = _primal_step(tableau, scaled, magnitudes, nonbasic, inputs.values, inputs.body, tolerance)
     return _combined(dual, primal)
 

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.lp.numerics import dot, refined_values, residual
-from jaxbandit.lp.pivoting import Step, classified_step, pivot_loop, refined_next_step
+from jaxbandit.lp.pivoting import Step, classified_step, pivot_loop, refined_step
 from jaxbandit.lp.tableau import (
     Scaled,
     Tableau,
@@ -113,10 +113,11 @@ def _judged(tableau: Tableau, scaled: Scaled, tolerance, finite, step: Step) -> 
 
 
 def _verdict(tableau: Tableau, scaled: Scaled, tolerance, careful) -> _Verdict:
-    """Classify a freshly factorised tableau and choose the pivot it calls for next
-    (:func:`~jaxbandit.lp.pivoting.refined_next_step`; ``careful`` as there)."""
+    """Classify a freshly factorised tableau and choose the primal pivot it calls for
+    next, or say that it calls for a dual one (:func:`~jaxbandit.lp.pivoting.refined_step`;
+    ``careful`` as there)."""
     finite, tableau = _finite_tableau(tableau)
-    return _judged(tableau, scaled, tolerance, finite, refined_next_step(tableau, scaled, tolerance, careful))
+    return _judged(tableau, scaled, tolerance, finite, refined_step(tableau, scaled, tolerance, careful))
 
 
 def _check_verdict(tableau: Tableau, scaled: Scaled, tolerance) -> _Verdict:
@@ -238,20 +239,24 @@ def _working(carry: _Round, scaled: Scaled, max_iterations: int, max_refactoriza
 
 
 def _pivot_round(carry: _Round, scaled: Scaled, tolerance, max_iterations: int) -> _Round:
-    """The pivot the verdict chose on the fresh tableau, then the pivot loop, then a
+    """The pivot the verdict calls for on the fresh tableau, then the pivot loop, then a
     re-factorisation of the basis it ends on and a new verdict."""
     step = carry.verdict.step
+    # A primal pivot is the verdict's (its entering column refined); a dual one the
+    # pivot loop chooses itself, the same pivot on the same tableau.
+    primal = step.can_pivot & step.primal_feasible
     tableau = jax.tree.map(
-        lambda a, b: jnp.where(step.can_pivot, a, b),
+        lambda a, b: jnp.where(primal, a, b),
         pivot(carry.tableau, step.leave, step.enter),
         carry.tableau,
     )
-    num_iterations = carry.num_iterations + step.can_pivot.astype(jnp.int32)
+    num_iterations = carry.num_iterations + primal.astype(jnp.int32)
     # The first round pivots on until the updated tableau says it is done.  Later
-    # rounds take only that one pivot, then re-factorise: the updated tableau has gone
-    # astray once already, so each further pivot is chosen on exact data (and a full
-    # loop there would hold up every lane of a vmapped batch).
-    loop_budget = jnp.where(carry.rounds == 0, max_iterations, num_iterations)
+    # rounds take only the verdict's pivot, then re-factorise: the updated tableau has
+    # gone astray once already, so each further pivot is chosen on exact data (and a
+    # full loop there would hold up every lane of a vmapped batch).
+    dual = step.can_pivot & ~step.primal_feasible
+    loop_budget = jnp.where(carry.rounds == 0, max_iterations, num_iterations + dual.astype(jnp.int32))
     basis, num_iterations = pivot_loop(tableau, scaled, num_iterations, loop_budget, tolerance, carry.careful)
     tableau = factorised_tableau(scaled, basis)
     # A singular basis (a pivot on rounding noise): back to the last good one.
