@@ -108,6 +108,26 @@ def test_lower_bound_certifies_every_badly_scaled_float64_lane():
         assert abs(result.value[lane] - ref.fun) <= 1e-6 * max(ref.fun, natural_scale(cost, matrix, rhs)), lane
 
 
+def test_float32_certifies_random_feedback_graphs():
+    """4,096 random feedback graphs, K = 10 (each edge with probability 0.2, self-loops,
+    means uniform on (0, 1)), solved in float32 by the host's plain batch program (the
+    one ``lower_bound`` runs before any rescue): every lane certified, with the float64
+    solve's allocation and value to 1e-4 (of each lane's largest c).  Where a surplus basic variable is measured
+    only against |B^-1| |b| (a huge free arm's magnitude), four of these solves end on
+    a basis their verdict refuses (a surplus far below zero that the point check sees)."""
+    rng = np.random.default_rng(5)
+    mu = rng.uniform(0, 1, (4096, 10)).astype(np.float32).astype(np.float64)  # one LP in both
+    adjacency = (rng.random((4096, 10, 10)) < 0.2) | np.eye(10, dtype=bool)
+    precision = adjacency.astype(np.float64)
+    single = bound._solve_batch(mu, precision, np.float32)
+    double = bound._solve_batch(mu, precision, np.float64)
+    assert np.all(single.status == Status.OPTIMAL), np.flatnonzero(single.status != Status.OPTIMAL)
+    assert np.all(double.status == Status.OPTIMAL)
+    largest = np.max(double.c, axis=1, keepdims=True)
+    assert np.all(np.abs(single.c - double.c) <= 1e-4 * largest)
+    np.testing.assert_allclose(single.value, double.value, rtol=1e-4)
+
+
 def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     """Two means 1e-6 apart: rounded to float32 first, their gap lost about 1% of the
     bound (Lai-Robbins, 2 sigma^2 / Delta summed); taken from the float64 means, the

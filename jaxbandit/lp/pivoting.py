@@ -75,7 +75,15 @@ def _dual_row(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance,
     dtype = rows.dtype
     values = rows[:m, -1]
     violation = divide(values, jnp.maximum(row_scales(rows, scaled, m, n), jnp.finfo(dtype).tiny))
-    infeasible = violation < -tolerance
+    # A basic surplus is also measured against its constraint's activity, as a solve's
+    # verdict measures the point (A x >= b to 4 tolerance of |A| x + |b|): against
+    # |B^-1| |b| alone, a row whose magnitude is that of a huge free arm passes a
+    # surplus far below zero, and the solve would end on a basis its verdict refuses.
+    surplus = basis >= n
+    point = jnp.where(surplus, 0, jnp.maximum(values, 0))  # the structural basic values, clipped
+    activity = dot(magnitudes.basis_matrix, point) + jnp.abs(scaled.rhs)
+    short = surplus & (values < -4 * tolerance * activity[jnp.where(surplus, basis - n, 0)])
+    infeasible = (violation < -tolerance) | short
     primal_feasible = ~jnp.any(infeasible)
     # The leaving row: of the infeasible ones, the most infeasible against the 1-norm of
     # its row of B^-1 on the unscaled data (dual steepest edge in that norm; the surplus
@@ -216,7 +224,7 @@ def _refined_primal_step(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic,
 class Step(NamedTuple):
     """What the current basis calls for: a dual pivot, a primal pivot, or nothing."""
 
-    primal_feasible: Array  # every basic value >= -tolerance * its magnitude
+    primal_feasible: Array  # basic values >= -tolerance * magnitude (surplus: and 4 tolerance * activity)
     farkas: Array  # a violated row with no negative entry: proven infeasible
     dual_feasible: Array  # no nonbasic column improves an objective noticeably
     strictly_dual_feasible: Array  # every nonbasic column is strictly worse (unique optimum)
