@@ -112,9 +112,10 @@ def test_float32_certifies_random_feedback_graphs():
     """4,096 random feedback graphs, K = 10 (each edge with probability 0.2, self-loops,
     means uniform on (0, 1)), solved in float32 by the host's plain batch program (the
     one ``lower_bound`` runs before any rescue): every lane certified, with the float64
-    solve's allocation and value to 1e-4 (of each lane's largest c).  Where a surplus basic variable is measured
-    only against |B^-1| |b| (a huge free arm's magnitude), four of these solves end on
-    a basis their verdict refuses (a surplus far below zero that the point check sees)."""
+    solve's allocation (to 1e-4 of each lane's largest c) and value (to 1e-4).  Where a
+    basic surplus is measured only against |B^-1| |b| (a huge free arm's magnitude),
+    four of these solves end on a basis their verdict refuses (a surplus far below zero
+    that the point check sees)."""
     rng = np.random.default_rng(5)
     mu = rng.uniform(0, 1, (4096, 10)).astype(np.float32).astype(np.float64)  # one LP in both
     adjacency = (rng.random((4096, 10, 10)) < 0.2) | np.eye(10, dtype=bool)

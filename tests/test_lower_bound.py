@@ -261,7 +261,7 @@ def test_sweep_float32_matches_highs_or_reports(sweep):
 def test_cold_solves_take_few_pivots_beyond_the_optimal_basis(sweep):
     """From the surplus basis every structural column of the optimal basis enters at
     least once; the dual steepest-edge row choice adds few pivots to that.  On the
-    default sweep's K = 20 and 50 bucket (96 LPs, every family), float64: at most 1.2
+    default sweep's K = 20 and 50 bucket (192 LPs, every family), float64: at most 1.2
     pivots per structural basic column over the optimal solves, and at most 1.3 in
     each well-scaled family (choosing the most infeasible row relative to |B^-1| |b|
     takes 1.33 overall and about 2 on the general and graph families)."""

@@ -121,8 +121,9 @@ def _dual_step(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance
 
 
 def _dual_classification(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance, careful) -> _DualStep:
-    """:func:`_dual_step` without its entering column (``enter = 0``): a verdict needs
-    only whether a dual pivot is called for, which the pivot loop then takes."""
+    """:func:`_dual_step` without its entering column (``enter = 0``): a solve's verdict
+    needs only whether a dual pivot is called for (the pivot loop then takes it), a
+    basis check only the classification."""
     row = _dual_row(tableau, scaled, magnitudes, nonbasic, tolerance, careful)
     return _DualStep(row.primal_feasible, row.farkas, row.leave, jnp.int32(0), jnp.any(row.candidates))
 
