@@ -75,10 +75,10 @@ def _dual_row(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance,
     dtype = rows.dtype
     values = rows[:m, -1]
     violation = divide(values, jnp.maximum(row_scales(rows, scaled, m, n), jnp.finfo(dtype).tiny))
-    # A basic surplus is also measured against its constraint's activity, as a solve's
-    # verdict measures the point (A x >= b to 4 tolerance of |A| x + |b|): against
-    # |B^-1| |b| alone, a row whose magnitude is that of a huge free arm passes a
-    # surplus far below zero, and the solve would end on a basis its verdict refuses.
+    # A basic surplus is also held to its constraint's activity, the scale of the
+    # verdict's point check (A x >= b to 4 tolerance of |A| x + |b|): where |B^-1| |b|
+    # carries a huge free arm, it alone would let a surplus far below zero pass, and
+    # the solve would end on a basis its verdict refuses.
     surplus = basis >= n
     point = jnp.where(surplus, 0, jnp.maximum(values, 0))  # the structural basic values, clipped
     activity = dot(magnitudes.basis_matrix, point) + jnp.abs(scaled.rhs)
@@ -88,9 +88,9 @@ def _dual_row(tableau: Tableau, scaled: Scaled, magnitudes, nonbasic, tolerance,
     # The leaving row: of the infeasible ones, the most infeasible against the 1-norm of
     # its row of B^-1 on the unscaled data (dual steepest edge in that norm; the surplus
     # block holds -B^-1 of the scaled data, the column scales cancel and the row scales
-    # weigh its entries).  Against |B^-1| |b| instead, the rows of a large b (an arm
-    # with a small gap) crowd out the others and a cold solve takes about twice the
-    # pivots; under vmap every lane waits for the longest solve of its batch.
+    # weigh its entries).  Relative to |B^-1| |b|, the rows of a large b (an arm with
+    # a small gap) would crowd out the others and a cold solve take more pivots; under
+    # vmap every lane waits for the longest solve of its batch.
     edge = dot(magnitudes.inverse, scaled.row_scale)
     steepness = divide(values, jnp.maximum(edge, jnp.finfo(dtype).tiny))
     leave = jnp.argmin(jnp.where(infeasible, steepness, jnp.inf)).astype(jnp.int32)
