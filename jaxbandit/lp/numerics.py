@@ -9,6 +9,10 @@ to ``UNROLL_LIMIT``) are unrolled on purpose: under ``vmap`` XLA on CPU runs sma
 batched products and middle-axis reductions as library kernels much slower than one
 fused elementwise pass.  Longer ones are ``fori_loop`` s over the same steps, so that
 the program does not grow with the axis.
+
+The functions the solver calls from many places are jitted: a program traces each once
+per shape and dtype rather than once per call, and XLA inlines the calls, so the
+compiled program and its results are the same.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ def _two_sum(a, b):
     return s, (a - (s - b_virtual)) + (b - b_virtual)
 
 
+@jax.jit
 def split(v):
     """``v = high + low`` with both halves short enough that their products are exact.
 
@@ -155,6 +160,7 @@ def _residual_by(column, matrix, x, rhs):
     return total + errors
 
 
+@jax.jit
 def residual(matrix, x, rhs):
     """``rhs - matrix @ x`` in about twice the working precision (:func:`_residual_by`).
 
@@ -186,6 +192,7 @@ def residual_rounding(m: int, dtype):
     return 1.01 * ((gamma(2 * m) + 2 * unit) * 2.02 * eta + 2.02 * gamma(2 * m) * gamma(m))
 
 
+@jax.jit
 def transposed_residual(matrix, x, rhs):
     """``rhs - x @ matrix`` in about twice the working precision (:func:`_residual_by`),
     reading the rows of ``matrix``, so no transposed copy is made.
@@ -246,6 +253,7 @@ def rows_dot(rows, matrix):
     return jnp.stack([dot(rows[k], matrix) for k in range(rows.shape[0])])
 
 
+@jax.jit
 def row_residuals(matrix, ys, gs):
     """``gs[k] - ys[k] @ matrix`` for each of a few rows ``k`` (``ys`` ``(r, m)``, ``gs``
     ``(r, n)``), each as :func:`transposed_residual`.  An unrolled loop over the ``r`` rows: with a
@@ -271,6 +279,7 @@ def _refined_divide(numerator, denominator):
     return jnp.where(jnp.isfinite(step), quotient + step, quotient)
 
 
+@jax.jit
 def divide(numerator, denominator):
     """``numerator / denominator``, correctly rounded but for near-ties on every
     backend; every division of the solver goes through here.  GPUs divide float32
@@ -304,6 +313,7 @@ def pivot_rows(rows, p, chosen, column):
     return rows - factors[:, None] * divide(rows[p], column[p])[None, :]
 
 
+@functools.partial(jax.jit, static_argnames="num_variables")
 def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
     """``B^-1 augmented`` for the simplex basis ``B = [A, -I][:, basis]``, by
     Gauss-Jordan elimination with partial pivoting over ``B``'s structural columns only,
@@ -353,6 +363,7 @@ def basis_gauss_jordan(augmented, columns, basis, num_variables: int):
     return divide(solved, jnp.where(structural, 1, entries).astype(solved.dtype)[:, None])
 
 
+@functools.partial(jax.jit, static_argnames="steps")
 def refined_values(inverse, basis_matrix, values, rhs, steps: int):
     """``steps`` steps of iterative refinement of ``B^-1 rhs`` (extra-precise residuals).
 

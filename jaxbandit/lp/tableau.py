@@ -7,12 +7,14 @@ refinement (:func:`factorised_tableau`), from a kept inverse (:func:`factor_tabl
 or exactly for the surplus basis (:func:`surplus_tableau`); a pivot updates it by a
 rank-one step (:func:`pivot`).  :func:`magnitudes_of` and :func:`reduced_cost_noise`
 give the rounding-error levels that every feasibility test of the pivoting reads.
+Those called from many places are jitted, as in :mod:`jaxbandit.lp.numerics`.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from jaxbandit._types import Array
@@ -137,6 +139,7 @@ def scale(cost, matrix, rhs) -> Scaled:
     return Scaled(full, rhs * row_scale, objectives, column_scale, row_scale, valid)
 
 
+@jax.jit
 def factorised_tableau(scaled: Scaled, basis) -> Tableau:
     """Build the tableau of ``basis`` from the original data: one elimination per
     structural basic column (:func:`~jaxbandit.lp.numerics.basis_gauss_jordan`).
@@ -209,6 +212,7 @@ def surplus_tableau(scaled: Scaled) -> Tableau:
     return Tableau(jnp.concatenate([body, reduced], axis=0), surplus_basis(m, n))
 
 
+@jax.jit
 def pivot(tableau: Tableau, leave, enter) -> Tableau:
     """Rank-one tableau update; the pivot row becomes ``row / pivot``."""
     rows, basis = tableau
@@ -254,6 +258,7 @@ def magnitudes_of(tableau: Tableau, scaled: Scaled) -> Magnitudes:
     )
 
 
+@jax.jit
 def reduced_cost_noise(reduced, costs, weights, magnitudes: Magnitudes, tolerance):
     """How negative a reduced cost ``d = g - g_B B^-1 M = g - y M`` may be and still be 0.
 
