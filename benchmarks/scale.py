@@ -13,7 +13,9 @@ Prints one JSON line per case:
 
 * ``scale``, one per K: for ``ucb_n`` and each of ``--policies``, the compile time (the
   chunk step, as ``SimulationRun.compile``, timed apart; wall and process CPU time), the size of the compiled program
-  (``stablehlo_lines`` of the lowered chunk step), the seconds of one ``--runs`` x
+  (``stablehlo_lines`` of the lowered chunk step, where a jitted helper is written once
+  however often it is called, and ``hlo_instructions`` of the compiled one, after XLA
+  has inlined every call and optimised it), the seconds of one ``--runs`` x
   horizon simulation (compile excluded) and its ratio to ``ucb_n``'s, and the LP stage
   counters (mean per run: re-uses, checks, full solves, Case C rounds);
 * ``round_time``, one per K of ``--round-arms`` and run count of ``--round-runs``:
@@ -59,21 +61,22 @@ def _simulation(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: in
     )
 
 
-def compiled_size(run: jb.SimulationRun) -> tuple[float, float, int]:
+def compiled_size(run: jb.SimulationRun) -> tuple[float, float, int, int]:
     """Compile ``run``'s chunk step (as :meth:`~jaxbandit.SimulationRun.compile` does):
     the wall and process CPU seconds it took (CPU time is disturbed less by other jobs),
-    and the lines of its StableHLO text, the program's size."""
+    the lines of its StableHLO text and the instructions of the optimised HLO."""
     start, cpu_start = time.perf_counter(), time.process_time()
     lowered = run._sim.run_chunk.lower(*run._chunk_arguments())
-    lowered.compile()
+    compiled = lowered.compile()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    return wall, cpu, len(lowered.as_text().splitlines())
+    instructions = sum(" = " in line for line in compiled.as_text().splitlines())
+    return wall, cpu, len(lowered.as_text().splitlines()), instructions
 
 
 def scale_case(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int, dtype: str) -> dict:
     """Compile time, program size, seconds for the whole horizon and the LP counters."""
     run = _simulation(name, inst, horizon, runs, chunk, dtype)
-    compile_seconds, compile_cpu_seconds, lines = compiled_size(run)
+    compile_seconds, compile_cpu_seconds, lines, instructions = compiled_size(run)
     start = time.perf_counter()
     run.advance()
     seconds = time.perf_counter() - start
@@ -81,7 +84,7 @@ def scale_case(name: str, inst: jb.Instance, horizon: int, runs: int, chunk: int
     counters = {k: float(np.asarray(diagnostics[k]).mean()) for k in COUNTERS if k in diagnostics}
     return {
         "compile_seconds": compile_seconds, "compile_cpu_seconds": compile_cpu_seconds, "stablehlo_lines": lines,
-        "seconds": seconds, "counters": counters,
+        "hlo_instructions": instructions, "seconds": seconds, "counters": counters,
     }  # fmt: skip
 
 

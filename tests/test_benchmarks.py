@@ -292,8 +292,8 @@ def test_scale_benchmark():
     assert (scale["num_arms"], scale["runs"], scale["horizon"], scale["dtype"]) == (3, runs, horizon, "float32")
     assert set(scale["policies"]) == {"ucb_n", "lp_explore"}
     for case in scale["policies"].values():
-        _positive(case, "compile_seconds", "compile_cpu_seconds", "seconds", "stablehlo_lines")
-        _fields(case, stablehlo_lines=int)
+        _positive(case, "compile_seconds", "compile_cpu_seconds", "seconds", "stablehlo_lines", "hlo_instructions")
+        _fields(case, stablehlo_lines=int, hlo_instructions=int)
     explore = scale["policies"]["lp_explore"]
     assert explore["ratio_vs_ucb_n"] == pytest.approx(explore["seconds"] / scale["policies"]["ucb_n"]["seconds"])
     counters = explore["counters"]
