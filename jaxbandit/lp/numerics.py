@@ -11,8 +11,8 @@ fused elementwise pass.  Longer ones are ``fori_loop`` s over the same steps, so
 the program does not grow with the axis.
 
 The functions the solver calls from many places are jitted: a program traces each once
-per shape and dtype rather than once per call, and XLA inlines the calls, so the
-compiled program and its results are the same.
+per shape and dtype rather than once per call.  XLA inlines the calls before it
+optimises the program, so they compute what the code written out in place would.
 """
 
 from __future__ import annotations
