@@ -401,8 +401,9 @@ def test_float32_division_is_refined_where_a_backend_approximates_it():
 def test_shifted_values_bound_their_error():
     """``lp.shifted_values`` moves the basic values of a factored basis to a new ``b``
     with an error bound from what the factor keeps (no residual): on the optimal bases
-    of 8 random float32 lower-bound LPs (K = 6), each shifted by 6 relative steps from
-    1e-6 to 0.5 of ``b``, the bound holds every component against ``B^-1 b'`` solved
+    of 8 random float32 lower-bound LPs (K = 6), each shifted by 7 relative steps from
+    1e-6 to 2 of ``b`` (the last, ``b' - b`` rounded in float32), the bound holds every
+    component against ``B^-1 b'`` solved
     in float64, and is no looser than 1e-3 of the largest value (else it tests little).
     ``lp.value_error`` bounds the error of the values it starts from (``B^-1 b`` rounded
     to float32) within 4 eps of each, as a refined solution's rounding is."""
@@ -426,7 +427,7 @@ def test_shifted_values_bound_their_error():
         exact = np.linalg.solve(matrix, rhs.astype(np.float64))
         slack = np.asarray(error, np.float64) - np.abs(values - exact)
         assert np.all(slack >= 0) and np.all(error <= 4 * np.finfo(np.float32).eps * np.abs(exact)), (k, slack)
-        for relative in (1e-6, 1e-4, 1e-2, 0.1, 0.3, 0.5):
+        for relative in (1e-6, 1e-4, 1e-2, 0.1, 0.3, 0.5, 2.0):
             new_rhs = (rhs * (1 + relative * rng.uniform(-1, 1, rhs.shape))).astype(np.float32)
             moved, bound, _ = shift(factor, values, error, rhs, new_rhs)
             exact = np.linalg.solve(matrix, new_rhs.astype(np.float64))

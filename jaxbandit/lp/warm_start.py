@@ -135,16 +135,19 @@ def _shift_bounds(inverse, abs_inverse, split_matrix, abs_matrix, finite, basis,
     included; ``|F|`` bounded with that residual's own error, ``u |F| + rho |B||X|``,
     :func:`~jaxbandit.lp.numerics.residual_rounding`) and ``f = ||F||_inf < 1/2``,
     ``B^-1 = X (I - F)^-1``, so ``|(B^-1 - X) s| <= |X||F| |s| + |X||F||F| 1 max|s| /
-    (1 - f)``; the product ``X s`` rounds by at most ``gamma_m |X||s|``, ``gamma_m =
-    m u / (1 - m u)`` with ``u = eps / 2`` in any order of summation.
-    ``H = (1 + 8 m u)(|X||F| + gamma_m |X|)``: the factor covers the rounding of ``H``,
-    of ``H |s|`` and of the sum they enter (all of non-negative terms).  Built once per
-    basis, they spare each shift an extra-precise residual."""
+    (1 - f)``; the product ``X s`` rounds by at most ``gamma_m |X||s|``, ``gamma_k =
+    k u / (1 - k u)`` with ``u = eps / 2`` in any order of summation, and ``s`` itself
+    may be off by ``u |s|`` (a shift ``b' - b`` rounded; a residual's own rounding in
+    :func:`value_error`), which ``B^-1`` carries as at most ``u |X||s| + u |X||F||s|``.
+    ``H = (1 + 8 m u)(|X||F| + gamma_{m+1} |X|)``, ``gamma_{m+1} >= gamma_m + u``: the
+    factor covers ``u |X||F|`` and the rounding of ``H``, of ``H |s|`` and of the sum they
+    enter (all of non-negative terms).  Built once per basis, they spare each shift an
+    extra-precise residual."""
     m = inverse.shape[0]
     eps = jnp.finfo(inverse.dtype).eps
     identity = jnp.eye(m, dtype=inverse.dtype)
     unit = eps / 2
-    gamma = m * unit / (1 - m * unit)
+    gamma = (m + 1) * unit / (1 - (m + 1) * unit)
     rho = residual_rounding(m, inverse.dtype)
     gap = jax.vmap(
         lambda x, e: basis_residual(split_matrix, x, e, basis, num_variables), in_axes=(1, 1), out_axes=1
