@@ -403,8 +403,8 @@ def test_shifted_values_bound_their_error():
     with an error bound from what the factor keeps (no residual): on the optimal bases
     of 8 random float32 lower-bound LPs (K = 6), each shifted by 7 relative steps from
     1e-6 to 2 of ``b`` (the last, ``b' - b`` rounded in float32), the bound holds every
-    component against ``B^-1 b'`` solved
-    in float64, and is no looser than 1e-3 of the largest value (else it tests little).
+    component against ``B^-1 b'`` solved in float64, and is no looser than 1e-3 of the
+    largest value (else it tests little).
     ``lp.value_error`` bounds the error of the values it starts from (``B^-1 b`` rounded
     to float32) within 4 eps of each, as a refined solution's rounding is."""
     rng = np.random.default_rng(5)
