@@ -396,13 +396,17 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     unit = eps / 2
     rho = residual_rounding(m, values.dtype)
     r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
+    # The residual, a long elementwise chain, is read by products only (I r is r but
+    # for the sign of a zero: it adds zeros to each entry); XLA would compute it again
+    # in each elementwise consumer.
+    correction, r = dot(factor.inverse, r), dot(jnp.eye(m, dtype=values.dtype), r)
     abs_basis = jnp.abs(factor.matrix_high) + jnp.abs(factor.matrix_low)
     rounding = rho * dot(abs_basis, jnp.abs(values))
     abs_residual = (1 + 2 * unit) * jnp.abs(r) + rounding
     # |X| in full, not factor.abs_inverse: dropping its rounding residues would
     # understate a bound (they are structural zeros only for the check's room).
     through_inverse = dot(factor.shift_bound, abs_residual) + dot(jnp.abs(factor.inverse), rounding)
-    error = jnp.abs(dot(factor.inverse, r)) + through_inverse + factor.shift_tail * jnp.max(abs_residual)
+    error = jnp.abs(correction) + through_inverse + factor.shift_tail * jnp.max(abs_residual)
     error = (1 + 2 * (m + 2) * unit) * error + eps * jnp.abs(values)
     return jnp.where(jnp.isfinite(error), error, jnp.inf)
 
