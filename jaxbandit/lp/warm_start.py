@@ -396,9 +396,9 @@ def value_error(factor: BasisFactor, values: ArrayLike, rhs: ArrayLike) -> Array
     unit = eps / 2
     rho = residual_rounding(m, values.dtype)
     r = residual((factor.matrix_high, factor.matrix_low), values, rhs)
-    # The residual, a long elementwise chain, is read by products only (I r is r but
-    # for the sign of a zero: it adds zeros to each entry); XLA would compute it again
-    # in each elementwise consumer.
+    # The residual, a long elementwise chain, is read by products only (I r adds zeros
+    # to each entry: r but for the sign of a zero; where r is not finite the bound is
+    # inf either way); XLA would compute it again in each elementwise consumer.
     correction, r = dot(factor.inverse, r), dot(jnp.eye(m, dtype=values.dtype), r)
     abs_basis = jnp.abs(factor.matrix_high) + jnp.abs(factor.matrix_low)
     rounding = rho * dot(abs_basis, jnp.abs(values))
