@@ -67,11 +67,11 @@ def cases(num_arms: int, dtype):
     one = lambda *a: tuple(x[None] for x in a)  # noqa: E731
     # jb.lower_bound's own compiled functions, at its smallest batch: the batched solve,
     # and the float64 rescue's check and retry (one program for every retry setting)
-    yield "lower_bound batch", bound._batched_solve, lanes(mu, precision)
-    yield "lower_bound verify basis", bound._verify_basis, lanes(mu, precision, basis)
+    yield "lower_bound batch", bound._batched_solve.jitted("gpu"), lanes(mu, precision)
+    yield "lower_bound verify basis", bound._verify_basis.jitted("gpu"), lanes(mu, precision, basis)
     refactorizations, tolerance = bound._FLOAT64_RETRIES[0]
     settings = (jnp.int32(refactorizations), jnp.asarray(tolerance, dtype))
-    yield "lower_bound retry", bound._solve_with, lanes(mu, precision) + settings
+    yield "lower_bound retry", bound._solve_with.jitted("gpu"), lanes(mu, precision) + settings
     yield "lower_bound", jax.jit(bound_lp.solve_lower_bound), (mu, precision)
     yield "lp.solve", jax.jit(lp.solve), lp_args
     yield "lp.solve batch 1", jax.jit(jax.vmap(lp.solve)), one(*lp_args)

@@ -515,9 +515,9 @@ def test_batch_instance_and_curve():
     batch = instances.random(3, 3, num_instances=4)
     bound = lower_bound(batch)
     assert bound.c.shape == (4, 3) and bound.value.shape == (4,)
-    compiled = _batched_solve._cache_size()
+    compiled = _batched_solve.cache_size()
     single = lower_bound(batch[2])  # the batch's program: 1 and 4 instances run on 8 lanes
-    assert _batched_solve._cache_size() == compiled
+    assert _batched_solve.cache_size() == compiled
     np.testing.assert_array_equal(single.c, bound.c[2])
     assert single.value == bound.value[2]
     curve = bound.curve([1, 10, 100])
@@ -676,6 +676,19 @@ def _cold(mu, precision):
     take = np.concatenate([np.arange(count), np.zeros(_LANES - count, int)])
     out = _batched_solve(np.asarray(mu)[take], np.asarray(precision)[take])
     return jax.tree.map(lambda a: np.asarray(a)[:count], out)
+
+
+def test_the_host_programs_compiler_options_keep_the_bits():
+    """The host API compiles its LP programs with its own CPU compiler options
+    (``bound._CPU_COMPILER_OPTIONS``): on ``_LANES`` random K = 10 instances, float32, its
+    batched solve gives XLA's default program's answers bit for bit."""
+    inst = instances.random(2, 10, num_instances=_LANES)
+    mu, precision = np.asarray(inst.mu, np.float32), np.asarray(inst.precision, np.float32)
+    host = _cold(mu, precision)
+    default = jax.tree.map(np.asarray, jax.jit(jax.vmap(bound_lp.solve_lower_bound))(mu, precision))
+    assert np.mean(host.status == Status.OPTIMAL) > 0.9
+    for field, a, b in zip(host._fields, host, default):
+        np.testing.assert_array_equal(a, b, err_msg=field)
 
 
 @jax.jit
