@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import exact_lp, lp
+from jaxbandit.compile_options import Program
 from jaxbandit._numbers import ArgumentError, boolean, check_fits, float_array, float_dtype
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.bound_lp import (
@@ -94,41 +95,7 @@ class LowerBound(NamedTuple):
         return np.multiply.outer(np.asarray(self.value, np.float64), np.log(times))
 
 
-# XLA's CPU compiler spends most of an LP program's compile time on its hundreds of
-# small kernels, each through the fusion emitters and LLVM's optimisation.  The programs
-# of this module solve LPs only: with the elemental emitters at LLVM -O1 they compile in
-# much less time, to the same bits (tests/test_lower_bound.py), for some float32 speed
-# at large K (benchmarks/README.md).  The simulation engine keeps XLA's defaults: there
-# the kernels outside the LP run slower under these options, and a simulation runs for
-# longer than it compiles.
-_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
-
-
-class _Program:
-    """``jax.jit(function)``, compiled with ``_CPU_COMPILER_OPTIONS`` where the default
-    backend is a CPU (an accelerator's compiler keeps its defaults)."""
-
-    def __init__(self, function):
-        self._function = function
-        self._jitted: dict = {}
-        functools.update_wrapper(self, function)
-
-    def jitted(self, backend: str):
-        """The jitted function that compiles for ``backend`` (a ``jax.default_backend()``)."""
-        if backend not in self._jitted:
-            options = _CPU_COMPILER_OPTIONS if backend == "cpu" else None
-            self._jitted[backend] = jax.jit(self._function, compiler_options=options)
-        return self._jitted[backend]
-
-    def __call__(self, *args):
-        return self.jitted(jax.default_backend())(*args)
-
-    def cache_size(self) -> int:
-        """How many programs (shapes, dtypes) were compiled, on every backend."""
-        return sum(jitted._cache_size() for jitted in self._jitted.values())
-
-
-_batched_solve = _Program(jax.vmap(solve_lower_bound))
+_batched_solve = Program(jax.vmap(solve_lower_bound))
 
 # Every vmapped program here runs on a few fixed batch sizes: the powers of two from
 # _MIN_LANES up to the largest of the problem's size (_largest_lanes), larger batches in
@@ -195,13 +162,13 @@ _FLOAT64_RETRIES = (
 )
 
 
-@_Program
+@Program
 def _solve_with(mu, precision, max_refactorizations, feasibility_tolerance) -> LowerBoundSolution:
     settings = {"max_refactorizations": max_refactorizations, "feasibility_tolerance": feasibility_tolerance}
     return jax.vmap(lambda m, p: solve_lower_bound(m, p, **settings))(mu, precision)
 
 
-@_Program
+@Program
 def _verify_basis(mu, precision, basis) -> tuple[Array, LowerBoundSolution]:
     return jax.vmap(lambda m, p, b: check_warm_start(m, p, warm_start(p, b))[:2])(mu, precision, basis)
 
@@ -210,7 +177,7 @@ def _unsolved(status: np.ndarray) -> np.ndarray:
     return np.isin(status, (lp.LPStatus.NUMERICAL_ERROR, lp.LPStatus.MAX_ITERATIONS))
 
 
-_batched_problem = _Program(jax.vmap(lower_bound_problem))
+_batched_problem = Program(jax.vmap(lower_bound_problem))
 
 
 def _solved_exactly(mu: np.ndarray, precision: np.ndarray, guess: np.ndarray) -> LowerBoundSolution:

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import compaction, environment, estimator
+from jaxbandit.compile_options import Program
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.fingerprint import computation_key, stable_digest
@@ -273,7 +274,7 @@ def make_simulation(
     else:
         diagnostics = jax.jit(jax.vmap(jax.vmap(policy.diagnostics_fn)))
     return Simulation(
-        init=jax.jit(_make_init(policy, monitor), static_argnums=(1, 2)),
+        init=Program(_make_init(policy, monitor), static_argnums=(1, 2)),  # runs once: compile fast
         run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
         diagnostics=diagnostics,
         chunk_size=chunk_size,

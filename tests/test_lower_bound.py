@@ -680,7 +680,7 @@ def _cold(mu, precision):
 
 def test_the_host_programs_compiler_options_keep_the_bits():
     """The host API compiles its LP programs with its own CPU compiler options
-    (``bound._CPU_COMPILER_OPTIONS``): on ``_LANES`` random K = 10 instances, float32, its
+    (``compile_options.CPU_OPTIONS``): on ``_LANES`` random K = 10 instances, float32, its
     batched solve gives XLA's default program's answers bit for bit."""
     inst = instances.random(2, 10, num_instances=_LANES)
     mu, precision = np.asarray(inst.mu, np.float32), np.asarray(inst.precision, np.float32)
