@@ -274,7 +274,7 @@ def make_simulation(
     else:
         diagnostics = jax.jit(jax.vmap(jax.vmap(policy.diagnostics_fn)))
     return Simulation(
-        init=Program(_make_init(policy, monitor), static_argnums=(1, 2)),  # runs once: compile fast
+        init=Program(_make_init(policy, monitor), static_argnums=(1, 2)),  # runs once a simulation
         run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
         diagnostics=diagnostics,
         chunk_size=chunk_size,
