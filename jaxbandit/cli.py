@@ -13,8 +13,9 @@ import logging
 import os
 import sys
 import time
+import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.config import ConfigError, instance_file
 from jaxbandit.config.schema import decode_numbers
-from jaxbandit.instances import Instance
+from jaxbandit.instances import Instance, bandit
 from jaxbandit.sweep import SweepMismatchError
 
 __all__ = ["main"]
@@ -36,11 +37,15 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
+def _error(message, status: int = EXIT_USAGE) -> int:
+    print(f"jaxbandit: error: {message}", file=sys.stderr)
+    return status
+
+
 def _configure_logging(quiet: bool) -> None:
     # --quiet: no progress bar, timestamped log lines instead (for batch jobs and logs).
     package_logger = logging.getLogger("jaxbandit")
     if quiet and not package_logger.handlers:
-
         handler = logging.StreamHandler(sys.stderr)
         process = distributed.process_label()  # "" in a single process
         handler.setFormatter(logging.Formatter(f"%(asctime)s {process}%(name)s: %(message)s"))
@@ -48,66 +53,65 @@ def _configure_logging(quiet: bool) -> None:
         package_logger.setLevel(logging.INFO)
 
 
-def _run_sweep(config, out: Path, quiet: bool, plot: bool, distribution: str, logx: bool, shard=None) -> int:
+def _cmd_run(args) -> int:
+    """``run``, and ``demo`` of the built-in configuration."""
     from jaxbandit import plotting  # matplotlib: only where a figure is drawn
 
+    if args.command == "demo":
+        cfg = args.config = config_module.demo_config()
+        print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
+              f"{cfg.runs} runs, horizon {cfg.horizons[0]}")  # fmt: skip
+    out = Path(args.out)
     start = time.perf_counter()
-    results = sweep.run(config, out, shard=shard, progress=not quiet)
+    results = sweep.run(args.config, out, shard=args.shard, progress=not args.quiet)
     elapsed = time.perf_counter() - start
     if not distributed.is_writer():  # process 0 reports for every process
         return 0
-    what = "sweep" if shard is None else f"shard {shard}"
+    what = "sweep" if args.shard is None else f"shard {args.shard}"
     # the directory's count: a shard's own cells are only some of them
     print(f"{what} finished in {elapsed:.1f} s; {out} holds {len(results.cells)} finished cells")
     if results.missing:
         print(f"not finished yet ({len(results.missing)} of {len(results.plan)} groups): "
               f"{'; '.join(results.describe_missing())}")  # fmt: skip
     print(f"summary: {out / 'summary.csv'}")
-    if plot:
-        paths = plotting.plot_sweep(results, distribution=distribution, logx=logx)
+    if args.plot:
+        paths = plotting.plot_sweep(results, distribution=args.distribution, logx=args.logx)
         figures = sorted({p.stem for p in paths if p.suffix != ".csv"})
         print(f"plots ({len(figures)} figures, PNG and PDF): {paths[-1].parent}")
     return 0
 
 
-def _cmd_run(args) -> int:
-    return _run_sweep(args.config, Path(args.out), args.quiet, args.plot, args.distribution, args.logx, args.shard)
-
-
 def _shard_option(text: str):
-
     try:
         return shards.parse(text)
-    except ValueError as err:
+    except ValueError as err:  # argparse shows this message, not its own "invalid value"
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _cmd_demo(args) -> int:
-
-    cfg = config_module.demo_config()
-    print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
-          f"{cfg.runs} runs, horizon {cfg.horizons[0]}")  # fmt: skip
-    return _run_sweep(cfg, Path(args.out), args.quiet, True, args.distribution, args.logx)
+def _names(text: str) -> list:
+    """The non-empty items of a comma-separated list."""
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _cmd_plot(args) -> int:
     from jaxbandit import plotting  # matplotlib: only where a figure is drawn
 
-    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    formats = _names(args.format)
     supported = plotting.supported_formats()
-    unknown = [f for f in formats if f not in supported]
-    if unknown or not formats:
-        print(f"jaxbandit: error: --format must list formats among {', '.join(supported)}, got {args.format!r}.",
-              file=sys.stderr)  # fmt: skip
-        return EXIT_USAGE
-    policies = None if args.policies is None else [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not formats or any(f not in supported for f in formats):
+        return _error(f"--format must list formats among {', '.join(supported)}, got {args.format!r}.")
     paths = plotting.plot_sweep(
         args.dir, args.out, logx=args.logx, logy=args.logy, distribution=args.distribution, formats=formats,
-        bound=not args.no_bound, policies=policies, reference=args.reference,
+        bound=not args.no_bound, policies=args.policies, reference=args.reference,
     )  # fmt: skip
     for path in paths:
         print(path)
     return 0
+
+
+def _json_number(value) -> float | None:
+    """A float for strict JSON: one that is not finite (no optimum) is null."""
+    return float(value) if np.isfinite(value) else None
 
 
 def _cmd_compare(args) -> int:
@@ -122,7 +126,6 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_check(args) -> int:
-
     cfg = config_module.load(args.config)
     groups = cfg.plan()
     cells = sum(len(g.cells) for g in groups)
@@ -133,20 +136,7 @@ def _cmd_check(args) -> int:
     return 0
 
 
-def _cmd_bound(args) -> int:
-    return _bound(list(args.args))
-
-
-def _bound(argv: list) -> int:
-    # No --compile-cache here (every argument is the bound command's): the environment
-    # variable or the default says where the solver's compiled program is kept.
-    if _enable_compile_cache(None):
-        return EXIT_USAGE
-    return bound_main(argv)
-
-
 def _parser() -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="jaxbandit",
         description="Regret sweeps of Gaussian bandits with side observations, in JAX.",
@@ -185,7 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="png,pdf", help="comma-separated formats (default png,pdf)")
     p.add_argument("--no-bound", action="store_true", help="omit the LP lower bound line")
     p.add_argument("--logy", action="store_true", help="log scale for the regret axis of regret and regret / log t")
-    p.add_argument("--policies", default=None, metavar="A,B,...", help="cell or policy labels to draw (default: all)")
+    p.add_argument("--policies", type=_names, default=None, metavar="A,B,...",
+                   help="cell or policy labels to draw (default: all)")  # fmt: skip
     p.add_argument("--reference", default=None, metavar="NAME", help=(
         "cell or policy label that the paired-difference figures compare every other against "
         "(default: the first policy)"))  # fmt: skip
@@ -208,42 +199,35 @@ def _parser() -> argparse.ArgumentParser:
     cache_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar; timestamped log lines instead")
     plot_options(p)
-    p.set_defaults(handler=_cmd_demo)
+    p.set_defaults(handler=_cmd_run, plot=True, shard=None)
 
     p = commands.add_parser("check", help="validate a configuration and show its cell groups")
     p.add_argument("config", help="sweep configuration (TOML)")
     p.set_defaults(handler=_cmd_check)
 
-    p = commands.add_parser("bound", help="LP lower bound of an instance", add_help=False)
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the bound command")
-    p.set_defaults(handler=_cmd_bound)
+    # listed for --help only: _main passes every argument after 'bound' to bound_main
+    commands.add_parser("bound", help="LP lower bound of an instance", add_help=False)
     return parser
 
 
-def _enable_compile_cache(directory: Optional[str]) -> int:
-    """Turn on the persistent compile cache (before anything compiles); returns
-    :data:`EXIT_USAGE` after printing why if the directory cannot be used, else 0."""
-
+def _checked_options(check, *args) -> int:
+    """``check(*args)``, which checks command-line options; :data:`EXIT_USAGE` after
+    printing its ValueError, else 0."""
     try:
-        compile_cache.enable(directory)
+        check(*args)
     except ValueError as err:
-        print(f"jaxbandit: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return _error(err)
     return 0
 
 
 def _raised_by_jaxbandit(error: BaseException) -> bool:
     """True if ``error`` was raised in this package's code (its innermost frame)."""
-    tb = error.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
+    frames = list(traceback.walk_tb(error.__traceback__))
     package = Path(__file__).resolve().parent
-    return package in Path(tb.tb_frame.f_code.co_filename).resolve().parents
+    return bool(frames) and package in Path(frames[-1][0].f_code.co_filename).resolve().parents
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
     try:
         status = _main(argv)
@@ -257,52 +241,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
-def _main(argv: Optional[Sequence[str]]) -> int:
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bound"]:  # every argument, options included, belongs to 'bound'
-        return _bound(argv[1:])
+        # No --compile-cache here: the environment variable or the default says where
+        # the solver's compiled program is kept.
+        return _checked_options(compile_cache.enable, None) or bound_main(argv[1:])
     args = _parser().parse_args(argv)
-
-    if args.command == "run":
-        try:  # first: joining other processes must precede any other JAX call
-            distributed.initialize_from_cli(args)
-        except ValueError as err:
-            print(f"jaxbandit: error: {err}", file=sys.stderr)
-            return EXIT_USAGE
+    # first: joining other processes must precede any other JAX call
+    if args.command == "run" and _checked_options(distributed.initialize_from_cli, args):
+        return EXIT_USAGE
     _configure_logging(getattr(args, "quiet", False))
-    if hasattr(args, "compile_cache") and _enable_compile_cache(args.compile_cache):
+    if hasattr(args, "compile_cache") and _checked_options(compile_cache.enable, args.compile_cache):
         return EXIT_USAGE
 
     try:
         return args.handler(args)
     except (ConfigError, SweepMismatchError, distributed.DistributedMismatchError, FileNotFoundError) as err:
         # raised alike in every process of a multi-process run: all leave together
-        print(f"jaxbandit: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt as err:
-        if distributed.is_initialized():
+        return _error(err)
+    except (Exception, KeyboardInterrupt) as err:
+        if distributed.is_initialized():  # perhaps raised in this process only: the others may wait for it
             distributed.exit_after_failure(err)  # does not return
-        print("jaxbandit: interrupted; run the same command again to resume.", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError as err:  # the reader of stdout left: main() ends quietly
-        if distributed.is_initialized():
-            distributed.exit_after_failure(err)
-        raise
-    except (ValueError, OSError) as err:
+        if isinstance(err, KeyboardInterrupt):
+            print("jaxbandit: interrupted; run the same command again to resume.", file=sys.stderr)
+            return EXIT_INTERRUPTED
         # Bad input found by jaxbandit (a policy that breaks the contract or plays an
         # invalid arm, nothing to plot) or a file that cannot be written: a message.
         # A ValueError from deeper down (numpy, jax) may be a bug: its traceback stays.
-        if distributed.is_initialized():  # perhaps raised in this process only
-            distributed.exit_after_failure(err)
-        if isinstance(err, ValueError) and not _raised_by_jaxbandit(err):
-            raise
-        print(f"jaxbandit: error: {err}", file=sys.stderr)
-        return EXIT_ERROR
-    except Exception as err:
-        if distributed.is_initialized():  # the others may wait for this process: leave now
-            distributed.exit_after_failure(err)
+        # A closed stdout is raised for main() to end quietly.
+        ours = isinstance(err, ValueError) and _raised_by_jaxbandit(err)
+        if ours or (isinstance(err, OSError) and not isinstance(err, BrokenPipeError)):
+            return _error(err, EXIT_ERROR)
         raise
-
 
 
 # -- jaxbandit bound ---------------------------------------------------------------
@@ -315,15 +286,13 @@ def _parse_vector(text: str, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.") from err
 
 
-def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
+def _parse_sigma(text: str):
+    """``--sigma``: a matrix, or one number (a standard bandit's)."""
     rows = text.replace(" ", "").split(";")
     if "" in rows:
         raise ValueError(f"sigma must be rows of numbers separated by ';', got {text!r} (an empty row).")
-    if len(rows) == 1 and "," not in rows[0]:  # one number: standard bandit
-        value = _parse_vector(rows[0], "sigma")[0]
-        matrix = np.full((num_arms, num_arms), np.inf)
-        np.fill_diagonal(matrix, value)
-        return matrix
+    if len(rows) == 1 and "," not in rows[0]:
+        return _parse_vector(rows[0], "sigma")[0]
     matrix = [_parse_vector(r, "sigma") for r in rows]
     if len({len(r) for r in matrix}) != 1:
         raise ValueError(f"sigma rows must have equal lengths, got {[len(r) for r in matrix]}.")
@@ -333,28 +302,32 @@ def _parse_sigma(text: str, num_arms: int) -> np.ndarray:
 def _as_float_array(value, name: str) -> np.ndarray:
     """JSON/TOML values with ``"inf"`` strings allowed, by the rule of every numeric
     argument (booleans and other strings are not numbers)."""
-    return float_array(name, decode_numbers(value.tolist() if isinstance(value, np.ndarray) else value), "numbers (or 'inf')")
+    value = decode_numbers(value.tolist() if isinstance(value, np.ndarray) else value)
+    return float_array(name, value, "numbers (or 'inf')")
 
 
-def _read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """``mu`` and ``sigma`` of an instance file (:mod:`jaxbandit.config.instance_file`);
-    a ``sigma`` of one number is a standard bandit's."""
-    found = instance_file.read(path, os.getcwd())
+def _bound_input(args) -> tuple:
+    """``mu`` and ``sigma`` (one number for a standard bandit) of ``--mu``/``--sigma``
+    or of ``--file`` (:mod:`jaxbandit.config.instance_file`)."""
+    if args.file is None:
+        if args.mu is None or args.sigma is None:
+            raise ValueError("give --mu and --sigma (or --file).")
+        return _parse_vector(args.mu, "mu"), _parse_sigma(args.sigma)
+    if args.mu is not None or args.sigma is not None:
+        raise ValueError("give either --file or --mu/--sigma, not both.")
+    found = instance_file.read(args.file, os.getcwd())
     mu = _as_float_array(found.mu, "mu")
     if mu.ndim != 1:
-        raise ValueError(f"{path}: mu must be a list of K numbers, got {found.mu!r}.")
-    sigma = _as_float_array(found.sigma, "sigma")
-    if sigma.ndim == 0:
-        sigma = _parse_sigma(str(float(sigma)), mu.shape[-1])
-    return mu, sigma
+        raise ValueError(f"{args.file}: mu must be a list of K numbers, got {found.mu!r}.")
+    return mu, _as_float_array(found.sigma, "sigma")
 
 
-def _json_number(value) -> Optional[float]:
-    """A float for strict JSON: one that is not finite (no optimum) is null."""
-    return float(value) if np.isfinite(value) else None
+def bound_main(argv: list[str] | None = None) -> int:
+    """``jaxbandit bound``: print the lower bound of one instance.
 
-
-def _bound_parser() -> argparse.ArgumentParser:
+    Returns:
+        0 on success, 1 if the LP is not solved, 2 on bad input (message on stderr).
+    """
     parser = argparse.ArgumentParser(
         prog="jaxbandit bound",
         description=(
@@ -374,43 +347,24 @@ def _bound_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gaussian-reference", action="store_true", help=(
         "the Gaussian LP at sigma, labelled a reference: for a family without a known bound"))  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    return parser
-
-
-def bound_main(argv: list[str] | None = None) -> int:
-    """``jaxbandit bound``: print the lower bound of one instance.
-
-    Returns:
-        0 on success, 1 if the LP is not solved, 2 on bad input (message on stderr).
-    """
-    parser = _bound_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse already printed the message
-        return int(exit_.code or 0) and 2
+        return int(exit_.code or 0) and EXIT_USAGE
     try:
-        if args.file is not None:
-            if args.mu is not None or args.sigma is not None:
-                raise ValueError("give either --file or --mu/--sigma, not both.")
-            mu, sigma = _read_file(args.file)
-        else:
-            if args.mu is None or args.sigma is None:
-                raise ValueError("give --mu and --sigma (or --file).")
-            mu = _parse_vector(args.mu, "mu")
-            sigma = _parse_sigma(args.sigma, mu.shape[0])
-        instance = Instance(mu, sigma, noise=args.noise)
-        if instance.is_batch:
-            raise ValueError(f"bound takes one instance, got mu of shape {mu.shape}.")
+        mu, sigma = _bound_input(args)
+        make = bandit if np.ndim(sigma) == 0 else Instance  # one number: a standard bandit's
+        instance = make(mu, sigma, noise=args.noise)
         reference = "gaussian" if args.gaussian_reference else None
         result = lower_bound(instance, dtype=np.dtype(args.dtype), throw=False, reference=reference)
         if int(result.status) == LowerBoundStatus.TIED_BEST_ARM:  # bad input, not a failure
             _raise_for_status(np.atleast_1d(result.status), instance.mu[None], instance.precision[None])
     except (ValueError, OSError) as err:
         print(f"jaxbandit bound: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     status = int(result.status)
     if args.json:
-        print(json.dumps({
+        record = {
             "mu": instance.mu.tolist(),
             "best_arm": int(result.best_arm),
             "c": [_json_number(c) for c in np.asarray(result.c, np.float64)],
@@ -420,7 +374,8 @@ def bound_main(argv: list[str] | None = None) -> int:
             "dtype": args.dtype,
             "noise": result.family,
             "kind": result.kind,
-        }, allow_nan=False))
+        }
+        print(json.dumps(record, allow_nan=False))
     else:
         print(f"noise: {result.family}; {result.kind}")
         print(f"status: {status} ({LowerBoundStatus.NAMES[status]})")

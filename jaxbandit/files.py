@@ -17,7 +17,6 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -33,25 +32,31 @@ __all__ = [
     "visible_entries",
 ]
 
+_NPZ_ERRORS = (ValueError, EOFError, zipfile.BadZipFile)  # numpy's, for a damaged archive or member
 
 
-def atomic_write(path, write_fn: Callable) -> Path:
-    """Write ``path`` atomically: ``write_fn(binary_file)`` into a temp file, then rename."""
-    path = Path(path)
+@contextlib.contextmanager
+def _flushed_copy(path: Path, data: bytes):
+    """The name of a temporary file beside ``path`` that holds ``data``, flushed to disk;
+    removed at the end unless it was moved into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            write_fn(handle)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
+        yield tmp
+    finally:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+
+
+def atomic_write(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically: a temporary file, renamed."""
+    path = Path(path)
+    with _flushed_copy(path, data) as tmp:
+        os.replace(tmp, path)
     return path
 
 
@@ -59,16 +64,15 @@ def save_npz(path, arrays: dict) -> Path:
     """Atomically save a dict of arrays as an (uncompressed) ``.npz``."""
     buffer = io.BytesIO()
     np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
-    return atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    return atomic_write(path, buffer.getvalue())
 
 
 def save_json(path, obj) -> Path:
-    data = _json_bytes(obj)
-    return atomic_write(path, lambda f: f.write(data))
+    return atomic_write(path, _json_bytes(obj))
 
 
 def save_text(path, text: str) -> Path:
-    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    return atomic_write(path, text.encode("utf-8"))
 
 
 def _json_bytes(obj) -> bytes:
@@ -83,14 +87,8 @@ def create_exclusive_json(path, obj) -> bool:
     exactly one does, and no reader sees a partial file.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = _json_bytes(obj)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with _flushed_copy(path, data) as tmp:
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -103,8 +101,6 @@ def create_exclusive_json(path, obj) -> bool:
             except FileExistsError:
                 return False
         return True
-    finally:
-        os.unlink(tmp)
 
 
 def visible_entries(directory) -> list:
@@ -125,31 +121,31 @@ def read_json(path):
         raise ValueError(f"{path} is not a readable JSON file ({err}).") from err
 
 
-def read_npz(path, content: Optional[bytes] = None) -> dict:
-    """The arrays of ``path``; a ValueError naming the file if it is not a readable ``.npz``.
+def _not_npz(path, why) -> ValueError:
+    return ValueError(f"{path} is not a readable .npz file ({why}).")
 
-    ``content``: the file's bytes, where the caller has read them already (to digest
-    them), so that the file is not read twice.
-    """
+
+def read_npz(path, content: bytes | None = None) -> dict:
+    """Every array of :func:`open_npz`, read now."""
     with open_npz(path, content) as data:
         try:
             return {k: data[k] for k in data.files}
-        except (ValueError, EOFError, zipfile.BadZipFile) as err:  # a damaged member
-            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
+        except _NPZ_ERRORS as err:  # a damaged member
+            raise _not_npz(path, err) from err
 
 
 @contextlib.contextmanager
-def open_npz(path, content: Optional[bytes] = None):
-    """``np.load(path)`` of an ``.npz`` (its arrays are read on access), or of its bytes
-    ``content`` if given; a ValueError naming the file if it is something else, such as
-    a truncated copy."""
+def open_npz(path, content: bytes | None = None):
+    """``np.load`` of the ``.npz`` at ``path`` (its arrays are read on access), or of its
+    bytes ``content`` where the caller has read them already (to digest them); a
+    ValueError naming the file if it is something else, such as a truncated copy."""
     # The file is opened here: np.load leaves its own handle open when it fails.
     with open(path, "rb") if content is None else io.BytesIO(content) as handle:
         try:
             data = np.load(handle, allow_pickle=False)
-        except (ValueError, EOFError, zipfile.BadZipFile) as err:
-            raise ValueError(f"{path} is not a readable .npz file ({err}).") from err
+        except _NPZ_ERRORS as err:
+            raise _not_npz(path, err) from err
         if not isinstance(data, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path} is not a readable .npz file (it holds a single array).")
+            raise _not_npz(path, "it holds a single array")
         with data:
             yield data

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -27,9 +26,9 @@ from jaxbandit import frames, summary
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers
 from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
-from jaxbandit.result import standard_error
+from jaxbandit.result import Result
 
-__all__ = ["CellResult", "FORMAT_VERSION", "MANIFEST", "SweepResults", "group_finished", "load"]
+__all__ = ["FORMAT_VERSION", "MANIFEST", "CellResult", "SweepResults", "group_finished", "load"]
 
 MANIFEST = "sweep.json"
 FORMAT_VERSION = 2
@@ -43,9 +42,6 @@ def _require(entry, keys, path, what: str, kind: type = dict) -> None:
     missing = [k for k in keys if k not in entry]
     if missing:
         raise ValueError(f"{path}: {what} lacks {', '.join(map(repr, missing))}.")
-
-
-# -- loading ------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,18 +109,10 @@ class CellResult:
             return all(getattr(self, k) == v for k, v in selection.items())
         return selection in (self.label, self.policy)
 
-    @property
-    def final_regret(self) -> np.ndarray:
-        """``(runs,)`` regret at the horizon."""
-        return self.regret[:, -1]
-
-    def mean_regret(self) -> np.ndarray:
-        """``(P,)`` mean regret over runs."""
-        return self.regret.mean(axis=0)
-
-    def standard_error(self) -> np.ndarray:
-        """``(P,)`` standard error of the mean (NaN with a single run)."""
-        return standard_error(self.regret, axis=0)
+    # a simulation's, on this cell's (runs, P) regret
+    final_regret = Result.final_regret
+    mean_regret = Result.mean_regret
+    standard_error = Result.standard_error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,7 +194,9 @@ class SweepResults:
         ``criteria`` (all by default): one row per cell and run, or with ``curves`` per
         cell, run and recording time (:func:`jaxbandit.frames.cells_frame`); ``bounds``
         adds the lower-bound columns (:meth:`lower_bounds`)."""
-        return frames.cells_frame(self.select(**criteria), curves=curves, bounds=self.lower_bounds() if bounds else None)
+        return frames.cells_frame(
+            self.select(**criteria), curves=curves, bounds=self.lower_bounds() if bounds else None
+        )
 
     def to_xarray(self, *, bounds: bool = True, **criteria):
         """An :class:`xarray.Dataset` with dimensions ``(cell, run, time)`` of the cells
@@ -215,32 +205,40 @@ class SweepResults:
         return frames.cells_dataset(self.select(**criteria), bounds=self.lower_bounds() if bounds else None)
 
 
-def _finished_metadata(directory: Path, group_id: str, fingerprint: str) -> Optional[dict]:
-    """The metadata of a finished group: its ``.json`` of this ``fingerprint`` and
-    its ``.npz`` both present; None otherwise.  A ValueError if the ``.json`` is
-    unreadable."""
-    meta_path = directory / "groups" / f"{group_id}.json"
-    if not meta_path.is_file() or not (directory / "groups" / f"{group_id}.npz").is_file():
+def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells: int | None = None):
+    """``(metadata, arrays)`` of a finished group: its ``.json`` of this ``fingerprint``
+    and its ``.npz`` both present, the ``.npz`` holding every array the metadata implies
+    (``monitor/*`` ones are optional); None if it is not finished.  ``arrays``: only
+    their names, or with ``num_cells`` a dict of them, each checked to hold one row per
+    cell.  A ValueError naming the file that is damaged."""
+    meta_path, data_path = (directory / "groups" / f"{group_id}{suffix}" for suffix in (".json", ".npz"))
+    if not meta_path.is_file() or not data_path.is_file():
         return None
     meta = read_json(meta_path)
     _require(meta, (), meta_path, "the group metadata")
-    return meta if meta.get("fingerprint") == fingerprint else None
-
-
-def _group_array_names(meta: dict) -> list:
-    """The arrays a group's ``.npz`` must hold (``monitor/*`` ones are optional)."""
-    names = ["times", "regret", "counts", "diagnostic_times"]
+    if meta.get("fingerprint") != fingerprint:
+        return None
+    if num_cells is None:
+        with open_npz(data_path) as data:  # reads the list of arrays only
+            arrays = data.files
+    else:
+        arrays = read_npz(data_path)
+    required = ["times", "regret", "counts", "diagnostic_times"]
     for k in meta.get("diagnostics", []):
-        names += [f"diagnostics/{k}", f"diagnostic_history/{k}"]
-    return names
-
-
-def _check_group_arrays(path: Path, names, meta: dict) -> None:
-    missing = [k for k in _group_array_names(meta) if k not in names]
+        required += [f"diagnostics/{k}", f"diagnostic_history/{k}"]
+    missing = [k for k in required if k not in arrays]
     if missing:
         raise ValueError(
-            f"{path} lacks {', '.join(map(repr, missing))}; running the sweep again computes the group anew."
+            f"{data_path} lacks {', '.join(map(repr, missing))}; running the sweep again computes the group anew."
         )
+    if num_cells is not None:
+        for name, array in arrays.items():
+            if name not in ("times", "diagnostic_times") and array.shape[:1] != (num_cells,):
+                raise ValueError(
+                    f"{data_path}: {name!r} has shape {array.shape}, not one row for each of the "
+                    f"group's {num_cells} cells."
+                )
+    return meta, arrays
 
 
 def group_finished(directory, group_id: str, fingerprint: str) -> bool:
@@ -250,17 +248,10 @@ def group_finished(directory, group_id: str, fingerprint: str) -> bool:
     A group whose files are damaged (unreadable, arrays missing) is not finished,
     so that running the sweep again computes it anew.
     """
-    directory = Path(directory)
     try:
-        meta = _finished_metadata(directory, group_id, fingerprint)
-        if meta is None:
-            return False
-        path = directory / "groups" / f"{group_id}.npz"
-        with open_npz(path) as data:  # reads the list of arrays only
-            _check_group_arrays(path, data.files, meta)
+        return _finished_group(Path(directory), group_id, fingerprint) is not None
     except ValueError:
         return False
-    return True
 
 
 def _check_manifest(manifest, path: Path) -> None:
@@ -302,22 +293,14 @@ def load(directory) -> SweepResults:
     }
     cells, groups, missing = [], {}, []
     for group in manifest["groups"]:
-        meta = _finished_metadata(directory, group["id"], group["fingerprint"])
-        if meta is None:
+        found = _finished_group(directory, group["id"], group["fingerprint"], len(group["cells"]))
+        if found is None:
             missing.append(group["id"])
             continue
-        data_path = directory / "groups" / f"{group['id']}.npz"
+        meta, arrays = found
         groups[group["id"]] = meta
-        arrays = read_npz(data_path)
-        _check_group_arrays(data_path, arrays, meta)
-        for name, array in arrays.items():
-            if name not in ("times", "diagnostic_times") and array.shape[:1] != (len(group["cells"]),):
-                raise ValueError(
-                    f"{data_path}: {name!r} has shape {array.shape}, not one row for each of the "
-                    f"group's {len(group['cells'])} cells."
-                )
         diag_names = meta.get("diagnostics", [])
-        monitor_names = [k[len("monitor/"):] for k in arrays if k.startswith("monitor/")]
+        monitor_names = [k.removeprefix("monitor/") for k in arrays if k.startswith("monitor/")]
         for c, cell in enumerate(group["cells"]):
             cells.append(
                 CellResult(
