@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional
 
 import numpy as np
 
@@ -24,11 +23,12 @@ __all__ = [
     "ArgumentError",
     "boolean",
     "check_fits",
+    "check_held",
     "check_nonnegative",
     "check_positive",
     "check_unit_interval",
-    "check_held",
     "describe",
+    "first_entry",
     "float_array",
     "float_dtype",
     "holds_non_numbers",
@@ -47,7 +47,7 @@ class ArgumentError(ValueError):
     value as a whole is wrong).  A factory of your own may raise it to name the
     hyper-parameter it refuses; a sweep configuration then names that key."""
 
-    def __init__(self, message: str, *, argument: Optional[str] = None):
+    def __init__(self, message: str, *, argument: str | None = None):
         super().__init__(message)
         self.argument = argument
 
@@ -123,16 +123,15 @@ def check_nonnegative(name: str, value) -> float:
     return x
 
 
-def check_unit_interval(name: str, value, *, closed: bool = False) -> float:
-    """``value`` as a float in (0, 1) (``(0, 1]`` if ``closed``), or a ``ValueError``."""
-    interval = "(0, 1]" if closed else "(0, 1)"
-    x = number(name, value, f"in {interval}")
-    if not ((0 < x <= 1) if closed else (0 < x < 1)):
-        raise ArgumentError(f"{name} must be in {interval}, got {x!r}.", argument=name)
+def check_unit_interval(name: str, value) -> float:
+    """``value`` as a float, or a ``ValueError`` naming ``name`` unless in (0, 1)."""
+    x = number(name, value, "in (0, 1)")
+    if not 0 < x < 1:
+        raise ArgumentError(f"{name} must be in (0, 1), got {x!r}.", argument=name)
     return x
 
 
-def integer(name: str, value, minimum: Optional[int], maximum: Optional[int] = None, why: str = "") -> int:
+def integer(name: str, value, minimum: int | None, maximum: int | None = None, why: str = "") -> int:
     """``value`` as an int in ``[minimum, maximum]`` (None: unbounded), or an
     :class:`ArgumentError` naming ``name`` (``why`` explains the maximum).
 
@@ -180,29 +179,32 @@ def float_dtype(name: str, value) -> np.dtype:
     return np.dtype(dtype.name)  # native byte order, as JAX takes it
 
 
-def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: Optional[str] = None) -> None:
+def first_entry(name: str, value: np.ndarray, flagged: np.ndarray, indexed: bool = False) -> str:
+    """``"name = v"`` for the first entry ``v`` of ``value`` where ``flagged`` holds
+    (``"name[i, j] = v"`` if ``indexed``), or ``""`` where none does: how an error
+    about some entries of an array shows the one it refuses."""
+    if not flagged.any():
+        return ""
+    where = np.argwhere(flagged)[0]
+    return f"{name}{where.tolist() if indexed else ''} = {float(value[tuple(where)])!r}"
+
+
+def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: str | None = None) -> None:
     """A finite ``value`` must stay finite in ``dtype`` (float32 overflows past 3.4e38);
     the error suggests ``remedy``, the caller's name for a wider dtype."""
     with np.errstate(over="ignore"):
         overflows = np.isfinite(value) & ~np.isfinite(value.astype(dtype))
-    if overflows.any():
-        raise ArgumentError(
-            f"{name} = {float(value[overflows].flat[0])!r} overflows {np.dtype(dtype).name}; rescale it or use {remedy}.",
-            argument=argument,
-        )
+    if entry := first_entry(name, value, overflows):
+        raise ArgumentError(f"{entry} overflows {np.dtype(dtype).name}; rescale it or use {remedy}.", argument=argument)
 
 
-def check_held(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: Optional[str] = None) -> None:
+def check_held(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: str | None = None) -> None:
     """:func:`check_fits`, no nonzero ``value`` that ``dtype`` holds as 0 (a
     hyper-parameter of 1e-46 runs as 0 in float32), and no two distinct values that
     ``dtype`` holds as one (two cells would run one value under two labels)."""
     check_fits(name, value, dtype, remedy, argument)
-    vanishing = (value != 0) & (value.astype(dtype) == 0)
-    if vanishing.any():
-        raise ArgumentError(
-            f"{name} = {float(value[vanishing].flat[0])!r} is 0 in {np.dtype(dtype).name}; rescale it or use {remedy}.",
-            argument=argument,
-        )
+    if entry := first_entry(name, value, (value != 0) & (value.astype(dtype) == 0)):
+        raise ArgumentError(f"{entry} is 0 in {np.dtype(dtype).name}; rescale it or use {remedy}.", argument=argument)
     distinct = np.unique(value)  # sorted, so values dtype rounds to one are neighbours
     merged = np.flatnonzero(np.diff(distinct.astype(dtype)) == 0)
     if merged.size:

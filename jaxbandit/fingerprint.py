@@ -126,35 +126,32 @@ def _describe(obj: Any, active: dict) -> Any:
         return ("method", _describe(obj.__func__, active), _describe(obj.__self__, active))
     if isinstance(obj, types.ModuleType):
         return ("module", obj.__name__)
-    attributes = None if isinstance(obj, type) else _attributes(obj)
-    if attributes or _python_call(obj) is not None:
-        return _describe_object(obj, attributes or {}, active)
+    if isinstance(obj, type):
+        return _Identity(obj)
+    attributes = _attributes(obj)
+    call = getattr(type(obj), "__call__", None)
+    call = call if isinstance(call, types.FunctionType) else None  # a __call__ its class defines in Python
+    if attributes or call is not None:
+        return _describe_object(obj, call, attributes, active)
     return _Identity(obj)
 
 
-def _python_call(obj):
-    """The ``__call__`` an instance's class defines in Python, or None."""
-    call = None if isinstance(obj, type) else getattr(type(obj), "__call__", None)
-    return call if isinstance(call, types.FunctionType) else None
-
-
-def _attributes(obj) -> dict | None:
-    """An object's own attributes (``__dict__`` and filled ``__slots__``), or None."""
+def _attributes(obj) -> dict:
+    """An object's own attributes (``__dict__`` and filled ``__slots__``)."""
     attributes = dict(getattr(obj, "__dict__", None) or {})
     for cls in type(obj).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
             if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
                 attributes[name] = getattr(obj, name)
-    return attributes or None
+    return attributes
 
 
-def _describe_object(obj: Any, attributes: dict, active: dict) -> Any:
+def _describe_object(obj: Any, call, attributes: dict, active: dict) -> Any:
     if id(obj) in active:  # a cycle back to an object being described
         return ("recursive", active[id(obj)])
     active[id(obj)] = len(active)
     try:
-        call = _python_call(obj)
         return ("object", _Identity(type(obj)), None if call is None else _describe(call, active), _describe(attributes, active))
     finally:
         del active[id(obj)]
@@ -169,9 +166,10 @@ def _describe_function(fn: types.FunctionType, active: dict) -> Any:
         closure = tuple(
             _describe(cell.cell_contents, active) if _filled(cell) else ("empty",) for cell in fn.__closure__ or ()
         )
+        loaded, used = _names(code)
         globals_used = tuple(
-            (name, _describe_global(fn.__globals__[name], _attribute_names(code), active))
-            for name in sorted(_global_names(code))
+            (name, _describe_global(fn.__globals__[name], used, active))
+            for name in sorted(loaded)
             if name in fn.__globals__
         )
         return (
@@ -235,20 +233,14 @@ def _describe_code(code: types.CodeType) -> tuple:
 
 
 @functools.lru_cache(maxsize=4096)
-def _attribute_names(code: types.CodeType) -> frozenset:
-    """Every name the code (and the code it defines) uses: globals and attributes."""
-    names = set(code.co_names)
+def _names(code: types.CodeType) -> tuple:
+    """``(loaded, used)``: the names the code (and the code it defines) loads as globals,
+    and every name it uses (globals and attributes)."""
+    loaded = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    used = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _attribute_names(const)
-    return frozenset(names)
-
-
-@functools.lru_cache(maxsize=4096)
-def _global_names(code: types.CodeType) -> frozenset:
-    """Names the code (and the code it defines) loads as globals."""
-    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return frozenset(names)
+            inner_loaded, inner_used = _names(const)
+            loaded |= inner_loaded
+            used |= inner_used
+    return frozenset(loaded), frozenset(used)

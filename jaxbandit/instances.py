@@ -21,7 +21,8 @@ import math
 
 import numpy as np
 
-from jaxbandit._numbers import ArgumentError, is_real, check_fits, check_nonnegative, float_array, integer, not_a_number, number
+from jaxbandit._numbers import ArgumentError, check_fits, check_nonnegative, first_entry, float_array, integer
+from jaxbandit._numbers import is_real, not_a_number, number
 from jaxbandit._types import ArrayLike
 from jaxbandit.feedback_graph import read as read_graph
 from jaxbandit.noise import BERNOULLI_MIN_SIGMA, GAUSSIAN, NoiseFamily
@@ -30,16 +31,16 @@ from jaxbandit.noise import resolve as resolve_noise
 __all__ = [
     "Instance",
     "bandit",
-    "full_information",
-    "graph",
-    "from_networkx",
-    "revealing_arm",
-    "random",
-    "stack",
     "check_precisions",
     "check_representable",
     "check_unique_best",
     "default_instances",
+    "from_networkx",
+    "full_information",
+    "graph",
+    "random",
+    "revealing_arm",
+    "stack",
 ]
 
 
@@ -77,8 +78,6 @@ class Instance:
             and self.noise == other.noise
         )
 
-    __hash__ = None  # type: ignore[assignment]
-
     # -- derived quantities (host-side numpy) ---------------------------------------
     @property
     def num_arms(self) -> int:
@@ -108,7 +107,7 @@ class Instance:
         """``Delta_i = max(mu) - mu_i``, same shape as ``mu``."""
         return np.max(self.mu, axis=-1, keepdims=True) - self.mu
 
-    def __getitem__(self, index) -> "Instance":
+    def __getitem__(self, index) -> Instance:
         """``batch[k]`` is the k-th instance of a batch."""
         if not self.is_batch:
             raise IndexError("a single Instance cannot be indexed; it is not a batch")
@@ -140,20 +139,16 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
     if not np.all(np.isfinite(mu_arr)):
         bad = mu_arr[~np.isfinite(mu_arr)]
         raise ArgumentError(f"mu must be finite, got non-finite entries {bad.tolist()} in mu={mu_arr.tolist()}.", argument="mu")
-    if np.any(np.isnan(sigma_arr)):
-        where = np.argwhere(np.isnan(sigma_arr))[0].tolist()
-        raise ArgumentError(f"sigma must not contain NaN, got NaN at index {where}.", argument="sigma")
-    if np.any(sigma_arr < 0):
-        where = np.argwhere(sigma_arr < 0)[0].tolist()
-        raise ArgumentError(
-            f"sigma must be >= 0 (inf allowed), got sigma{where} = {sigma_arr[tuple(where)]}.", argument="sigma")
+    if entry := first_entry("sigma", sigma_arr, np.isnan(sigma_arr), indexed=True):
+        raise ArgumentError(f"sigma must not contain NaN, got {entry}.", argument="sigma")
+    if entry := first_entry("sigma", sigma_arr, sigma_arr < 0, indexed=True):
+        raise ArgumentError(f"sigma must be >= 0 (inf allowed), got {entry}.", argument="sigma")
     with np.errstate(over="ignore"):
         vanishing = np.isfinite(sigma_arr) & (np.square(sigma_arr) == np.inf)
-    if np.any(vanishing):
-        where = np.argwhere(vanishing)[0].tolist()
+    if entry := first_entry("sigma", sigma_arr, vanishing, indexed=True):
         raise ArgumentError(
-            f"sigma{where} = {float(sigma_arr[tuple(where)])!r} is finite but so large that its precision "
-            "1 / sigma**2 is 0 in float64; use np.inf for an arm that reveals nothing.", argument="sigma")
+            f"{entry} is finite but so large that its precision 1 / sigma**2 is 0 in float64; use np.inf for an "
+            "arm that reveals nothing.", argument="sigma")
     unobserved = np.all(np.isinf(sigma_arr), axis=-2)  # column all inf
     if np.any(unobserved):
         where = np.argwhere(unobserved)[0].tolist()
@@ -174,17 +169,12 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
 def _check_bernoulli(mu: np.ndarray, sigma: np.ndarray) -> None:
     """Bernoulli means are probabilities, and a finite ``sigma`` (the scale the policies
     assume) is one that every ``[0, 1]`` sample satisfies: at least 1/2."""
-    outside = (mu < 0) | (mu > 1)
-    if outside.any():
-        where = np.argwhere(outside)[0].tolist()
+    if entry := first_entry("mu", mu, (mu < 0) | (mu > 1), indexed=True):
         raise ArgumentError(
-            f"mu{where} = {float(mu[tuple(where)])!r}: under Bernoulli noise a mean is the probability of a 1, "
-            "so it must lie in [0, 1].", argument="mu")
-    small = np.isfinite(sigma) & (sigma < BERNOULLI_MIN_SIGMA)
-    if small.any():
-        where = np.argwhere(small)[0].tolist()
+            f"{entry}: under Bernoulli noise a mean is the probability of a 1, so it must lie in [0, 1].", argument="mu")
+    if entry := first_entry("sigma", sigma, np.isfinite(sigma) & (sigma < BERNOULLI_MIN_SIGMA), indexed=True):
         raise ArgumentError(
-            f"sigma{where} = {float(sigma[tuple(where)])!r} is below 1/2: under Bernoulli noise sigma is the "
+            f"{entry} is below 1/2: under Bernoulli noise sigma is the "
             "sub-Gaussian scale the policies assume, and a [0, 1] sample is sub-Gaussian with scale 1/2 (variance "
             "proxy 1/4, Hoeffding's lemma) but with no smaller one for every mean (a fair coin); use sigma >= 1/2, "
             "and inf where a play reveals nothing.", argument="sigma")
@@ -224,13 +214,11 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
     check_fits("instance mu", mu, dtype, remedy)
     cast = mu.astype(dtype)
     with np.errstate(over="ignore"):
+        exact = mu.max(axis=-1, keepdims=True) - mu
         gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
-    overflows = ~np.isfinite(gaps)
-    if overflows.any():
-        gap = float((mu.max(axis=-1, keepdims=True) - mu)[overflows].flat[0])
-        raise ValueError(f"instance gap (max(mu) - mu) = {gap!r} overflows {name}; rescale it or use {remedy}.")
-    with np.errstate(over="ignore"):
-        merged = (mu.max(axis=-1, keepdims=True) - mu > 0) & (gaps <= 0)
+    if entry := first_entry("instance gap (max(mu) - mu)", exact, ~np.isfinite(gaps)):
+        raise ValueError(f"{entry} overflows {name}; rescale it or use {remedy}.")
+    merged = (exact > 0) & (gaps <= 0)
     if merged.any():
         # the rounded means tie a worse arm with the best: its plays would count no regret
         cell, arm = np.argwhere(merged)[0]
@@ -249,10 +237,10 @@ def check_precisions(sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") 
     estimator that never learns from it, a lower-bound row that looks unobserved)."""
     with np.errstate(over="ignore", divide="ignore"):
         vanishing = np.isfinite(sigma) & (1 / np.square(sigma.astype(dtype)) == 0)
-    if vanishing.any():
+    if entry := first_entry("instance sigma", sigma, vanishing):
         raise ValueError(
-            f"instance sigma = {float(sigma[vanishing].flat[0])!r} is finite but its precision 1 / sigma**2 is 0 in "
-            f"{np.dtype(dtype).name} (the sample would be ignored); use np.inf for no information, or {remedy}."
+            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {np.dtype(dtype).name} (the sample would be "
+            f"ignored); use np.inf for no information, or {remedy}."
         )
 
 
@@ -293,9 +281,8 @@ def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0, *, noise="gaussian") -> Instan
         raise ArgumentError(
             f"sigma must be a number or have shape ({k},) for the {k} arms, got shape {diag.shape}.", argument="sigma"
         )
-    diag = np.broadcast_to(diag, (k,))
     matrix = np.full((k, k), np.inf)
-    np.fill_diagonal(matrix, diag)
+    np.fill_diagonal(matrix, diag)  # a scalar fills the whole diagonal
     return Instance(mu_arr, matrix, noise=noise)
 
 
@@ -322,10 +309,9 @@ def graph(mu: ArrayLike, adjacency: ArrayLike, sigma: float = 1.0, *, noise="gau
         entries = np.empty(0, dtype=object)
     if entries.shape != (k, k):
         raise ArgumentError(f"adjacency must be a {k} x {k} array (rows of equal length), got {adjacency!r}.", argument="adjacency")
-    flags = [isinstance(v, (bool, np.bool_)) or (is_real(v) and v in (0, 1)) for v in entries.ravel()]
-    if not all(flags):
-        bad = entries.ravel()[flags.index(False)]
-        raise ArgumentError(f"adjacency must be booleans or 0/1, got {bad!r}.", argument="adjacency")
+    bad = [v for v in entries.ravel() if not (isinstance(v, (bool, np.bool_)) or (is_real(v) and v in (0, 1)))]
+    if bad:
+        raise ArgumentError(f"adjacency must be booleans or 0/1, got {bad[0]!r}.", argument="adjacency")
     adj = entries.astype(bool) | np.eye(k, dtype=bool)
     return Instance(mu_arr, np.where(adj, number("sigma", sigma), np.inf), noise=noise)
 
@@ -459,12 +445,11 @@ def default_instances() -> dict[str, Instance]:
     mu = np.array([1.0, 0.8, 0.7, 0.5, 0.2])
     star = np.zeros((5, 5), dtype=bool)
     star[0, :] = True  # arm 0 is a hub that observes all arms
-    general = random(7, 5, mean_range=(0.0, 1.0))
     return {
         "bandit": bandit(mu, 1.0),
         "full_information": full_information(mu, 1.0),
         "graph_star": graph(mu[::-1].copy(), star, 1.0),
         "revealing_arm": revealing_arm(mu[:4], reveal_mean=0.0, sigma=1.0),
-        "general": general,
+        "general": random(7, 5),
     }
 

@@ -23,6 +23,8 @@ from jaxbandit.estimator import EstimatorState
 
 __all__ = ["PolicyError", "check_monitor", "check_policy", "check_policy_fields"]
 
+_INT32 = jax.ShapeDtypeStruct((), np.int32)  # a round t, or an arm
+
 
 class PolicyError(ValueError):
     """A policy breaks the contract of :mod:`jaxbandit.base`, or a monitor that of
@@ -61,7 +63,7 @@ def _evaluate(name: str, fn: Callable, params: dict, *args, with_jaxpr: bool = F
                 f"(params: {sorted(params)}); add it to Policy(params=...)."
             ) from err
         raise PolicyError(f"{name} failed on one run's abstract inputs: KeyError: {err}") from err
-    except Exception as err:  # noqa: BLE001 - any failure of user code is reported with its function
+    except Exception as err:  # any failure of user code is reported with its function
         raise PolicyError(f"{name} failed on one run's abstract inputs: {type(err).__name__}: {err}") from err
 
 
@@ -84,26 +86,28 @@ def _same_state(name: str, expected, got) -> None:
 
 
 def _scalar(name: str, what: str, value, kind: str) -> None:
+    """``value`` must be a scalar of ``kind``: ``"an integer"`` or ``"a bool"``."""
     is_array = isinstance(value, jax.ShapeDtypeStruct)  # None or a tuple has no dtype to look at
     integer = is_array and jnp.issubdtype(value.dtype, jnp.integer)
-    ok_dtype = integer if kind == "integer" else is_array and value.dtype == jnp.bool_
+    ok_dtype = integer if kind == "an integer" else is_array and value.dtype == jnp.bool_
     if not is_array or value.shape != () or not ok_dtype:
-        article = "an" if kind[0] in "aeiou" else "a"
-        raise PolicyError(f"{name} returned {what} = {_describe(value)}; expected {article} {kind} scalar (shape ()).")
+        raise PolicyError(f"{name} returned {what} = {_describe(value)}; expected {kind} scalar (shape ()).")
 
 
-def _check_decision(name: str, decision) -> None:
-    if not isinstance(decision, Decision):
-        raise PolicyError(
-            f"{name} returned {_describe(decision)}; expected a jaxbandit.Decision "
-            "(jaxbandit.policies.play(arm) for an arm that needs no solve)."
-        )
-    _scalar(name, "Decision.arm", decision.arm, "integer")
-    _scalar(name, "Decision.needs_solve", decision.needs_solve, "bool")
+def _scalars(name: str, report, *, monitor: bool = False) -> None:
+    """``report`` (a policy's diagnostics, or a monitor's report: non-empty, named by
+    strings) must be a dict of one scalar per run."""
+    if not isinstance(report, dict) or (monitor and not report):
+        expected = "a non-empty dict" if monitor else "a dict"
+        raise PolicyError(f"{name} returned {_describe(report)}; expected {expected} of scalars.")
+    for key, value in report.items():
+        if monitor and not isinstance(key, str):
+            raise PolicyError(f"{name} returned the key {key!r}; expected names that are strings.")
+        if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != ():
+            raise PolicyError(f"{name} returned {key!r} = {_describe(value)}; expected a scalar per run (shape ()).")
 
 
-def _check_solver(policy: Policy, state, decision, t, ctx: Context, params: dict):
-    solver = policy.solver
+def _check_solver(solver, state, decision, ctx: Context, params: dict):
     if not isinstance(solver, Solver):
         raise PolicyError(f"Policy.solver must be a jaxbandit.Solver or None, got {solver!r}.")
     if not isinstance(solver.stages, tuple) or not solver.stages:
@@ -121,7 +125,7 @@ def _check_solver(policy: Policy, state, decision, t, ctx: Context, params: dict
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise PolicyError(f"{name} returned {_describe(pair)}; expected a pair (answer, resolved).")
         answer, resolved = pair
-        _scalar(name, "resolved", resolved, "bool")
+        _scalar(name, "resolved", resolved, "a bool")
         if answer_shape is None:
             answer_shape = answer
         elif jax.tree_util.tree_map(_describe, answer) != jax.tree_util.tree_map(_describe, answer_shape):
@@ -132,20 +136,11 @@ def _check_solver(policy: Policy, state, decision, t, ctx: Context, params: dict
         if stage.fold_fn is not None:
             fold_name = f"Solver.stages[{i}].fold_fn"
             _same_state(fold_name, state, _evaluate(fold_name, stage.fold_fn, params, state, answer, ctx))
-    finished = _evaluate("Solver.finish_fn", solver.finish_fn, params, state, decision, answer_shape, t, ctx)
+    finished = _evaluate("Solver.finish_fn", solver.finish_fn, params, state, decision, answer_shape, _INT32, ctx)
     if not isinstance(finished, tuple) or len(finished) != 2:
         raise PolicyError(f"Solver.finish_fn returned {_describe(finished)}; expected a pair (arm, state).")
-    _scalar("Solver.finish_fn", "arm", finished[0], "integer")
+    _scalar("Solver.finish_fn", "arm", finished[0], "an integer")
     _same_state("Solver.finish_fn", state, finished[1])
-
-
-def _never_asks_for_a_solve(select_jaxpr) -> bool:
-    """Whether a checked ``select_fn``'s ``needs_solve`` (its second output, after the
-    scalar arm) is the constant False, as :func:`jaxbandit.play` makes it: a literal in
-    its jaxpr, not a computed value."""
-    needs_solve = select_jaxpr.jaxpr.outvars[1]
-    value = getattr(needs_solve, "val", None)  # a literal holds its value; a variable has none
-    return value is not None and not bool(value)
 
 
 def _check_estimators_consolidated(state) -> None:
@@ -179,34 +174,37 @@ def check_policy_fields(policy: Policy) -> None:
         raise PolicyError(f"Policy.options['feedback'] can only be {OWN_ARM!r}, got {feedback!r}.")
 
 
-def check_policy(policy: Any, ctx: Context) -> None:
+def check_policy(policy: Policy, ctx: Context) -> None:
     """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes.
 
     Args:
-        policy: the policy to check.
+        policy: the policy to check (a :class:`~jaxbandit.base.Policy`).
         ctx: the :class:`~jaxbandit.base.Context` of ONE cell (arrays or
             ``jax.ShapeDtypeStruct``; ``sigma`` is ``(num_arms, num_arms)``).
     """
-    if not isinstance(policy, Policy):
-        raise PolicyError(f"policy must be a jaxbandit.Policy (see jaxbandit.policies.make), got {policy!r}.")
     check_policy_fields(policy)
     params = dict(ctx.params)
-    num_arms = ctx.sigma.shape[-1]
-    dtype = ctx.sigma.dtype
     state = _evaluate("init_fn", policy.init_fn, params, ctx)
     key = jax.ShapeDtypeStruct((2,), np.uint32)
-    t = jax.ShapeDtypeStruct((), np.int32)
-    select_jaxpr, decision = _evaluate("select_fn", policy.select_fn, params, key, state, t, ctx, with_jaxpr=True)
-    _check_decision("select_fn", decision)
+    select_jaxpr, decision = _evaluate("select_fn", policy.select_fn, params, key, state, _INT32, ctx, with_jaxpr=True)
+    if not isinstance(decision, Decision):
+        raise PolicyError(
+            f"select_fn returned {_describe(decision)}; expected a jaxbandit.Decision "
+            "(jaxbandit.policies.play(arm) for an arm that needs no solve)."
+        )
+    _scalar("select_fn", "Decision.arm", decision.arm, "an integer")
+    _scalar("select_fn", "Decision.needs_solve", decision.needs_solve, "a bool")
     if policy.solver is not None:
-        _check_solver(policy, state, decision, t, ctx, params)
+        _check_solver(policy.solver, state, decision, ctx, params)
     elif decision.request is not None:
         raise PolicyError(
             f"select_fn returned a Decision with a request ({_describe(decision.request)}) but the policy has "
             "no solver, so no run would ever be served; give Policy(solver=jaxbandit.Solver(...)), or "
             "return jaxbandit.policies.play(arm)."
         )
-    elif not _never_asks_for_a_solve(select_jaxpr):
+    # needs_solve (the second output, after the arm) asks for no solve only as the constant
+    # False jaxbandit.play makes: a literal in the jaxpr, which holds its value (a variable has none)
+    elif getattr(select_jaxpr.jaxpr.outvars[1], "val", True):
         raise PolicyError(
             "select_fn returned a Decision whose needs_solve is computed, but the policy has no solver: a run "
             "that asks for a solve would play Decision.arm unserved; give Policy(solver=jaxbandit.Solver(...)), "
@@ -214,20 +212,12 @@ def check_policy(policy: Any, ctx: Context) -> None:
         )
     if policy.consolidate_fn is None:
         _check_estimators_consolidated(state)
-    arm = jax.ShapeDtypeStruct((), np.int32)
-    values = jax.ShapeDtypeStruct((num_arms,), dtype)
-    _same_state("update_fn", state, _evaluate("update_fn", policy.update_fn, params, state, arm, values, ctx))
+    values = jax.ShapeDtypeStruct((ctx.sigma.shape[-1],), ctx.sigma.dtype)
+    _same_state("update_fn", state, _evaluate("update_fn", policy.update_fn, params, state, _INT32, values, ctx))
     if policy.consolidate_fn is not None:
         _same_state("consolidate_fn", state, _evaluate("consolidate_fn", policy.consolidate_fn, params, state))
     if policy.diagnostics_fn is not None:
-        counters = _evaluate("diagnostics_fn", policy.diagnostics_fn, params, state)
-        if not isinstance(counters, dict):
-            raise PolicyError(f"diagnostics_fn returned {_describe(counters)}; expected a dict of scalars.")
-        for key_name, value in counters.items():
-            if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != ():
-                raise PolicyError(
-                    f"diagnostics_fn returned {key_name!r} = {_describe(value)}; expected a scalar per run."
-                )
+        _scalars("diagnostics_fn", _evaluate("diagnostics_fn", policy.diagnostics_fn, params, state))
 
 
 def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
@@ -243,16 +233,6 @@ def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
     params = dict(ctx.params)
     state = _evaluate("monitor init_fn", monitor.init_fn, params, ctx)
     policy_state = jax.eval_shape(policy.init_fn, ctx)
-    t = jax.ShapeDtypeStruct((), np.int32)
-    updated = _evaluate("monitor update_fn", monitor.update_fn, params, state, policy_state, t, ctx)
+    updated = _evaluate("monitor update_fn", monitor.update_fn, params, state, policy_state, _INT32, ctx)
     _same_state("monitor update_fn", state, updated)
-    report = _evaluate("monitor report_fn", monitor.report_fn, params, state)
-    if not isinstance(report, dict) or not report:
-        raise PolicyError(f"monitor report_fn returned {_describe(report)}; expected a non-empty dict of scalars.")
-    for name, value in report.items():
-        if not isinstance(name, str):
-            raise PolicyError(f"monitor report_fn returned the key {name!r}; expected names that are strings.")
-        if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != ():
-            raise PolicyError(
-                f"monitor report_fn returned {name!r} = {_describe(value)}; expected a scalar per run (shape ())."
-            )
+    _scalars("monitor report_fn", _evaluate("monitor report_fn", monitor.report_fn, params, state), monitor=True)
