@@ -280,11 +280,14 @@ def test_memory_benchmark():
 
 def test_scale_benchmark():
     """One K, one policy, a short horizon (set per K), one run count for the round times
-    (with the chunk size of the round times, so that their programs are compiled once)."""
-    runs, horizon, rounds = 2, 48, 16
+    (with the chunk size of the round times, so that their programs are compiled once).
+    The chunk step's shapes (K = 3, 4 runs, 64-round chunks) are those of the
+    ``lp_explore.py`` test above, so this process loads that program from the session's
+    compile cache rather than compiling it again."""
+    runs, horizon, rounds = 4, 64, 64
     records = _run(
-        "scale.py", "--arms", "3", "--runs", str(runs), "--horizon", "64", "--horizons", f"3={horizon}", "--chunk", str(rounds),
-        "--policies", "lp_explore", "--round-arms", "3", "--round-runs", "2", "--round-start", "16",
+        "scale.py", "--arms", "3", "--runs", str(runs), "--horizon", "96", "--horizons", f"3={horizon}", "--chunk", str(rounds),
+        "--policies", "lp_explore", "--round-arms", "3", "--round-runs", str(runs), "--round-start", str(rounds),
         "--round-rounds", str(rounds),
     )  # fmt: skip
     assert set(records) == {"scale", "round_time"}
@@ -301,7 +304,7 @@ def test_scale_benchmark():
     assert 0 < counters["case_c"] <= horizon - 3 and stages == pytest.approx(counters["case_c"]), counters
     assert scale["policies"]["ucb_n"]["counters"] == {}
     timing = records["round_time"]
-    assert (timing["num_arms"], timing["runs"], timing["first_round"], timing["rounds"]) == (3, 2, 17, rounds)
+    assert (timing["num_arms"], timing["runs"], timing["first_round"], timing["rounds"]) == (3, runs, rounds + 1, rounds)
     assert timing["dtype"] == "float32"
     seconds = timing["seconds_per_round"]
     _positive(seconds, "ucb_n", "lp_explore")

@@ -1,15 +1,20 @@
-"""Tests of the exact rational LP solve (jaxbandit.exact_lp), the host's last resort."""
+"""Tests of the exact rational LP solve (jaxbandit.exact_lp), the host's last resort.
+
+The batched float64 solve compiles with the host's compiler options, as the host's
+lower bound does (:class:`jaxbandit.compile_options.Program`).
+"""
 
 import jax
 import numpy as np
 import pytest
 
 from jaxbandit import bound, bound_lp, exact_lp, lp
+from jaxbandit.compile_options import Program
 from tests.test_lower_bound import build_sweep, numpy_problem
 
 Status = lp.LPStatus
 
-_solve64 = jax.jit(jax.vmap(lp.solve))
+_solve64 = Program(jax.vmap(lp.solve))
 
 
 @pytest.fixture(scope="module")

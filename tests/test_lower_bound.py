@@ -19,7 +19,11 @@ sweeps themselves, through module fixtures), one batch size for the vmapped
 lower-bound solves, and K = 3 for the host API's single instances.  The emulated GPU
 division clears JAX's in-memory caches, so its two tests come last; they lower the
 float32 sweep solve traced once (and the test session's compile cache keeps the
-program the first compiles for the second).
+program the first compiles for the second).  The programs the tests jit themselves
+compile with the host's compiler options (:class:`jaxbandit.compile_options.Program`,
+as :func:`jaxbandit.lower_bound` does), which give the same bits as XLA's defaults
+(:func:`test_the_host_programs_compiler_options_keep_the_bits`) in about half the
+compile time.
 """
 
 import decimal
@@ -35,6 +39,7 @@ from scipy.optimize import linprog
 import jaxbandit as jb
 from jaxbandit import bound_lp, exact_lp, instances, lp
 from jaxbandit.bound import LowerBound, _batched_solve, _lanes, _largest_lanes, _on_lanes, _solve_batch, bernoulli_kl, lower_bound
+from jaxbandit.compile_options import Program
 from tests.approximate_division import approximate_division
 
 Status = bound_lp.LowerBoundStatus
@@ -156,7 +161,7 @@ def build_sweep(buckets, seed):
     return sweep
 
 
-_solve_chunk = jax.jit(jax.vmap(lp.solve))
+_solve_chunk = Program(jax.vmap(lp.solve))
 # Every sweep is solved in chunks of one size, so each dtype compiles once for all the
 # tests here (compiling the vmapped solve is most of their time).
 _CHUNK = 192
@@ -277,8 +282,8 @@ def test_cold_solves_take_few_pivots_beyond_the_optimal_basis(sweep):
         assert out.num_iterations[lanes].sum() <= 1.3 * structural[lanes].sum(), name
 
 
-_factor = jax.jit(jax.vmap(lp.factor_basis))
-_quick_check = jax.jit(jax.vmap(lp.quick_check))
+_factor = Program(jax.vmap(lp.factor_basis))
+_quick_check = Program(jax.vmap(lp.quick_check))
 
 
 def test_quick_check_of_the_previous_basis_across_families(sweep):
@@ -318,7 +323,7 @@ def test_quick_check_of_the_previous_basis_across_families(sweep):
     np.testing.assert_allclose(quick64.solution.x[ok] / size[ok], cold.x[ok] / size[ok], rtol=0, atol=1e-12)
 
 
-_factor_one = jax.jit(lp.factor_basis)  # one program per shape, not one per operation
+_factor_one = Program(lp.factor_basis)  # one program per shape, not one per operation
 
 
 def test_quick_check_refuses_singular_bases_and_bad_data():
@@ -430,7 +435,7 @@ def test_problem_builder_matches_numpy():
     rng = np.random.default_rng(0)
     mu, precision = _family("noise_free", rng, 20, 6)
     with jax.enable_x64(True):
-        problems = jax.jit(jax.vmap(bound_lp.lower_bound_problem))(mu, precision)
+        problems = Program(jax.vmap(bound_lp.lower_bound_problem))(mu, precision)
     for i in range(20):
         cost, matrix, rhs = numpy_problem(mu[i], precision[i])
         np.testing.assert_allclose(problems.cost[i], cost, rtol=1e-15)
@@ -691,7 +696,7 @@ def test_the_host_programs_compiler_options_keep_the_bits():
         np.testing.assert_array_equal(a, b, err_msg=field)
 
 
-@jax.jit
+@Program
 @jax.vmap
 def _anchored(mu, precision, basis):
     """A warm start of ``basis`` (the cold solve's), anchored where its check passes,
@@ -702,7 +707,7 @@ def _anchored(mu, precision, basis):
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), anchored, warm), sensitivity.cost_radius
 
 
-_reuse = jax.jit(jax.vmap(bound_lp.reuse_warm_start))
+_reuse = Program(jax.vmap(bound_lp.reuse_warm_start))
 
 
 def assert_same_vertex(first, second, lanes, mu, precision, rtol):
@@ -797,11 +802,11 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
 
     with jax.enable_x64(True):
         # (the warm starts jitted: one compile each instead of one per operation)
-        initial = jax.jit(bound_lp.initial_warm_start)(precision)
+        initial = Program(bound_lp.initial_warm_start)(precision)
         _, (warm_solutions, used_full) = jax.lax.scan(step, initial, means)
         cold = _cold(means, np.broadcast_to(precision, (len(means),) + precision.shape))
-        ok, checked, _ = jax.jit(jax.vmap(bound_lp.check_warm_start, in_axes=(0, None, None)))(
-            means, precision, jax.jit(bound_lp.warm_start)(precision, cold.basis[0])
+        ok, checked, _ = Program(jax.vmap(bound_lp.check_warm_start, in_axes=(0, None, None)))(
+            means, precision, Program(bound_lp.warm_start)(precision, cold.basis[0])
         )
     assert np.all(np.asarray(cold.status) == 0)
     # Same basis; c and the value equal up to rounding (the check uses a kept inverse).
@@ -831,12 +836,12 @@ def test_solve_from_a_previous_basis_is_never_worse_than_cold():
     moved = mu + np.float32(0.05) * np.random.default_rng(1).standard_normal(mu.shape).astype(np.float32)
     before = _cold(mu, precision)
     cold = _cold(moved, precision)
-    factors = jax.jit(jax.vmap(lambda w, b: bound_lp.warm_start(w, b).factor))(precision, before.basis)
+    factors = Program(jax.vmap(lambda w, b: bound_lp.warm_start(w, b).factor))(precision, before.basis)
     starts = {
-        "initial_basis": jax.jit(jax.vmap(lambda m, w, b: bound_lp.solve_lower_bound(m, w, initial_basis=b)))(
+        "initial_basis": Program(jax.vmap(lambda m, w, b: bound_lp.solve_lower_bound(m, w, initial_basis=b)))(
             moved, precision, before.basis
         ),
-        "initial_factor": jax.jit(jax.vmap(lambda m, w, f: bound_lp.solve_lower_bound(m, w, initial_factor=f)))(
+        "initial_factor": Program(jax.vmap(lambda m, w, f: bound_lp.solve_lower_bound(m, w, initial_factor=f)))(
             moved, precision, factors
         ),
     }
@@ -879,7 +884,7 @@ def _float32_chunk_traced():
     lowers and compiles it inside the emulation, where division lowers to its rule."""
     if not _TRACED:
         shapes = [(_CHUNK, PADDED), (_CHUNK, PADDED, PADDED), (_CHUNK, PADDED)]
-        _TRACED["float32"] = _solve_chunk.trace(*(jax.ShapeDtypeStruct(s, np.float32) for s in shapes))
+        _TRACED["float32"] = jax.jit(jax.vmap(lp.solve)).trace(*(jax.ShapeDtypeStruct(s, np.float32) for s in shapes))
     return _TRACED["float32"]
 
 

@@ -6,7 +6,12 @@ status codes, the canonical-solution rule, vmap against single solves and the ba
 
 Nearly all of this module's time is XLA compiling the solver, so the batched cold
 solves share programs: every one has ``LANES`` lanes (:func:`solve_lps`), and the LPs
-are 4 x 6 wherever the shape is not what is tested.
+are 4 x 6 wherever the shape is not what is tested.  They compile with the host's
+compiler options (:class:`jaxbandit.compile_options.Program`, as ``jb.lower_bound``
+does), to the same bits as XLA's defaults in half the time
+(``test_lower_bound.py::test_the_host_programs_compiler_options_keep_the_bits``); the
+engine's chunk step, which runs the solver under the defaults, is checked by the
+policies' reference-loop tests.
 """
 
 from fractions import Fraction
@@ -18,6 +23,7 @@ import pytest
 from scipy.optimize import linprog
 
 from jaxbandit import bound_lp, lp
+from jaxbandit.compile_options import Program
 from jaxbandit import instances as jb_instances
 from jaxbandit.lp import numerics, pivoting
 from jaxbandit.lp import tableau as lp_tableau
@@ -47,7 +53,7 @@ def lexicographic_reference(cost, matrix, rhs):
     return x
 
 
-_vmapped_solve = jax.jit(jax.vmap(lp.solve))
+_vmapped_solve = Program(jax.vmap(lp.solve))
 LANES = 200
 
 
@@ -180,12 +186,12 @@ def test_check_basis_accepts_the_optimal_basis_only():
     matrix = np.abs(matrix)
     rhs = np.abs(rhs) + 0.1
     with jax.enable_x64(True):
-        check = jax.jit(jax.vmap(lp.check_basis))
+        check = Program(jax.vmap(lp.check_basis))
         cold = solve_lps(cost, matrix, rhs)
         again = check(cost, matrix, rhs, cold.basis)
         surplus = jnp.broadcast_to(lp.surplus_basis(4, 6), (30, 4))
         not_ok = check(cost, matrix, rhs, surplus)
-        warm = jax.jit(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))(
+        warm = Program(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))(
             cost, matrix, rhs, cold.basis
         )
     unique = np.asarray(again.ok)
@@ -239,8 +245,8 @@ def test_dual_first_pivot_loop_takes_the_single_loops_pivots(dtype):
         cases = (((cost, matrix, rhs), surplus), (covering, surplus), (covering, other_optimum))
         data = [jnp.asarray(np.concatenate([c[0][i] for c in cases]), dtype) for i in range(3)]
         basis = jnp.concatenate([c[1] for c in cases])
-        single = jax.jit(jax.vmap(_single_loop_pivots))(*data, basis)
-        split = jax.jit(jax.vmap(_split_loop_pivots))(*data, basis)
+        single = Program(jax.vmap(_single_loop_pivots))(*data, basis)
+        split = Program(jax.vmap(_split_loop_pivots))(*data, basis)
     np.testing.assert_array_equal(np.asarray(split[0]), np.asarray(single[0]))
     np.testing.assert_array_equal(np.asarray(split[1]), np.asarray(single[1]))
     # Several pivots in every case, primal ones from the other costs' optimum.
@@ -304,9 +310,9 @@ def test_loops_beyond_the_unroll_limit_give_the_same_bits(monkeypatch):
 
     def compute():
         residuals = jax.jit(lambda: (numerics.residual(matrix, x, rhs), numerics.transposed_residual(matrix, x, rhs)))()
-        solved = jax.jit(jax.vmap(lambda mu: bound_lp.solve_lower_bound(mu, precision)))(means)
-        warm = jax.jit(jax.vmap(lambda basis: bound_lp.warm_start(precision, basis)))(solved.basis)
-        check = jax.jit(jax.vmap(lambda mu, w: bound_lp.check_warm_start(mu + 1e-4, precision, w)))(means, warm)
+        solved = Program(jax.vmap(lambda mu: bound_lp.solve_lower_bound(mu, precision)))(means)
+        warm = Program(jax.vmap(lambda basis: bound_lp.warm_start(precision, basis)))(solved.basis)
+        check = Program(jax.vmap(lambda mu, w: bound_lp.check_warm_start(mu + 1e-4, precision, w)))(means, warm)
         return residuals, solved, warm, check
 
     unrolled, looped = _looped_and_unrolled(compute, monkeypatch)
