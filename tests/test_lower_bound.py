@@ -856,7 +856,7 @@ def test_solve_from_a_previous_basis_is_never_worse_than_cold():
 
 
 def test_solve_takes_one_start_only():
-    factor = lp.factor_basis(np.eye(2, dtype=np.float32), lp.surplus_basis(2, 2))
+    factor = _factor_one(np.eye(2, dtype=np.float32), lp.surplus_basis(2, 2))
     with pytest.raises(ValueError, match="initial_basis or initial_factor"):
         lp.solve(
             np.ones(2, np.float32), np.eye(2, dtype=np.float32), np.ones(2, np.float32),

@@ -326,6 +326,8 @@ def solve(
     Returns:
         An :class:`LPSolution` with the canonical optimum (see the module docstring).
     """
+    if initial_basis is not None and initial_factor is not None:
+        raise ValueError("give initial_basis or initial_factor, not both.")
     cost, matrix, rhs = check_inputs(cost, A, b)
     m, n = matrix.shape
     tolerance = (
@@ -338,8 +340,6 @@ def solve(
         max_refactorizations = default_refactorizations(matrix.dtype)
     scaled = scale(cost, matrix, rhs)
     cold = _cold_round(scaled)
-    if initial_basis is not None and initial_factor is not None:
-        raise ValueError("give initial_basis or initial_factor, not both.")
     start = None
     if initial_basis is not None:
         initial_basis = jnp.asarray(initial_basis, jnp.int32)
