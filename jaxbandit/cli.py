@@ -21,11 +21,9 @@ import numpy as np
 
 from jaxbandit import comparison, compile_cache, distributed, io, shards, sweep
 from jaxbandit import config as config_module
-from jaxbandit._numbers import float_array
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.config import ConfigError, instance_file
-from jaxbandit.config.schema import decode_numbers
 from jaxbandit.instances import Instance, bandit
 from jaxbandit.sweep import SweepMismatchError
 
@@ -299,27 +297,21 @@ def _parse_sigma(text: str):
     return np.array(matrix)
 
 
-def _as_float_array(value, name: str) -> np.ndarray:
-    """JSON/TOML values with ``"inf"`` strings allowed, by the rule of every numeric
-    argument (booleans and other strings are not numbers)."""
-    value = decode_numbers(value.tolist() if isinstance(value, np.ndarray) else value)
-    return float_array(name, value, "numbers (or 'inf')")
-
-
-def _bound_input(args) -> tuple:
-    """``mu`` and ``sigma`` (one number for a standard bandit) of ``--mu``/``--sigma``
-    or of ``--file`` (:mod:`jaxbandit.config.instance_file`)."""
+def _bound_instance(args) -> Instance:
+    """The instance of ``--mu``/``--sigma`` (one number for a standard bandit) or of
+    ``--file``, read as a sweep reads it (:mod:`jaxbandit.config.instance_file`)."""
     if args.file is None:
         if args.mu is None or args.sigma is None:
             raise ValueError("give --mu and --sigma (or --file).")
-        return _parse_vector(args.mu, "mu"), _parse_sigma(args.sigma)
+        mu, sigma = _parse_vector(args.mu, "mu"), _parse_sigma(args.sigma)
+        return (bandit if np.ndim(sigma) == 0 else Instance)(mu, sigma, noise=args.noise)
     if args.mu is not None or args.sigma is not None:
         raise ValueError("give either --file or --mu/--sigma, not both.")
     found = instance_file.read(args.file, os.getcwd())
-    mu = _as_float_array(found.mu, "mu")
-    if mu.ndim != 1:
-        raise ValueError(f"{args.file}: mu must be a list of K numbers, got {found.mu!r}.")
-    return mu, _as_float_array(found.sigma, "sigma")
+    instance = found.instance(args.noise)
+    if instance.is_batch:
+        raise ValueError(f"{args.file}: bound takes one instance, got mu of shape {instance.mu.shape}.")
+    return instance
 
 
 def bound_main(argv: list[str] | None = None) -> int:
@@ -352,9 +344,7 @@ def bound_main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse already printed the message
         return int(exit_.code or 0) and EXIT_USAGE
     try:
-        mu, sigma = _bound_input(args)
-        make = bandit if np.ndim(sigma) == 0 else Instance  # one number: a standard bandit's
-        instance = make(mu, sigma, noise=args.noise)
+        instance = _bound_instance(args)
         reference = "gaussian" if args.gaussian_reference else None
         result = lower_bound(instance, dtype=np.dtype(args.dtype), throw=False, reference=reference)
         if int(result.status) == LowerBoundStatus.TIED_BEST_ARM:  # bad input, not a failure

@@ -146,10 +146,13 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
     ):
         assert bound(*argv) == cli.EXIT_USAGE, argv
         assert capsys.readouterr().err, argv
-    for name, text in (("scalar.json", '{"mu": 1.0, "sigma": 1.0}'), ("bool.toml", "mu = [1.0, 0.5]\nsigma = true\n")):
+    for name, text, message in (
+        ("scalar.json", '{"mu": 1.0, "sigma": 1.0}', "scalar.json: mu must have shape (K,), got shape ()"),
+        ("bool.toml", "mu = [1.0, 0.5]\nsigma = true\n", "bool.toml: sigma must be a number or 2 numbers, got True"),
+    ):
         (tmp_path / name).write_text(text)
         assert bound("--file", str(tmp_path / name)) == cli.EXIT_USAGE, name
-        assert "must be" in capsys.readouterr().err, name
+        assert message in capsys.readouterr().err, name
     # each refused, naming the value or the file, rather than read as something else
     for argv, message in (
         (["--mu", "1,,0.5", "--sigma", "1"], "mu must be comma-separated numbers, got '1,,0.5'"),  # read as K = 2
@@ -159,7 +162,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         assert message in capsys.readouterr().err, argv
     for name, text, message in (
         ("extra.json", '{"mu": [1, 0.5], "sigma": 1, "dtype": "float32"}', "unknown key 'dtype'"),  # not ignored
-        ("null.json", '{"mu": [1, 0.5], "sigma": null}', "sigma must be numbers (or 'inf'), got None"),  # not read as NaN
+        ("null.json", '{"mu": [1, 0.5], "sigma": null}', "null.json: sigma must be a number or 2 numbers, got None"),  # not read as NaN
         ("broken.json", '{"mu": [1, 0.5], "sigma": 1', "broken.json: invalid JSON: Expecting ','"),
         ("broken.toml", "mu = [1.0, 0.5\n", "broken.toml: invalid TOML: "),
         ("text.npz", "not an archive", "text.npz is not a readable .npz file ("),

@@ -4,7 +4,8 @@ A configuration's entry ``type = "file", path = "graph.npz"`` names it, by a pat
 relative to the configuration file's directory (for a dict: the current directory).
 The file holds ``mu`` and ``sigma`` and nothing else: ``.npz`` arrays, or ``.json`` and
 ``.toml`` numbers with ``"inf"`` (or TOML's own ``inf``) for no information.  Their
-values are an explicit instance's, checked by :class:`~jaxbandit.instances.Instance`.
+values are an explicit instance's (:meth:`InstanceFile.instance`), or a standard
+bandit's where ``sigma`` is one number; ``jaxbandit bound --file`` reads the same.
 The sweep directory records the path as given and the SHA-256 digest of the file's
 bytes, so the same configuration over an edited file computes something else.
 """
@@ -17,8 +18,11 @@ import json
 import os
 import sys
 
+import numpy as np
+
 from jaxbandit.config.schema import decode_numbers
 from jaxbandit.files import read_npz
+from jaxbandit.instances import Instance, bandit
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,6 +47,19 @@ class InstanceFile:
 
     def record(self) -> dict:
         return {"path": self.path, "sha256": self.sha256}
+
+    def instance(self, noise="gaussian") -> Instance:
+        """The instance the file holds, checked as any instance is: ``sigma`` one number
+        is a standard bandit's (:func:`~jaxbandit.instances.bandit`).
+
+        Raises:
+            ValueError: naming the file and the value it refuses.
+        """
+        make = bandit if np.ndim(self.sigma) == 0 else Instance
+        try:
+            return make(self.mu, self.sigma, noise=noise)
+        except ValueError as err:
+            raise ValueError(f"{self.path}: {err}") from None
 
 
 def read(path: str, directory: str) -> InstanceFile:

@@ -302,12 +302,9 @@ def _read_instance(fail, key: str, entry, directory: str) -> tuple:
     file's record; errors at ``key``, naming the file."""
     try:
         found = read_instance_file(entry.path, directory)
+        inst = found.instance(GAUSSIAN if entry.noise is None else entry.noise)
     except ValueError as err:
         fail(key, str(err))
-    try:
-        inst = Instance(found.mu, found.sigma, noise=GAUSSIAN if entry.noise is None else entry.noise)
-    except ValueError as err:
-        fail(key, f"{entry.path}: {err}")
     return inst, found.record()
 
 
