@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxbandit import distributed, files
+from jaxbandit import distributed, files, io
 from jaxbandit.runner import SimulationRun
 
 __all__ = ["checkpoint_cadence", "describe_devices", "package_versions", "run_group"]
@@ -236,7 +236,7 @@ def _group_metadata(cfg, group, result, session_time: float, resumed_from: int) 
 
 def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None:
     """Simulate one cell group (resuming its checkpoint) and write its results."""
-    checkpoint_path = out / "checkpoints" / f"{group.id}.npz"
+    checkpoint_path = io.checkpoint_file(out, group.id)
     precision = contextlib.nullcontext() if cfg.precision == "float32" else jax.enable_x64(True)
     with precision:
         sim = _new_simulation(cfg, group)
@@ -254,8 +254,8 @@ def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None
     session_time = time.perf_counter() - session_start
     meta = _group_metadata(cfg, group, result, session_time, resumed_from)
     if distributed.is_writer():
-        files.save_npz(out / "groups" / f"{group.id}.npz", _group_arrays(result, history, len(group.cells)))
-        files.save_json(out / "groups" / f"{group.id}.json", meta)  # last: marks the group done
+        files.save_npz(io.group_file(out, group.id, ".npz"), _group_arrays(result, history, len(group.cells)))
+        files.save_json(io.group_file(out, group.id, ".json"), meta)  # last: marks the group done
         checkpoint_path.unlink(missing_ok=True)
     logger.info(
         "group %s: done in %.1f s (%.3g run-rounds/s)", group.id, session_time, meta["run_rounds_per_second"] or 0

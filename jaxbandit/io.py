@@ -28,10 +28,23 @@ from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
 from jaxbandit.result import Result
 
-__all__ = ["FORMAT_VERSION", "MANIFEST", "CellResult", "SweepResults", "group_finished", "load"]
+__all__ = [
+    "FORMAT_VERSION", "MANIFEST", "CellResult", "SweepResults", "checkpoint_file", "group_file", "group_finished", "load",
+]  # fmt: skip
 
 MANIFEST = "sweep.json"
 FORMAT_VERSION = 2
+GROUPS, CHECKPOINTS = "groups", "checkpoints"  # the directories of the layout above
+
+
+def group_file(directory, group_id: str, suffix: str) -> Path:
+    """``DIR/groups/<group_id><suffix>``: a finished group's arrays (``".npz"``) or metadata (``".json"``)."""
+    return Path(directory) / GROUPS / f"{group_id}{suffix}"
+
+
+def checkpoint_file(directory, group_id: str) -> Path:
+    """``DIR/checkpoints/<group_id>.npz``: the engine state of a group in progress."""
+    return Path(directory) / CHECKPOINTS / f"{group_id}.npz"
 
 
 def _require(entry, keys, path, what: str, kind: type = dict) -> None:
@@ -211,7 +224,7 @@ def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells:
     (``monitor/*`` ones are optional); None if it is not finished.  ``arrays``: only
     their names, or with ``num_cells`` a dict of them, each checked to hold one row per
     cell.  A ValueError naming the file that is damaged."""
-    meta_path, data_path = (directory / "groups" / f"{group_id}{suffix}" for suffix in (".json", ".npz"))
+    meta_path, data_path = (group_file(directory, group_id, suffix) for suffix in (".json", ".npz"))
     if not meta_path.is_file() or not data_path.is_file():
         return None
     meta = read_json(meta_path)
@@ -332,5 +345,5 @@ def load(directory) -> SweepResults:
         groups=groups,
         missing=tuple(missing),
         plan={group["id"]: group for group in manifest["groups"]},
-        in_progress=tuple(g for g in missing if (directory / "checkpoints" / f"{g}.npz").is_file()),
+        in_progress=tuple(g for g in missing if checkpoint_file(directory, g).is_file()),
     )

@@ -109,7 +109,7 @@ def run(
             if not done:
                 logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
     except BaseException:
-        if alone and not (files.visible_entries(out / "groups") or files.visible_entries(out / "checkpoints")):
+        if alone and not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS)):
             for name in (io.MANIFEST, "config.toml"):
                 (out / name).unlink(missing_ok=True)
         raise

@@ -318,11 +318,7 @@ def _policies(fail, entries, precision: str) -> list:
             fail(f"{key}.name", str(err))
         label = entry.label or entry.name
         params = dict(entry.model_extra)
-        accepted = _accepted(factory, params)
-        for param in params:
-            if param not in accepted:
-                allowed = ", ".join(sorted(accepted | {"name", "label"}))
-                fail(f"{key}.{param}", f"unknown key; allowed keys: {allowed} (parameters of policy {entry.name!r} plus name and label)")
+        _check_keys(fail, key, factory, params, f"parameters of policy {entry.name!r}", ("name", "label"))
         grid = tuple(dict(combo) for combo in itertools.product(*[[(p, v) for v in vs] for p, vs in params.items()]))
         built = []
         for kwargs in grid:
@@ -344,15 +340,21 @@ def _policies(fail, entries, precision: str) -> list:
     return specs
 
 
-def _accepted(factory, params: dict) -> set:
-    """The keyword arguments ``factory`` takes (all of ``params`` if it takes ``**``)."""
+def _check_keys(fail, key: str, function, given: dict, what: str, own: tuple, taken_apart=()) -> None:
+    """Every key of ``given`` (an entry's keys beyond its ``own`` ones) must be a keyword
+    argument of ``function`` (other than ``taken_apart``); one that takes ``**`` or
+    has no signature names a wrong one itself."""
     try:
-        signature = list(inspect.signature(factory).parameters.values())
+        signature = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
-        return set(params)
+        return
     if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in signature):
-        return set(params)  # it names a wrong one itself
-    return {p.name for p in signature}
+        return
+    accepted = {p.name for p in signature} - set(taken_apart)
+    for name in given:
+        if name not in accepted:
+            allowed = ", ".join(sorted(accepted | set(own)))
+            fail(f"{key}.{name}", f"unknown key; allowed keys: {allowed} ({what} plus {' and '.join(own)})")
 
 
 def _check_numeric(fail, key: str, built: list, grid: tuple, dtype) -> None:
@@ -380,11 +382,8 @@ def _monitor(fail, entry) -> Optional[Monitor]:
     if entry.name not in monitors_module.REGISTRY:
         fail("monitor.name", f"unknown monitor {entry.name!r}; known monitors: {known}")
     arguments = dict(entry.model_extra)
-    accepted = set(inspect.signature(monitors_module.REGISTRY[entry.name]).parameters) - {"estimator_fn"}
-    for argument in arguments:
-        if argument not in accepted:
-            allowed = ", ".join(sorted(accepted | {"name"}))
-            fail(f"monitor.{argument}", f"unknown key; allowed keys: {allowed} (arguments of monitor {entry.name!r} plus name)")
+    _check_keys(fail, "monitor", monitors_module.REGISTRY[entry.name], arguments, f"arguments of monitor {entry.name!r}",
+                ("name",), taken_apart=("estimator_fn",))  # fmt: skip
     try:
         return monitors_module.make(entry.name, **arguments)
     except (ValueError, TypeError) as err:
