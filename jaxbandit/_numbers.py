@@ -98,8 +98,9 @@ def holds_non_numbers(value) -> bool:
 
 def number(name: str, value, requirement: str = "") -> float:
     """``value`` as a float, or an :class:`ArgumentError` naming ``name`` (and
-    ``requirement``, e.g. ``"> 0"``) for anything that is not a number."""
-    if not not_a_number(value) and getattr(value, "ndim", 0) == 0:
+    ``requirement``, e.g. ``"> 0"``) for anything that is not a number (:func:`is_real`,
+    the rule array entries follow too)."""
+    if is_real(value):
         try:
             return float(value)
         except (TypeError, ValueError, OverflowError):  # 10**400 is an int, not a float

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import decimal
 import inspect
 import itertools
 import json
@@ -242,7 +243,9 @@ INF_SPELLINGS = st.sampled_from(["inf", "Inf", "+inf", "infinity", "INFINITY", "
 
 BOOLEANS = st.booleans()
 TEXT = st.sampled_from(["1", "0.5", "abc", "", "nan", "-1", "inf"])
-NOT_NUMBERS = st.one_of(BOOLEANS, TEXT, st.none())  # what float() would take, and None
+# what float() would take, and None; a Decimal is not a number anywhere (one rule for
+# scalars and array entries)
+NOT_NUMBERS = st.one_of(BOOLEANS, TEXT, st.none(), st.just(decimal.Decimal("0.5")))
 NAN = st.just(math.nan)
 INFINITIES = st.sampled_from([math.inf, -math.inf])
 NEGATIVE = st.one_of(st.integers(-(2**70), -1), st.floats(max_value=-5e-324, allow_infinity=False))
