@@ -161,14 +161,17 @@ def _check_estimators_consolidated(state) -> None:
 def check_policy_fields(policy: Policy) -> None:
     """Raise :class:`PolicyError` for a :class:`~jaxbandit.base.Policy` field of the
     wrong kind: a name that is not a string, ``params`` or ``options`` that are not
-    dicts with string keys, or a ``feedback`` option other than
-    :data:`~jaxbandit.base.OWN_ARM` (a misspelt one would skip the check it asks for)."""
+    dicts with string keys, a ``check_params`` that is not a function, or a ``feedback``
+    option other than :data:`~jaxbandit.base.OWN_ARM` (a misspelt one would skip the
+    check it asks for)."""
     if not isinstance(policy.name, str):
         raise PolicyError(f"Policy.name must be a string, got {policy.name!r}.")
     for field in ("params", "options"):
         value = getattr(policy, field)
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise PolicyError(f"Policy.{field} must be a dict with string keys, got {value!r}.")
+    if policy.check_params is not None and not callable(policy.check_params):
+        raise PolicyError(f"Policy.check_params must be a function or None, got {policy.check_params!r}.")
     feedback = policy.options.get("feedback", OWN_ARM)
     if feedback != OWN_ARM:
         raise PolicyError(f"Policy.options['feedback'] can only be {OWN_ARM!r}, got {feedback!r}.")

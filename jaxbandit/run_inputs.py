@@ -22,7 +22,7 @@ from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, policy_key
 from jaxbandit.fingerprint import computation_key
 from jaxbandit.instances import Instance, check_representable
 from jaxbandit.monitors import Monitor
-from jaxbandit.policy_check import PolicyError, check_monitor, check_policy, check_policy_fields
+from jaxbandit.policy_check import check_monitor, check_policy, check_policy_fields
 from jaxbandit.result import check_times, geometric_times
 
 __all__ = [
@@ -212,8 +212,6 @@ def check_param_values(policy: Policy, columns: dict, dtype, remedy: str = "dtyp
     1.0).  ``remedy`` is the caller's name for a wider dtype."""
     if policy.check_params is None or not columns:
         return
-    if not callable(policy.check_params):
-        raise PolicyError(f"check_params must be a function or None, got {policy.check_params!r}.")
     num_cells = len(next(iter(columns.values())))
     for cell in range(num_cells):
         where = f" of cell {cell}" if num_cells > 1 else ""

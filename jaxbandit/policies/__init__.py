@@ -22,6 +22,7 @@ from jaxbandit._numbers import ArgumentError
 from jaxbandit.base import Policy, play
 from jaxbandit.policies import greedy, lp_baselines, lp_explore, oracle_etc, ossb, thompson, ucb, ucb_maxn
 from jaxbandit.policies._common import initial_side_arm
+from jaxbandit.policy_check import check_policy_fields
 
 __all__ = ["REGISTRY", "initial_side_arm", "make", "names", "play", "register", "resolve"]
 
@@ -129,4 +130,5 @@ def make(name: str, **params) -> Policy:
         raise ValueError(f"policy {name!r}: calling {build!r} with {params} failed: {err}.") from err
     if not isinstance(policy, Policy):
         raise ValueError(f"policy {name!r}: the factory returned {type(policy).__name__}, not a jaxbandit.Policy.")
+    check_policy_fields(policy)
     return policy
