@@ -69,6 +69,13 @@ def test_a_factory_that_returns_no_policy_is_refused():
         config.load(_config([{"name": "tests.user_policies:not_a_factory"}]))
 
 
+def test_a_factory_s_policy_fields_are_checked_where_it_enters():
+    """A ``check_params`` that is not a function, named at the entry before any of its
+    hyper-parameters is checked through it."""
+    with pytest.raises(config.ConfigError, match=r"policies\[0\].*Policy.check_params must be a function or None, got 1"):
+        config.load(_config([{"name": "tests.user_policies:uncallable_check_params", "eps": 0.2}]))
+
+
 def test_a_sweep_stops_on_an_invalid_arm(tmp_path):
     cfg = _config([{"name": "tests.user_policies:arm_out_of_range", "bad_round": 150}])
     with pytest.raises(jb.InvalidArmError, match="select_fn chose arm 3 at round 150"):

@@ -74,6 +74,11 @@ def not_a_factory() -> int:
     return 3
 
 
+def uncallable_check_params(eps: float = 0.1) -> jb.Policy:
+    """A policy whose ``check_params`` is not a function (``eps`` in its params)."""
+    return traced_threshold(eps)._replace(check_params=1)
+
+
 def ucb_n_worst_arm() -> jb.Policy:
     """``ucb_n`` with its select_fn replaced (always the last arm); the name stays "ucb_n"."""
 
