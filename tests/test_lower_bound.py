@@ -795,7 +795,6 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
     precision = inst.precision
     means = inst.mu + np.cumsum(rng.normal(0, 2e-3, (40, 10)), axis=0)
 
-    @jax.jit
     def step(warm, mu):
         solution, new_warm, used_full = bound_lp.solve_lower_bound_warm(mu, precision, warm)
         return new_warm, (solution, used_full)
@@ -803,7 +802,7 @@ def test_warm_start_matches_cold_solve_along_a_mean_path():
     with jax.enable_x64(True):
         # (the warm starts jitted: one compile each instead of one per operation)
         initial = Program(bound_lp.initial_warm_start)(precision)
-        _, (warm_solutions, used_full) = jax.lax.scan(step, initial, means)
+        _, (warm_solutions, used_full) = Program(lambda warm, path: jax.lax.scan(step, warm, path))(initial, means)
         cold = _cold(means, np.broadcast_to(precision, (len(means),) + precision.shape))
         ok, checked, _ = Program(jax.vmap(bound_lp.check_warm_start, in_axes=(0, None, None)))(
             means, precision, Program(bound_lp.warm_start)(precision, cold.basis[0])
