@@ -16,6 +16,7 @@ from scipy.optimize import linprog
 import jaxbandit as jb
 from jaxbandit import estimator, instances, rng
 from jaxbandit.base import Context
+from jaxbandit.compile_options import Program
 from jaxbandit.policies import lp_baselines
 from jaxbandit.policies.lp_baselines import eps_greedy_lp, ucb_lp
 from jaxbandit.policies.ucb import ucb_n_index
@@ -40,8 +41,9 @@ HORIZON, RUNS, SEED = 300, 3, 11
 # so that each policy's engine compiles once for the file (the horizon and the
 # policies' parameters are traced); the NumPy loops follow the first RUNS runs.
 ENGINE_RUNS, NUM_TIMES = 200, 300
-# The cover LP at K = 5 in float32, compiled once for every test that solves it.
-SOLVE_COVER = jax.jit(lp_baselines.solve_cover)
+# The cover LP at K = 5 in float32, compiled once for every test that solves it (with
+# the host's compiler options, as the LP tests' programs: the same bits, less compile).
+SOLVE_COVER = Program(lp_baselines.solve_cover)
 
 
 def _times(first: int, last: int) -> np.ndarray:

@@ -309,7 +309,7 @@ def test_loops_beyond_the_unroll_limit_give_the_same_bits(monkeypatch):
     means = jnp.asarray(instance.mu[None] + 0.05 * rng.standard_normal((32, 12)), jnp.float32)
 
     def compute():
-        residuals = jax.jit(lambda: (numerics.residual(matrix, x, rhs), numerics.transposed_residual(matrix, x, rhs)))()
+        residuals = Program(lambda: (numerics.residual(matrix, x, rhs), numerics.transposed_residual(matrix, x, rhs)))()
         solved = Program(jax.vmap(lambda mu: bound_lp.solve_lower_bound(mu, precision)))(means)
         warm = Program(jax.vmap(lambda basis: bound_lp.warm_start(precision, basis)))(solved.basis)
         check = Program(jax.vmap(lambda mu, w: bound_lp.check_warm_start(mu + 1e-4, precision, w)))(means, warm)
@@ -416,12 +416,12 @@ def test_shifted_values_bound_their_error():
     rng = np.random.default_rng(5)
     batch = jb_instances.random(3, 6, num_instances=8)
 
-    @jax.jit
+    @Program
     def factor_and_start(mu, precision):
         solved = bound_lp.solve_lower_bound(mu, precision)
         return solved, bound_lp.warm_start(precision, solved.basis).factor, bound_lp.lower_bound_problem(mu, precision).b
 
-    shift, value_error = jax.jit(lp.shifted_values), jax.jit(lp.value_error)
+    shift, value_error = Program(lp.shifted_values), Program(lp.value_error)
     for k in range(8):
         precision = np.asarray(batch.precision[k], np.float32)
         solved, factor, rhs = factor_and_start(np.asarray(batch.mu[k], np.float32), precision)
@@ -449,7 +449,7 @@ def test_basis_gauss_jordan_solves_with_the_basis_matrix():
     relative; a basis whose structural block is singular gives non-finite rows."""
     rng = np.random.default_rng(3)
     m, n = 6, 5
-    solve = jax.jit(numerics.basis_gauss_jordan, static_argnums=3)
+    solve = Program(numerics.basis_gauss_jordan, static_argnums=3)
     with jax.enable_x64(True):
         for trial in range(20):
             matrix = np.concatenate([rng.normal(size=(m, n)), -np.eye(m)], axis=1)
@@ -480,7 +480,7 @@ def test_the_residual_stays_within_its_rounding_bound(dtype):
     rng = np.random.default_rng(12)
     unit = np.finfo(dtype).eps / 2
     with jax.enable_x64(dtype == np.float64):
-        computed = jax.jit(jax.vmap(numerics.residual))
+        computed = Program(jax.vmap(numerics.residual))
         for m in (6, 16, 24):
             matrix = (rng.standard_normal((32, m, m)) * 10.0 ** rng.integers(-2, 3, (32, m, m))).astype(dtype)
             x = rng.standard_normal((32, m)).astype(dtype)
@@ -506,7 +506,7 @@ def test_basis_residual_is_the_residual_bit_for_bit(dtype):
     rng = np.random.default_rng(5)
     m = n = 20
     assert m > numerics.UNROLL_LIMIT
-    both = jax.jit(
+    both = Program(
         lambda b, x, r, basis: (numerics.basis_residual(b, x, r, basis, n), numerics.residual(b, x, r))
     )
     with jax.enable_x64(dtype == np.float64):
