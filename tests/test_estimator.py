@@ -89,13 +89,13 @@ def test_float32_accurate_over_ten_million_rounds():
     num_rounds = 10_000_000
     sigma = np.array([[1.0, 3.0, INF], [INF, 0.5, 2.0], [0.8, INF, 1.0]])
     mu = np.array([1000.0, -2000.0, 1234.5])
+    block = 1000  # rounds whose draws are made at once (the same draws as one at a time)
     with jax.enable_x64(True):
         key = rng.run_keys(rng.stream_key(5, 0), 0, 0)
 
-        def step(states, t):
-            state32, state64 = states
+        def step(states, round_and_draws):
+            (state32, state64), (t, z) = states, round_and_draws
             arm = (t * 7 // 3) % 3
-            z = rng.standard_normal(key, t, 3, jnp.float64)
             row = jnp.asarray(sigma)[arm]
             x = jnp.where(jnp.isfinite(row), jnp.asarray(mu) + jnp.where(jnp.isfinite(row), row, 0.0) * z, 0.0)
             p64 = 1.0 / jnp.square(row)
@@ -104,7 +104,13 @@ def test_float32_accurate_over_ten_million_rounds():
                 estimator.step(state64, t + 1, arm, x, p64),
             ), None
 
-        run = jax.jit(lambda: jax.lax.scan(step, (estimator.init(3, jnp.float32), estimator.init(3, jnp.float64)), jnp.arange(num_rounds))[0])
+        def rounds(states, first):
+            t = first + jnp.arange(block)
+            z = jax.vmap(lambda t: rng.standard_normal(key, t, 3, jnp.float64))(t)
+            return jax.lax.scan(step, states, (t, z))[0], None
+
+        initial = (estimator.init(3, jnp.float32), estimator.init(3, jnp.float64))
+        run = jax.jit(lambda: jax.lax.scan(rounds, initial, jnp.arange(0, num_rounds, block))[0])
         state32, state64 = run()
         mean32 = np.asarray(estimator.mean(state32), np.float64)
         mean64 = np.asarray(estimator.mean(state64))
