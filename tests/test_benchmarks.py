@@ -83,8 +83,9 @@ def _counts(counts, rounds, *, initial):
 
 
 def test_lp_benchmark_solve_and_warm_cases():
-    # 8 LPs: the host API's smallest batch, so that the solve, host and warm-start
-    # cases run one compiled solve (the session's compile cache).
+    # 8 LPs: the host API's smallest batch.  The solve and warm-start cases run one
+    # compiled solve (the session's compile cache); the host case's program is compiled
+    # with the host's options (jaxbandit.compile_options), so it is another one.
     records = _run(
         "lp.py", "--arms", "3", "--batches", "8", "--dtypes", "float64",
         "--repeat", "1", "--reference-size", "2", "--loop-lps", "32", "--large", "8",
