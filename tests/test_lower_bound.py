@@ -22,7 +22,7 @@ float32 sweep solve traced once (and the test session's compile cache keeps the
 program the first compiles for the second).  The programs the tests jit themselves
 compile with the host's compiler options (:class:`jaxbandit.compile_options.Program`,
 as :func:`jaxbandit.lower_bound` does), which give the same bits as XLA's defaults
-(:func:`test_the_host_programs_compiler_options_keep_the_bits`) in about half the
+(:func:`test_the_host_programs_compiler_options_keep_the_bits`) in less
 compile time.
 """
 

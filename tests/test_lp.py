@@ -8,7 +8,7 @@ Nearly all of this module's time is XLA compiling the solver, so the batched col
 solves share programs: every one has ``LANES`` lanes (:func:`solve_lps`), and the LPs
 are 4 x 6 wherever the shape is not what is tested.  They compile with the host's
 compiler options (:class:`jaxbandit.compile_options.Program`, as ``jb.lower_bound``
-does), to the same bits as XLA's defaults in half the time
+does), to the same bits as XLA's defaults in less time
 (``test_lower_bound.py::test_the_host_programs_compiler_options_keep_the_bits``); the
 engine's chunk step, which runs the solver under the defaults, is checked by the
 policies' reference-loop tests.
