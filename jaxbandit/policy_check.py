@@ -181,11 +181,12 @@ def check_policy(policy: Policy, ctx: Context) -> None:
     """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes.
 
     Args:
-        policy: the policy to check (a :class:`~jaxbandit.base.Policy`).
+        policy: the policy to check (a :class:`~jaxbandit.base.Policy` whose fields
+            :func:`check_policy_fields` passed where it entered: ``policies.make`` or
+            the simulation's arguments).
         ctx: the :class:`~jaxbandit.base.Context` of ONE cell (arrays or
             ``jax.ShapeDtypeStruct``; ``sigma`` is ``(num_arms, num_arms)``).
     """
-    check_policy_fields(policy)
     params = dict(ctx.params)
     state = _evaluate("init_fn", policy.init_fn, params, ctx)
     key = jax.ShapeDtypeStruct((2,), np.uint32)

@@ -29,7 +29,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["KEYS", "SUFFIXES", "InstanceFile", "read"]
+__all__ = ["KEYS", "SUFFIXES", "InstanceFile", "build", "read"]
 
 SUFFIXES = (".npz", ".json", ".toml")
 KEYS = ("mu", "sigma")
@@ -49,17 +49,22 @@ class InstanceFile:
         return {"path": self.path, "sha256": self.sha256}
 
     def instance(self, noise="gaussian") -> Instance:
-        """The instance the file holds, checked as any instance is: ``sigma`` one number
-        is a standard bandit's (:func:`~jaxbandit.instances.bandit`).
+        """The instance the file holds (:func:`build`).
 
         Raises:
             ValueError: naming the file and the value it refuses.
         """
-        make = bandit if np.ndim(self.sigma) == 0 else Instance
         try:
-            return make(self.mu, self.sigma, noise=noise)
+            return build(self.mu, self.sigma, noise)
         except ValueError as err:
             raise ValueError(f"{self.path}: {err}") from None
+
+
+def build(mu, sigma, noise="gaussian") -> Instance:
+    """The instance of ``mu`` and ``sigma`` given as data (a file, the command line),
+    checked as any instance is: ``sigma`` one number is a standard bandit's
+    (:func:`~jaxbandit.instances.bandit`)."""
+    return (bandit if np.ndim(sigma) == 0 else Instance)(mu, sigma, noise=noise)
 
 
 def read(path: str, directory: str) -> InstanceFile:
