@@ -44,7 +44,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import exact_lp, lp
-from jaxbandit.compile_options import Program
 from jaxbandit._numbers import ArgumentError, boolean, check_fits, float_array, float_dtype
 from jaxbandit._types import Array, ArrayLike
 from jaxbandit.bound_lp import (
@@ -55,6 +54,7 @@ from jaxbandit.bound_lp import (
     solve_lower_bound,
     warm_start,
 )
+from jaxbandit.compile_options import Program
 from jaxbandit.instances import Instance, check_precisions, check_unique_best
 
 __all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]

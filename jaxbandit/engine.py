@@ -27,9 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import compaction, environment, estimator
-from jaxbandit.compile_options import Program
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
+from jaxbandit.compile_options import Program
 from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
