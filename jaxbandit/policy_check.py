@@ -94,14 +94,13 @@ def _scalar(name: str, what: str, value, kind: str) -> None:
         raise PolicyError(f"{name} returned {what} = {_describe(value)}; expected {kind} scalar (shape ()).")
 
 
-def _scalars(name: str, report, *, monitor: bool = False) -> None:
-    """``report`` (a policy's diagnostics, or a monitor's report: non-empty, named by
-    strings) must be a dict of one scalar per run."""
-    if not isinstance(report, dict) or (monitor and not report):
-        expected = "a non-empty dict" if monitor else "a dict"
-        raise PolicyError(f"{name} returned {_describe(report)}; expected {expected} of scalars.")
+def _scalars(name: str, report) -> None:
+    """``report`` (a policy's diagnostics, or a monitor's report) must be a dict of one
+    scalar per run, named by strings (the names its records are stored under)."""
+    if not isinstance(report, dict):
+        raise PolicyError(f"{name} returned {_describe(report)}; expected a dict of scalars.")
     for key, value in report.items():
-        if monitor and not isinstance(key, str):
+        if not isinstance(key, str):
             raise PolicyError(f"{name} returned the key {key!r}; expected names that are strings.")
         if not isinstance(value, jax.ShapeDtypeStruct) or value.shape != ():
             raise PolicyError(f"{name} returned {key!r} = {_describe(value)}; expected a scalar per run (shape ()).")
@@ -239,4 +238,7 @@ def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
     policy_state = jax.eval_shape(policy.init_fn, ctx)
     updated = _evaluate("monitor update_fn", monitor.update_fn, params, state, policy_state, _INT32, ctx)
     _same_state("monitor update_fn", state, updated)
-    _scalars("monitor report_fn", _evaluate("monitor report_fn", monitor.report_fn, params, state), monitor=True)
+    report = _evaluate("monitor report_fn", monitor.report_fn, params, state)
+    if report == {}:  # a monitor that reports nothing records nothing
+        raise PolicyError("monitor report_fn returned {}; expected a non-empty dict of scalars.")
+    _scalars("monitor report_fn", report)

@@ -107,7 +107,8 @@ def _counting_monitor(report_fn):
     [
         # a report of shape (1,) would be written into the wrong recording slots
         (_counting_monitor(lambda state: {"n": state[None]}), r"monitor report_fn returned 'n' = float32\[1\]; expected a scalar per run"),
-        (_counting_monitor(lambda state: state), r"monitor report_fn returned float32\[\]; expected a non-empty dict of scalars"),
+        (_counting_monitor(lambda state: state), r"monitor report_fn returned float32\[\]; expected a dict of scalars"),
+        (_counting_monitor(lambda state: {}), r"monitor report_fn returned \{\}; expected a non-empty dict of scalars"),
         (_counting_monitor(lambda state: {1: state}), r"monitor report_fn returned the key 1; expected names that are strings"),
         (
             monitors.Monitor(lambda ctx: jnp.zeros((), jnp.int32), lambda s, p, t, ctx: s.astype(jnp.float32), lambda s: {"n": s}),

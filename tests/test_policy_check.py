@@ -59,6 +59,8 @@ def test_a_failing_function_is_named_with_its_error():
     _fails(BASE._replace(update_fn=lambda s, a, v, c: s + v), r"update_fn failed on one run's abstract inputs: TypeError")
     _fails(BASE._replace(diagnostics_fn=lambda s: {"zeta": s.zeta}), r"diagnostics_fn returned 'zeta' = float32\[3\]; expected a scalar per run")
     _fails(BASE._replace(diagnostics_fn=lambda s: s.zeta), r"diagnostics_fn returned float32\[3\]; expected a dict")
+    # its names are the names its records are stored under
+    _fails(BASE._replace(diagnostics_fn=lambda s: {1: s.zeta[0]}), r"diagnostics_fn returned the key 1; expected names that are strings")
     _fails(BASE._replace(select_fn=None), r"select_fn must be a function, got None")
 
 
