@@ -190,22 +190,6 @@ def _advance(sim: SimulationRun, cfg, group, history: _History, path: Path, bar,
             after_chunk(group.id, sim.rounds_done)
 
 
-def _group_arrays(result, history: _History, num_cells: int) -> dict:
-    """What ``groups/gNNN.npz`` holds (see :class:`jaxbandit.io.CellResult`)."""
-    arrays = {
-        "times": result.times,
-        "regret": result.regret,
-        "counts": result.counts,
-        "diagnostic_times": np.asarray(history.times, dtype=np.int64),
-    }
-    for name, value in result.diagnostics.items():
-        arrays[f"diagnostics/{name}"] = value
-        arrays[f"diagnostic_history/{name}"] = history.stacked(name, num_cells)
-    for name, value in result.monitor.items():
-        arrays[f"monitor/{name}"] = value
-    return arrays
-
-
 def _group_metadata(cfg, group, result, session_time: float, resumed_from: int) -> dict:
     """What ``groups/gNNN.json`` holds: the group, its configuration, where and how fast it ran."""
     work = len(group.cells) * cfg.runs * (group.horizon - resumed_from)
@@ -254,7 +238,12 @@ def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None
     session_time = time.perf_counter() - session_start
     meta = _group_metadata(cfg, group, result, session_time, resumed_from)
     if distributed.is_writer():
-        files.save_npz(io.group_file(out, group.id, ".npz"), _group_arrays(result, history, len(group.cells)))
+        history_arrays = {name: history.stacked(name, len(group.cells)) for name in result.diagnostics}
+        arrays = io.group_arrays(
+            result.times, np.asarray(history.times, dtype=np.int64), result.regret, result.counts,
+            result.diagnostics, history_arrays, result.monitor,
+        )  # fmt: skip
+        files.save_npz(io.group_file(out, group.id, ".npz"), arrays)
         files.save_json(io.group_file(out, group.id, ".json"), meta)  # last: marks the group done
         checkpoint_path.unlink(missing_ok=True)
     logger.info(

@@ -29,7 +29,8 @@ from jaxbandit.instances import Instance
 from jaxbandit.result import Result
 
 __all__ = [
-    "FORMAT_VERSION", "MANIFEST", "CellResult", "SweepResults", "checkpoint_file", "group_file", "group_finished", "load",
+    "FORMAT_VERSION", "MANIFEST", "CellResult", "SweepResults", "checkpoint_file", "group_arrays", "group_file",
+    "group_finished", "load",
 ]  # fmt: skip
 
 MANIFEST = "sweep.json"
@@ -45,6 +46,26 @@ def group_file(directory, group_id: str, suffix: str) -> Path:
 def checkpoint_file(directory, group_id: str) -> Path:
     """``DIR/checkpoints/<group_id>.npz``: the engine state of a group in progress."""
     return Path(directory) / CHECKPOINTS / f"{group_id}.npz"
+
+
+# The arrays of groups/<id>.npz: one for the group, one row per cell, and per counter
+# (each named "<prefix>/<counter>"); a monitor's reports are "monitor/<name>".
+_GROUP_WIDE = ("times", "diagnostic_times")
+_PER_CELL = ("regret", "counts")
+_PER_COUNTER = ("diagnostics", "diagnostic_history")
+
+
+def group_arrays(times, diagnostic_times, regret, counts, diagnostics: dict, diagnostic_history: dict, monitor: dict):
+    """What ``groups/<id>.npz`` holds for a group of ``C`` cells, as :func:`load` reads it:
+    ``times`` ``(P,)``, ``diagnostic_times`` ``(D,)``, ``regret`` ``(C, runs, P)``,
+    ``counts`` ``(C, runs, K)``, per counter ``diagnostics`` ``(C, runs)`` and
+    ``diagnostic_history`` ``(C, D)``, per monitor report ``(C, runs, P)``."""
+    arrays = dict(zip(_GROUP_WIDE + _PER_CELL, (times, diagnostic_times, regret, counts)))
+    for name in diagnostics:
+        for prefix, values in zip(_PER_COUNTER, (diagnostics, diagnostic_history)):
+            arrays[f"{prefix}/{name}"] = values[name]
+    arrays.update({f"monitor/{name}": value for name, value in monitor.items()})
+    return arrays
 
 
 def _require(entry, keys, path, what: str, kind: type = dict) -> None:
@@ -236,9 +257,7 @@ def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells:
             arrays = data.files
     else:
         arrays = read_npz(data_path)
-    required = ["times", "regret", "counts", "diagnostic_times"]
-    for k in meta.get("diagnostics", []):
-        required += [f"diagnostics/{k}", f"diagnostic_history/{k}"]
+    required = [*_GROUP_WIDE, *_PER_CELL] + [f"{p}/{k}" for k in meta.get("diagnostics", []) for p in _PER_COUNTER]
     missing = [k for k in required if k not in arrays]
     if missing:
         raise ValueError(
@@ -246,7 +265,7 @@ def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells:
         )
     if num_cells is not None:
         for name, array in arrays.items():
-            if name not in ("times", "diagnostic_times") and array.shape[:1] != (num_cells,):
+            if name not in _GROUP_WIDE and array.shape[:1] != (num_cells,):
                 raise ValueError(
                     f"{data_path}: {name!r} has shape {array.shape}, not one row for each of the "
                     f"group's {num_cells} cells."
