@@ -16,12 +16,18 @@ import numpy as np
 import jaxbandit as jb
 
 
+TIMING_SETTINGS = ("PJRT_NPROC", "XLA_FLAGS")
+
+
 def machine() -> dict:
     """What the numbers were measured on."""
     return {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        # the settings that change timings without changing results (XLA's CPU threads, flags)
+        "settings": {name: os.environ[name] for name in TIMING_SETTINGS if name in os.environ},
         "python": sys.version.split()[0],
         "jax": jax.__version__,
         "backend": jax.default_backend(),

@@ -60,6 +60,8 @@ def _run(script, *args):
 def _machine(info):
     assert isinstance(info["platform"], str) and isinstance(info["jax"], str), info
     assert isinstance(info["cpu_count"], int) and info["cpu_count"] >= 1, info
+    assert isinstance(info["usable_cpus"], int) and 1 <= info["usable_cpus"] <= info["cpu_count"], info
+    assert isinstance(info["settings"], dict) and all(isinstance(v, str) for v in info["settings"].values()), info
     assert info["backend"] in ("cpu", "gpu", "cuda", "rocm", "tpu"), info
     assert info["devices"] and all(isinstance(d, str) for d in info["devices"]), info
 
