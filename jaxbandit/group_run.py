@@ -240,8 +240,9 @@ def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None
     if distributed.is_writer():
         history_arrays = {name: history.stacked(name, len(group.cells)) for name in result.diagnostics}
         arrays = io.group_arrays(
-            result.times, np.asarray(history.times, dtype=np.int64), result.regret, result.counts,
-            result.diagnostics, history_arrays, result.monitor,
+            times=result.times, diagnostic_times=np.asarray(history.times, dtype=np.int64), regret=result.regret,
+            counts=result.counts, diagnostics=result.diagnostics, diagnostic_history=history_arrays,
+            monitor=result.monitor,
         )  # fmt: skip
         files.save_npz(io.group_file(out, group.id, ".npz"), arrays)
         files.save_json(io.group_file(out, group.id, ".json"), meta)  # last: marks the group done

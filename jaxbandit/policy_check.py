@@ -239,6 +239,6 @@ def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
     updated = _evaluate("monitor update_fn", monitor.update_fn, params, state, policy_state, _INT32, ctx)
     _same_state("monitor update_fn", state, updated)
     report = _evaluate("monitor report_fn", monitor.report_fn, params, state)
-    if report == {}:  # a monitor that reports nothing records nothing
+    if isinstance(report, dict) and not report:  # a monitor that reports nothing records nothing
         raise PolicyError("monitor report_fn returned {}; expected a non-empty dict of scalars.")
     _scalars("monitor report_fn", report)
