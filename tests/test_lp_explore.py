@@ -11,6 +11,7 @@ import pytest
 import jaxbandit as jb
 from jaxbandit import bound_lp as lower_bound_module
 from jaxbandit import estimator, instances, lp
+from jaxbandit.compile_options import Program
 from jaxbandit.engine import make_context
 from jaxbandit.policies import lp_explore as lp_explore_module
 from jaxbandit.policies._allocation import LPAnswer, round_tests
@@ -26,13 +27,15 @@ def _policy(**params):
 
 
 # One policy for the hand-built tests: alpha and gamma are traced parameters, set per
-# test in the context, so each jitted function below compiles once per shape.
+# test in the context, so each jitted function below compiles once per shape; the LP
+# programs with the host's compiler options (compile_options.Program: the same bits, a
+# shorter compile), as in test_lp.
 POLICY = jb.policies.make("lp_explore")
 SELECT = jax.jit(POLICY.select_fn)
 FINISH = jax.jit(POLICY.solver.finish_fn)
-SOLVE = [jax.jit(stage.solve_fn) for stage in POLICY.solver.stages]  # re-use, check, full solve
-FOLD = [None if stage.fold_fn is None else jax.jit(stage.fold_fn) for stage in POLICY.solver.stages]
-INITIAL_WARM_START = jax.jit(lower_bound_module.initial_warm_start)  # one compile per K, not per operation
+SOLVE = [Program(stage.solve_fn) for stage in POLICY.solver.stages]  # re-use, check, full solve
+FOLD = [None if stage.fold_fn is None else Program(stage.fold_fn) for stage in POLICY.solver.stages]
+INITIAL_WARM_START = Program(lower_bound_module.initial_warm_start)  # one compile per K, not per operation
 
 
 class _no_warning:
@@ -203,7 +206,7 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     checked, state = _later_stages(decision, _reuse(decision.request, state, ctx), state, ctx)
     assert not bool(checked.full_solve) and not bool(checked.reused)  # the check passed ...
     assert not no_anchor(state.warm)  # ... and anchored the warm start
-    check = jax.jit(lower_bound_module.check_warm_start)
+    check = Program(lower_bound_module.check_warm_start)
     radius = float(check(decision.request.mean, ctx.precision, state.warm)[2].cost_radius)
     assert radius > 0
     # each gap (the LP's costs) moves by at most radius / 2

@@ -13,6 +13,7 @@ import jaxbandit as jb
 from jaxbandit import estimator, instances, lp
 from jaxbandit.bound_lp import LowerBoundSolution, initial_warm_start, warm_start
 from jaxbandit import engine
+from jaxbandit.compile_options import Program
 from jaxbandit.engine import make_context
 from jaxbandit.policies import ossb as ossb_module
 from jaxbandit.policies._allocation import LPAnswer
@@ -22,13 +23,15 @@ Branch = ossb_module.Branch
 INF = np.inf
 
 # One policy for the hand-built tests: epsilon and gamma are traced parameters, set per
-# test in the context, so each jitted function compiles once per shape.
+# test in the context, so each jitted function compiles once per shape; the LP
+# programs with the host's compiler options (compile_options.Program: the same bits, a
+# shorter compile), as in test_lp.
 POLICY = jb.policies.make("ossb")
 SELECT = jax.jit(POLICY.select_fn)
 FINISH = jax.jit(POLICY.solver.finish_fn)
-SOLVE = [jax.jit(stage.solve_fn) for stage in POLICY.solver.stages]  # re-use, check, full solve
-FOLD = [None if stage.fold_fn is None else jax.jit(stage.fold_fn) for stage in POLICY.solver.stages]
-INITIAL_WARM_START = jax.jit(initial_warm_start)  # one compile per K, not per operation
+SOLVE = [Program(stage.solve_fn) for stage in POLICY.solver.stages]  # re-use, check, full solve
+FOLD = [None if stage.fold_fn is None else Program(stage.fold_fn) for stage in POLICY.solver.stages]
+INITIAL_WARM_START = Program(initial_warm_start)  # one compile per K, not per operation
 
 
 def _context(inst, epsilon=0.0, gamma=0.0):
@@ -132,7 +135,7 @@ def test_exploration_solves_and_plays_the_arm_furthest_behind_its_allocation():
     assert int(decision.request.branch) == Branch.EXPLORATION and bool(decision.needs_solve)
     # the basis a full solve leaves here, {c_0, c_1, c_2}, factorised without an anchor:
     # no re-use, the check passes and anchors it
-    state = state._replace(warm=jax.jit(warm_start)(ctx.precision, jnp.arange(3, dtype=jnp.int32)))
+    state = state._replace(warm=Program(warm_start)(ctx.precision, jnp.arange(3, dtype=jnp.int32)))
     answer, state = _serve(decision, state, ctx)
     assert not bool(answer.full_solve) and not bool(answer.reused)
     assert np.any(np.concatenate(state.warm.anchor.cost_room) > 0)
