@@ -7,9 +7,10 @@ same bits (``tests/test_lower_bound.py``, ``scripts/record_results.py --compare`
 some float32 speed at large K (``benchmarks/README.md``).  They serve the programs that
 run once or solve LPs only: a simulation's initial state (:mod:`jaxbandit.engine`) and
 the host's lower-bound programs (:mod:`jaxbandit.bound`).  A simulation's chunk step
-keeps XLA's defaults: its kernels outside the LP run slower under these options, and a
-simulation runs for longer than it compiles.  An accelerator's compiler keeps its
-defaults everywhere.
+runs slower under them (its kernels outside the LP most), so it keeps XLA's defaults
+unless the simulation is short (:func:`compiles_quickly`): then its compile, not its
+run, is most of its time.  The bits are the same either way (``tests/test_engine.py``).
+An accelerator's compiler keeps its defaults everywhere.
 """
 
 from __future__ import annotations
@@ -19,9 +20,22 @@ from typing import Callable
 
 import jax
 
-__all__ = ["CPU_OPTIONS", "Program"]
+__all__ = ["CPU_OPTIONS", "Program", "QUICK_WORK", "compiles_quickly"]
 
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+
+# The most work (cells x runs x horizon x arms) of a simulation whose chunk step compiles
+# with CPU_OPTIONS.  Below it the seconds of compile they save outweigh the slower run,
+# with room to spare: for the cheapest policies, whose run slows the most and whose
+# compile gains the least, and more so for the LP policies (the trade by policy and K is
+# measured in benchmarks/README.md).
+QUICK_WORK = 2**23
+
+
+def compiles_quickly(cells: int, runs: int, horizon: int, num_arms: int) -> bool:
+    """Whether a simulation compiles its chunk step with ``CPU_OPTIONS`` (on a CPU): the
+    rule of :data:`QUICK_WORK`."""
+    return cells * runs * horizon * num_arms <= QUICK_WORK
 
 
 class Program:
@@ -45,6 +59,10 @@ class Program:
 
     def __call__(self, *args):
         return self.jitted(jax.default_backend())(*args)
+
+    def lower(self, *args):
+        """``jax.jit(...).lower``: the program compiled for the default backend."""
+        return self.jitted(jax.default_backend()).lower(*args)
 
     def cache_size(self) -> int:
         """How many programs (shapes, dtypes) were compiled, on every backend."""

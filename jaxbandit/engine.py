@@ -263,9 +263,12 @@ def make_simulation(
     solve_batch: Optional[int] = None,
     monitor: Optional[Monitor] = None,
     noise: NoiseFamily = GAUSSIAN,
+    quick_compile: bool = False,
 ) -> Simulation:
     """Build the jitted pieces of the engine for ``policy`` under the noise family
-    ``noise`` (shapes are traced lazily)."""
+    ``noise`` (shapes are traced lazily); ``quick_compile``: the chunk step compiles
+    with the host's compiler options (:mod:`jaxbandit.compile_options`), for a short
+    simulation."""
     consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
     one_round = _make_round(policy, solve_batch, monitor, noise)
     run_chunk = _make_chunk(one_round, _make_record(monitor), consolidate, chunk_size)
@@ -275,7 +278,7 @@ def make_simulation(
         diagnostics = jax.jit(jax.vmap(jax.vmap(policy.diagnostics_fn)))
     return Simulation(
         init=Program(_make_init(policy, monitor), static_argnums=(1, 2)),  # runs once a simulation
-        run_chunk=jax.jit(run_chunk, donate_argnums=(0,)),
+        run_chunk=(Program if quick_compile else jax.jit)(run_chunk, donate_argnums=(0,)),
         diagnostics=diagnostics,
         chunk_size=chunk_size,
     )
@@ -305,18 +308,20 @@ def cached_simulation(
     solve_batch: Optional[int],
     monitor: Optional[Monitor] = None,
     noise: NoiseFamily = GAUSSIAN,
+    quick_compile: bool = False,
 ) -> Simulation:
     """The engine for ``policy`` (and ``monitor``) under ``noise``, built once per
-    computation (:func:`policy_key`) and noise family.
+    computation (:func:`policy_key`), noise family and compile mode
+    (:func:`make_simulation`).
 
     Two policies share a compiled program only if they compute the same thing; numeric
     hyper-parameters live in ``ctx.params`` (traced), so a grid of them shares one.
     """
-    key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor), noise)
+    key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor), noise, quick_compile)
     if key in _SIMULATIONS:
         _SIMULATIONS.move_to_end(key)
     else:
-        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch, monitor, noise)
+        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch, monitor, noise, quick_compile)
         while len(_SIMULATIONS) > _CACHE_SIZE:
             _SIMULATIONS.popitem(last=False)
     return _SIMULATIONS[key]

@@ -19,6 +19,7 @@ import numpy as np
 from jaxbandit import rng
 from jaxbandit._numbers import integer
 from jaxbandit.base import Policy, options_record
+from jaxbandit.compile_options import compiles_quickly
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, make_context, policy_code
 from jaxbandit.fingerprint import array_digest, computation_key, stable_digest
 from jaxbandit.instances import Instance
@@ -102,8 +103,9 @@ class SimulationRun:
         self.params, self.dtype, self.noise_index = inputs.params, inputs.dtype, inputs.noise_index
         self._placement = Placement(inputs.devices, inputs.runs)
         env, ctx = make_context(inputs.instance, inputs.cell_params, inputs.horizon, inputs.dtype)
+        quick = compiles_quickly(inputs.num_cells, inputs.runs, inputs.horizon, inputs.instance.num_arms)
         self._sim = cached_simulation(
-            inputs.policy, inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise
+            inputs.policy, inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, quick
         )
         cell_index = inputs.noise_index.astype(np.uint32)[:, None]
         run_index = np.arange(inputs.first_run, inputs.first_run + self._placement.padded_runs, dtype=np.uint32)[None, :]

@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from jax.experimental import topologies  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from jaxbandit import bound, bound_lp, lp, runner  # noqa: E402
+from jaxbandit import bound, bound_lp, compile_options, lp, runner  # noqa: E402
 
 DEFAULT_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_targets", "h100.pbtxt")
 
@@ -85,6 +85,7 @@ def cases(num_arms: int, dtype):
 
 
 def engine_case(num_arms: int, dtype, runs: int, policy_name: str):
+    compile_options.QUICK_WORK = 0  # a GPU compiles XLA's defaults at every length
     inst = jb.instances.bandit(np.linspace(1.0, 0.0, num_arms))
     run = runner.SimulationRun(jb.policies.make(policy_name), inst, 10_000, runs, dtype=np.dtype(dtype).name)
     return f"engine {policy_name} runs={runs}", run._sim.run_chunk, run._chunk_arguments()

@@ -15,6 +15,7 @@ from jaxbandit.base import Decision
 from tests import user_policies
 
 BANDIT = jb.instances.bandit([1.0, 0.5, 0.2])  # gaps 0, 0.5, 0.8
+INF = np.inf
 
 
 def worst_arm(key, state, t, ctx):
@@ -287,3 +288,44 @@ def test_each_noise_family_is_its_own_engine():
     assert bernoulli is not gaussian
     assert engine.cached_simulation(policy, 16, None, noise=jb.noise.student_t(3)) is not bernoulli
     assert engine.cached_simulation(policy, 16, None, noise=jb.noise.resolve("bernoulli")) is bernoulli
+
+
+GRAPH = jb.Instance(
+    [0.9, 0.5, 0.2, 0.65],
+    [[2.0, INF, 1.0, INF], [4.0, 1.4, INF, 3.0], [INF, 0.8, 3.0, 6.0], [0.6, INF, INF, 2.0]],
+)
+
+
+@pytest.mark.parametrize(
+    "name, noise, dtype, monitor",
+    [
+        ("eps_greedy_lp", "gaussian", "float64", None),  # the LP solve, in the engine
+        ("ts_n", "student_t(df=3)", "float32", None),  # posterior and noise samplers
+        ("ucb_n", "bernoulli", "float64", "estimator_deviation"),
+    ],
+)
+def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compile(name, noise, dtype, monitor, monkeypatch):
+    """A short simulation's chunk step compiles with the host's options
+    (:func:`jaxbandit.compile_options.compiles_quickly`); forced to XLA's defaults, the
+    same simulation gives the same bits: 300 rounds x 3 runs of a feedback graph."""
+    from jaxbandit import compile_options
+
+    inst = jb.Instance(GRAPH.mu, GRAPH.sigma, noise=noise)
+    kwargs = {"dtype": dtype, "times": [100, 300]}
+    if monitor is not None:
+        kwargs["monitor"] = jb.monitors.make(monitor)
+
+    def simulate(quick_compile):
+        run = jb.SimulationRun(jb.policies.make(name), inst, 300, 3, seed=4, **kwargs)
+        assert isinstance(run._sim.run_chunk, compile_options.Program) == quick_compile
+        run.advance()
+        return run.result()
+
+    with jax.enable_x64(dtype == "float64"):
+        quick = simulate(True)
+        monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
+        default = simulate(False)
+    leaves = lambda r: jax.tree_util.tree_leaves((r.regret, r.counts, r.diagnostics, r.monitor))  # noqa: E731
+    assert len(leaves(quick)) == len(leaves(default))
+    for a, b in zip(leaves(quick), leaves(default)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -10,8 +10,8 @@ are 4 x 6 wherever the shape is not what is tested.  They compile with the host'
 compiler options (:class:`jaxbandit.compile_options.Program`, as ``jb.lower_bound``
 does), to the same bits as XLA's defaults in less time
 (``test_lower_bound.py::test_the_host_programs_compiler_options_keep_the_bits``); the
-engine's chunk step, which runs the solver under the defaults, is checked by the
-policies' reference-loop tests.
+engine's chunk step, which runs the solver under either (by the simulation's length,
+``test_engine.py``), is checked by the policies' reference-loop tests.
 """
 
 from fractions import Fraction

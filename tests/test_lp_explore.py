@@ -352,8 +352,8 @@ def test_same_arms_as_numpy_highs_implementation(name, alpha):
     assert result.diagnostics["lp_warm_solves"].sum() > 0
 
 
-# The float32 simulations below share one compiled engine: K = 4, 200 runs, three
-# recording times, the default solve buffer (the horizon and alpha are traced).
+# The two statistical simulations below share one compiled engine: K = 4, 200 runs,
+# three recording times, the default solve buffer (the horizon and alpha are traced).
 RUNS = 200
 
 
@@ -392,8 +392,8 @@ def test_results_do_not_depend_on_the_solve_buffers():
     solves that update each run's warm start (through the full solve's ``fold_fn``) in
     buffers of 1 (against 4) give the same runs as the default buffers: 200 runs x 300
     rounds of the general reference instance, float32, recorded at rounds 100, 200 and
-    300 (the default is the engine of the statistical tests above).  Other buffer sizes
-    of the same mechanism: ``tests/test_compaction.py``."""
+    300 (a short simulation: both compile quickly, :mod:`jaxbandit.compile_options`).
+    Other buffer sizes of the same mechanism: ``tests/test_compaction.py``."""
     inst = REFERENCE_INSTANCES["general"]
     policy = _policy(alpha=0.5)
     results = [
