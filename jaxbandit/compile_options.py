@@ -9,8 +9,8 @@ run once or solve LPs only: a simulation's initial state (:mod:`jaxbandit.engine
 the host's lower-bound programs (:mod:`jaxbandit.bound`).  A simulation's chunk step
 runs slower under them (its kernels outside the LP most), so it keeps XLA's defaults
 unless the simulation is short (:func:`compiles_quickly`): then its compile, not its
-run, is most of its time.  The bits are the same either way (``tests/test_engine.py``).
-An accelerator's compiler keeps its defaults everywhere.
+run, is most of its time.  The bits are the same either way (``tests/test_engine.py``,
+``tests/test_lp_explore.py``).  An accelerator's compiler keeps its defaults everywhere.
 """
 
 from __future__ import annotations

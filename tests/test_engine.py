@@ -299,7 +299,6 @@ GRAPH = jb.Instance(
 @pytest.mark.parametrize(
     "name, noise, dtype, monitor",
     [
-        ("eps_greedy_lp", "gaussian", "float64", None),  # the LP solve, in the engine
         ("ts_n", "student_t(df=3)", "float32", None),  # posterior and noise samplers
         ("ucb_n", "bernoulli", "float64", "estimator_deviation"),
     ],
@@ -307,7 +306,8 @@ GRAPH = jb.Instance(
 def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compile(name, noise, dtype, monitor, monkeypatch):
     """A short simulation's chunk step compiles with the host's options
     (:func:`jaxbandit.compile_options.compiles_quickly`); forced to XLA's defaults, the
-    same simulation gives the same bits: 300 rounds x 3 runs of a feedback graph."""
+    same simulation gives the same bits: 300 rounds x 3 runs of a feedback graph.  An LP
+    policy: ``test_lp_explore.py::test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode``."""
     from jaxbandit import compile_options
 
     inst = jb.Instance(GRAPH.mu, GRAPH.sigma, noise=noise)

@@ -1,6 +1,7 @@
 """Algorithm 1 (``lp_explore``): each case on hand-built states, the corner cases, the
 same arms as an independent NumPy + HiGHS implementation, and its regret."""
 
+import functools
 import math
 
 import jax
@@ -387,19 +388,24 @@ def test_full_information_regret_stays_bounded():
     assert growth.mean() < 3 * growth.std(ddof=1) / math.sqrt(RUNS) + 0.5, mean
 
 
-def test_results_do_not_depend_on_the_solve_buffers():
+def test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode(monkeypatch):
     """The compacted check in buffers of 4 (against the default 200) and the full
     solves that update each run's warm start (through the full solve's ``fold_fn``) in
     buffers of 1 (against 4) give the same runs as the default buffers: 200 runs x 300
     rounds of the general reference instance, float32, recorded at rounds 100, 200 and
-    300 (a short simulation: both compile quickly, :mod:`jaxbandit.compile_options`).
-    Other buffer sizes of the same mechanism: ``tests/test_compaction.py``."""
+    300.  So does the chunk step compiled with XLA's defaults: a simulation this short
+    compiles it with the host's options (:mod:`jaxbandit.compile_options`); the default
+    program is the one of the statistical tests above.  Other buffer sizes of the same
+    mechanism: ``tests/test_compaction.py``."""
+    from jaxbandit import compile_options
+
     inst = REFERENCE_INSTANCES["general"]
     policy = _policy(alpha=0.5)
-    results = [
-        jb.simulate(policy, inst, 300, RUNS, seed=5, times=[100, 200, 300], solve_batch=batch)
-        for batch in (None, 4)
-    ]
+    assert compile_options.compiles_quickly(1, RUNS, 300, inst.num_arms)
+    simulate = functools.partial(jb.simulate, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300])
+    results = [simulate(solve_batch=batch) for batch in (None, 4)]
+    monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
+    results.append(simulate())
     assert results[0].diagnostics["lp_full_solves"].sum() > RUNS  # the full-solve stage ran
     for other in results[1:]:
         np.testing.assert_array_equal(other.regret, results[0].regret)
