@@ -19,10 +19,14 @@ from jaxbandit import compile_options
 
 TIMING_SETTINGS = ("PJRT_NPROC", "XLA_FLAGS")
 
-# Every simulation here, however short, compiles the chunk step of a long one (XLA's
-# defaults): the benchmarks time what the long simulations they stand for run, not the
-# quick-compiling program a short simulation gets on a CPU (jaxbandit.compile_options).
-compile_options.QUICK_WORK = 0
+
+def long_simulation_programs() -> None:
+    """Compile every simulation of this process, however short, as a long one (XLA's
+    defaults): a benchmark times what the long simulations it stands for run, not the
+    quick-compiling program a short simulation gets on a CPU
+    (:mod:`jaxbandit.compile_options`).  Called by the scripts run as programs only, so
+    that importing one changes nothing."""
+    compile_options.QUICK_WORK = 0
 
 
 def machine() -> dict:

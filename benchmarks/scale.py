@@ -41,7 +41,7 @@ import jax
 import numpy as np
 
 import jaxbandit as jb
-from benchmarks._common import emit, int_list, machine
+from benchmarks._common import emit, int_list, long_simulation_programs, machine
 
 EDGE_PROBABILITY = 0.2
 COUNTERS = ("case_c", "lp_reuses", "lp_warm_solves", "lp_full_solves", "lp_failures")
@@ -176,4 +176,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    long_simulation_programs()
     raise SystemExit(main())
