@@ -42,16 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from benchmarks._common import (  # noqa: E402
-    best_time,
-    best_wall_and_cpu,
-    emit,
-    int_list,
-    long_simulation_programs,
-    machine,
-    numpy_noise,
-    random_instance,
-)
+from benchmarks._common import best_time, best_wall_and_cpu, emit, int_list, machine, numpy_noise, random_instance  # noqa: E402
+from benchmarks._common import long_simulation_programs  # noqa: E402
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402
 from tests import reference  # noqa: E402
 
