@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from jaxbandit import compile_cache
+from jaxbandit import compile_cache, compile_options
 
 # Almost all of the time is compiling the engine (lp_explore's most) and the LP solver.
 pytestmark = pytest.mark.slow
@@ -33,8 +33,12 @@ def _launch(script, *args) -> subprocess.CompletedProcess:
     compile cache in the test session's directory (see conftest): the scripts do not
     turn it on themselves, and a script that compiles a program twice (``lp.py``'s
     batched solve, in its solve case and again in its warm-start case) then compiles
-    it once.  No record depends on it."""
+    it once.  At these sizes compiling is nearly all of a script's time, so every
+    program compiles with the host's quick options (``compile_options.CPU_OPTIONS``,
+    the same bits).  No record depends on either."""
     env = dict(os.environ)
+    quick = " ".join(f"--{name}={str(value).lower()}" for name, value in compile_options.CPU_OPTIONS.items())
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {quick}".strip()
     session_cache = env.get(compile_cache.ENV_VAR, compile_cache.OFF)
     if session_cache.lower() != compile_cache.OFF:
         env["JAX_COMPILATION_CACHE_DIR"] = session_cache
