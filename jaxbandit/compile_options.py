@@ -25,10 +25,9 @@ __all__ = ["CPU_OPTIONS", "Program", "QUICK_WORK", "compiles_quickly"]
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
 
 # The most work (cells x runs x horizon x arms) of a simulation whose chunk step compiles
-# with CPU_OPTIONS.  Up to it the seconds of compile they save are at least what the
-# slower run costs: most for the LP policies at small K, about even at this limit for
-# them at K = 50 and for the cheapest policies (the trade by policy and K is measured in
-# benchmarks/README.md).
+# with CPU_OPTIONS.  Up to it the compile they save is about the run they lose, or more:
+# far more for the LP policies at small K; about even at this limit for them at K = 50
+# and for eps_greedy_lp (the trade by policy and K is measured in benchmarks/README.md).
 QUICK_WORK = 2**24
 
 
