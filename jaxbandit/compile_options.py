@@ -26,8 +26,8 @@ CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_l
 
 # The most work (cells x runs x horizon x arms) of a simulation whose chunk step compiles
 # with CPU_OPTIONS.  Up to it the compile they save is about the run they lose, or more:
-# far more for the LP policies at small K; about even at this limit for them at K = 50
-# and for eps_greedy_lp (the trade by policy and K is measured in benchmarks/README.md).
+# the limit sits where the policies whose trade is closest come out about even (the
+# trade by policy and K is measured in benchmarks/README.md).
 QUICK_WORK = 2**24
 
 
