@@ -391,21 +391,23 @@ def test_full_information_regret_stays_bounded():
 def test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode(monkeypatch):
     """The compacted check in buffers of 4 (against the default 200) and the full
     solves that update each run's warm start (through the full solve's ``fold_fn``) in
-    buffers of 1 (against 4) give the same runs as the default buffers: 200 runs x 300
-    rounds of the general reference instance, float32, recorded at rounds 100, 200 and
-    300.  So does the chunk step compiled with XLA's defaults: a simulation this short
-    compiles it with the host's options (:mod:`jaxbandit.compile_options`); the default
-    program is the one of the statistical tests above.  Other buffer sizes of the same
-    mechanism: ``tests/test_compaction.py``."""
+    buffers of 1 (against 4), in the chunk step a simulation this short compiles with
+    the host's options (:mod:`jaxbandit.compile_options`), give the same runs as the
+    default buffers in the program of XLA's defaults (the statistical tests' above,
+    compiled once for all three): 200 runs x 300 rounds of the general reference
+    instance, float32, recorded at rounds 100, 200 and 300.  A difference is either
+    change's (buffers or compile mode); each alone: ``tests/test_compaction.py`` (other
+    buffer sizes of the same mechanism) and ``tests/test_engine.py`` (the compile
+    mode)."""
     from jaxbandit import compile_options
 
     inst = REFERENCE_INSTANCES["general"]
     policy = _policy(alpha=0.5)
     assert compile_options.compiles_quickly(1, RUNS, 300, inst.num_arms)
     simulate = functools.partial(jb.simulate, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300])
-    results = [simulate(solve_batch=batch) for batch in (None, 4)]
+    small_buffers = simulate(solve_batch=4)
     monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
-    results.append(simulate())
+    results = [simulate(), small_buffers]
     assert results[0].diagnostics["lp_full_solves"].sum() > RUNS  # the full-solve stage ran
     for other in results[1:]:
         np.testing.assert_array_equal(other.regret, results[0].regret)
