@@ -55,7 +55,7 @@ from jaxbandit.bound_lp import (
     warm_start,
 )
 from jaxbandit.compile_options import Program
-from jaxbandit.instances import Instance, check_precisions, check_unique_best
+from jaxbandit.instances import Instance, check_instance, check_precisions, check_unique_best
 
 __all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]
 
@@ -329,8 +329,7 @@ def lower_bound(
     Raises:
         ValueError: also for a noise family without a known bound and no ``reference``.
     """
-    if not isinstance(instance, Instance):
-        raise TypeError(f"instance must be a jaxbandit Instance, got {type(instance).__name__}.")
+    check_instance("instance", instance)
     dtype = float_dtype("dtype", dtype)
     boolean("throw", throw)
     if reference not in (None, "gaussian"):
@@ -339,7 +338,8 @@ def lower_bound(
     if reference is None and family.name not in BOUND_FAMILIES:
         raise ArgumentError(
             f"no lower bound is known for noise {family.label!r} (only for {' and '.join(BOUND_FAMILIES)}); "
-            "lower_bound(instance, reference='gaussian') gives the Gaussian LP at the instance's sigma, "
+            "lower_bound(instance, reference='gaussian') (on the command line: --gaussian-reference) gives "
+            "the Gaussian LP at the instance's sigma, "
             "labelled as a Gaussian reference, not a bound.", argument="noise")
     gaussian = reference == "gaussian" or family.name == "gaussian"
     kind = bound_kind(family, reference)

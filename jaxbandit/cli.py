@@ -184,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("compare", help="paired difference of two policies' final regret", description=(
         "The paired difference A - B of final regret per instance and horizon, run by run on the "
-        "sweep's common noise: mean, standard error, 95%% interval, and how often A had less regret."))  # fmt: skip
+        "sweep's common noise: mean, standard error, 95% interval, and how often A had less regret."))  # fmt: skip
     p.add_argument("dir", help="sweep directory")
     p.add_argument("a", metavar="A", help="cell label (e.g. 'ucb_n(alpha=0.5)') or policy label")
     p.add_argument("b", metavar="B", help="cell label or policy label")

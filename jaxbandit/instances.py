@@ -18,6 +18,7 @@ policies assume, and ``inf`` still means "no information".
 from __future__ import annotations
 
 import math
+import reprlib
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from jaxbandit.noise import resolve as resolve_noise
 __all__ = [
     "Instance",
     "bandit",
+    "check_instance",
     "check_precisions",
     "check_representable",
     "check_unique_best",
@@ -420,13 +422,20 @@ def random(
     return Instance(mu, sigma, noise=family)
 
 
+def check_instance(name: str, value) -> Instance:
+    """``value`` if it is an :class:`Instance`, else an :class:`ArgumentError` naming ``name``."""
+    if not isinstance(value, Instance):
+        shown = reprlib.repr(value)  # a long list shortened
+        raise ArgumentError(f"{name} must be a jaxbandit.Instance, got {type(value).__name__} {shown}.", argument=name)
+    return value
+
+
 def stack(instances: list[Instance]) -> Instance:
     """Stack single instances with the same K into a batch (leading axis)."""
     if not instances:
         raise ValueError("instances must be a non-empty list.")
     for i, inst in enumerate(instances):
-        if not isinstance(inst, Instance):
-            raise ValueError(f"instances[{i}] must be an Instance, got {type(inst).__name__} {inst!r}.")
+        check_instance(f"instances[{i}]", inst)
     sizes = {inst.num_arms for inst in instances}
     if len(sizes) != 1 or any(inst.is_batch for inst in instances):
         raise ValueError(f"stack needs single instances with equal K, got K in {sorted(sizes)}.")

@@ -20,7 +20,7 @@ from jaxbandit._numbers import ArgumentError, check_held, float_array, float_dty
 from jaxbandit.base import OWN_ARM, Context, Policy
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, policy_key
 from jaxbandit.fingerprint import computation_key
-from jaxbandit.instances import Instance, check_representable
+from jaxbandit.instances import Instance, check_instance, check_representable
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import check_monitor, check_policy, check_policy_fields
 from jaxbandit.result import check_times, geometric_times
@@ -100,8 +100,7 @@ def check_inputs(
     if not isinstance(policy, Policy):
         raise ArgumentError(f"policy must be a jaxbandit.Policy (see jaxbandit.policies.make), got {policy!r}.", argument="policy")
     check_policy_fields(policy)
-    if not isinstance(instance, Instance):
-        raise ArgumentError(f"instance must be a jaxbandit.Instance, got {type(instance).__name__}.", argument="instance")
+    check_instance("instance", instance)
     if monitor is not None and not isinstance(monitor, Monitor):
         raise ArgumentError(f"monitor must be a jaxbandit.monitors.Monitor or None, got {monitor!r}.", argument="monitor")
     horizon = integer("horizon", horizon, 1, MAX_ROUNDS)

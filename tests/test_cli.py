@@ -157,6 +157,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
     for argv, message in (
         (["--mu", "1,,0.5", "--sigma", "1"], "mu must be comma-separated numbers, got '1,,0.5'"),  # read as K = 2
         (["--mu", "1,0.5", "--sigma", "1,inf;;inf,1"], "(an empty row)"),
+        (["--mu", "1,0.5", "--sigma", "1", "--noise", "uniform"], "(on the command line: --gaussian-reference)"),
     ):
         assert bound(*argv) == cli.EXIT_USAGE, argv
         assert message in capsys.readouterr().err, argv

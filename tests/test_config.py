@@ -182,7 +182,7 @@ BAD = [
     (("[[policies]]\nname = \"ucb_n\"", "[[policies]]\nlabel = \"x\""), "policies[0].name", "missing"),
     (("runs = 10\n", ""), "runs", "missing required key"),
     (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),
-    (("seed = 1", "seed = nan"), "seed", 'NaN is not a value; write numbers, or the string "inf" for no information'),
+    (("seed = 1", "seed = nan"), "seed", 'NaN is not a value (where sigma means no information, write "inf")'),
     (("seed = 1", "seed = = 1"), "", "invalid TOML"),
 ]
 
@@ -232,6 +232,9 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
         config.load({"runs": 1, "horizon": 5, "instances": [], "policies": [{"name": "ucb"}]})
     with pytest.raises(ConfigError, match=r"<dict>: key 'policies': must be a non-empty array of tables"):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": []})
+    # [instances] for [[instances]]: one table where an array of them belongs
+    with pytest.raises(ConfigError, match=r"<dict>: key 'instances': must be a non-empty array of tables \(\[\[instances\]\]\), got table"):
+        config.load({"runs": 1, "horizon": 5, "instances": {"type": "default", "name": "bandit"}, "policies": [{"name": "ucb"}]})
     with pytest.raises(ConfigError, match=r"missing.toml: top level: cannot read the file"):
         config.load(tmp_path / "missing.toml")
     (tmp_path / "latin1.toml").write_bytes(b'runs = 4\nname = "\xff"\n')
@@ -319,7 +322,8 @@ def test_instances_take_a_noise_family():
         ({**entries[1], "noise": "poisson"}, "instances[1].noise", "must be one of"),
         ({**entries[2], "noise": {"family": "student_t", "df": 2}}, "instances[2].noise", "df must be a finite number > 2"),
         ({**entries[2], "noise": {"family": "bernoulli", "df": 3}}, "instances[2].noise", "only family student_t takes df"),
-        ({**entries[2], "noise": {"family": "uniform", "scale": 3}}, "instances[2].noise.scale", "unknown key"),
+        ({**entries[2], "noise": {"family": "uniform", "scale": 3}}, "instances[2].noise.scale", "unknown key; allowed keys: df, family"),
+        ({**entries[1], "noise": {"family": "student_t", "dof": 3}}, "instances[1].noise.dof", "unknown key; allowed keys: df, family"),
         ({**entries[2], "mu": [1.5, 0.5], "noise": "bernoulli"}, "instances[2].mu", "under Bernoulli noise a mean is the probability of a 1"),
     ]  # fmt: skip
     for entry, key, reason in bad:

@@ -129,7 +129,7 @@ def test_constructors():
         (lambda: instances.random(0, 3, log10_sigma_range=(1, -1)), r"log10_sigma_range must be two numbers with low <= high, got \(1, -1\)"),
         (
             lambda: instances.stack([instances.bandit([1.0, 0.0]), "x"]),
-            r"instances\[1\] must be an Instance, got str 'x'",
+            r"instances\[1\] must be a jaxbandit.Instance, got str 'x'",
         ),
     ],
 )

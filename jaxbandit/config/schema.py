@@ -177,7 +177,14 @@ class NoiseTable(_Table):
     df: Optional[Annotated[float, _rule(number)]] = None
 
 
-Noise = Annotated[Any, BeforeValidator(lambda value, info: _noise(info.field_name, value))]
+class _TableOf(typing.NamedTuple):
+    """Metadata naming the table of a field its validator reads itself (pydantic ignores
+    it): the table whose keys an unknown key's error lists."""
+
+    table: type
+
+
+Noise = Annotated[Any, BeforeValidator(lambda value, info: _noise(info.field_name, value)), _TableOf(NoiseTable)]
 
 
 class Default(_Table):
@@ -276,7 +283,7 @@ def plain(value, key: str = ""):
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and math.isnan(value):
-        raise ConfigError("", key, "NaN is not a value; write numbers, or the string \"inf\" for no information")
+        raise ConfigError("", key, "NaN is not a value (where sigma means no information, write \"inf\")")
     if isinstance(value, (datetime.date, datetime.time)) or not isinstance(value, (str, int, float, bool)):
         raise ConfigError("", key, f"unsupported value type {type(value).__name__} ({value!r})")
     return value
@@ -325,7 +332,7 @@ def _config_error(error: dict, source: str) -> ConfigError:
             reason = f"missing; one of {known} (or give mu and sigma)"
         else:
             reason = f"unknown instance type {tag!r}; known types: {known}"
-    elif kind == "too_short":
+    elif kind in ("too_short", "list_type"):
         tables = f" of tables ([[{loc[-1]}]])" if loc and loc[-1] in ("instances", "policies") else ""
         reason = f"must be a non-empty array{tables}, got {describe(value)}"
     elif kind in ("model_type", "dict_type", "model_attributes_type"):
@@ -350,6 +357,8 @@ def _table_in(annotation) -> Optional[type]:
     """The first table class inside a type annotation (``Optional[Checkpoint]`` and the like)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
+    if isinstance(annotation, _TableOf):
+        return annotation.table
     for argument in typing.get_args(annotation):
         found = _table_in(argument)
         if found is not None:
