@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from jaxbandit._numbers import ArgumentError, boolean, check_positive, float_array
+from jaxbandit._numbers import ArgumentError, boolean, check_nonnegative, float_array
 
 __all__ = ["read"]
 
@@ -39,7 +39,7 @@ def read(graph, mu, sigma, self_loops) -> tuple[np.ndarray, np.ndarray]:
             "graph has no nodes; every node is an arm, and an instance needs at least 2.", argument="graph"
         )
     boolean("self_loops", self_loops)
-    default = check_positive("sigma", sigma)
+    default = check_nonnegative("sigma", sigma)  # 0: a noise-free sample, as in Instance
     means = _means(mu, nodes)
     index = {node: i for i, node in enumerate(nodes)}
     matrix = np.full((len(nodes), len(nodes)), np.inf)
@@ -50,7 +50,7 @@ def read(graph, mu, sigma, self_loops) -> tuple[np.ndarray, np.ndarray]:
         level = default
         if "sigma" in data:
             try:
-                level = check_positive(f"sigma of {edge}", data["sigma"])
+                level = check_nonnegative(f"sigma of {edge}", data["sigma"])
             except ArgumentError as err:
                 raise ArgumentError(str(err), argument="graph") from None
         for a, b in ((u, v),) if directed else ((u, v), (v, u)):

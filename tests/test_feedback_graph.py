@@ -60,6 +60,10 @@ def test_edge_sigmas_self_loops_and_parallel_edges():
     np.testing.assert_array_equal(
         instances.from_networkx(loops, [1.0, 0.5], self_loops=False).sigma, [[1, 1], [INF, 4]]
     )
+    # sigma 0, an edge's or the default: a noise-free sample, as in graph() and Instance
+    exact = instances.from_networkx(nx.DiGraph([(0, 1, {"sigma": 0.0})]), [1.0, 0.5], sigma=0)
+    np.testing.assert_array_equal(exact.sigma, [[0, 0], [INF, 0]])
+    assert exact == instances.graph([1.0, 0.5], [[True, True], [False, True]], sigma=0)
     parallel = nx.MultiDiGraph([(0, 1, {"sigma": 2.0}), (0, 1, {"sigma": 2.0})])
     np.testing.assert_array_equal(instances.from_networkx(parallel, [1.0, 0.5]).sigma, [[1, 2], [INF, 1]])
 
@@ -80,15 +84,15 @@ def _digraph(*edges, nodes=()):
         (lambda: instances.from_networkx(_digraph(("a", "b"), ("b", "a"), nodes="c"), [1, 0.5, 0], self_loops=False),
          "graph", "node 'c' is observed by no arm"),
         (lambda: instances.from_networkx(_digraph(("a", "b", {"sigma": True})), [1.0, 0.5]), "graph",
-         "sigma of edge 'a' -> 'b' must be a number > 0, got True"),
+         "sigma of edge 'a' -> 'b' must be a number >= 0, got True"),
         (lambda: instances.from_networkx(_digraph(("a", "b", {"sigma": "1"})), [1.0, 0.5]), "graph",
-         "sigma of edge 'a' -> 'b' must be a number > 0, got '1'"),
+         "sigma of edge 'a' -> 'b' must be a number >= 0, got '1'"),
         (lambda: instances.from_networkx(_digraph(("a", "b", {"sigma": math.nan})), [1.0, 0.5]), "graph",
-         "sigma of edge 'a' -> 'b' must be a finite number > 0, got nan"),
-        (lambda: instances.from_networkx(_digraph(("a", "b", {"sigma": 0})), [1.0, 0.5]), "graph",
-         "sigma of edge 'a' -> 'b' must be a finite number > 0, got 0.0"),
+         "sigma of edge 'a' -> 'b' must be a finite number >= 0, got nan"),
+        (lambda: instances.from_networkx(_digraph(("a", "b", {"sigma": math.inf})), [1.0, 0.5]), "graph",
+         "sigma of edge 'a' -> 'b' must be a finite number >= 0, got inf"),
         (lambda: instances.from_networkx(nx.Graph([("a", "b", {"sigma": -1.0})]), [1.0, 0.5]), "graph",
-         "sigma of edge 'a' -- 'b' must be a finite number > 0, got -1.0"),
+         "sigma of edge 'a' -- 'b' must be a finite number >= 0, got -1.0"),
         (lambda: instances.from_networkx(nx.MultiGraph([(0, 1, {"sigma": 1.0}), (1, 0, {"sigma": 2.0})]), [1.0, 0.5]),
          "graph", "parallel edges 0 -- 1 have different sigmas, 1.0 and 2.0"),
         (lambda: instances.from_networkx(nx.MultiDiGraph([(0, 1), (0, 1, {"sigma": 2.0})]), [1.0, 0.5]),
@@ -99,8 +103,8 @@ def _digraph(*edges, nodes=()):
         (lambda: instances.from_networkx(_digraph(("a", "b")), [1.0, 0.5, 0.2]), "mu",
          r"mu must hold one mean for each of the graph's 2 nodes \(in list\(graph.nodes\) order\), got shape \(3,\)"),
         (lambda: instances.from_networkx(_digraph(("a", "b")), [1.0, "x"]), "mu", "mu must be a number for each node"),
-        (lambda: instances.from_networkx(_digraph(("a", "b")), [1.0, 0.5], sigma=0.0), "sigma",
-         "sigma must be a finite number > 0, got 0.0"),
+        (lambda: instances.from_networkx(_digraph(("a", "b")), [1.0, 0.5], sigma=-0.5), "sigma",
+         "sigma must be a finite number >= 0, got -0.5"),
         (lambda: instances.from_networkx(_digraph(("a", "b")), [1.0, 0.5], self_loops="yes"), "self_loops",
          "self_loops must be True or False, got string 'yes'"),
         (lambda: instances.from_networkx(np.eye(2), [1.0, 0.5]), "graph", "graph must be a networkx graph .* got ndarray"),
