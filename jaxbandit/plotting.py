@@ -131,7 +131,8 @@ def case_mix(ax, cell) -> None:
     """Share of the rounds in each case between consecutive recordings (stacked, log t).
 
     The counters are cumulative per-run counts averaged over runs, recorded at chunk
-    boundaries; their increments give the case mix of each interval.
+    boundaries; their increments give the case mix of each interval, drawn over it
+    (the first from round 1).
     """
     names = case_counters(cell)
     if not names:
@@ -141,7 +142,10 @@ def case_mix(ax, cell) -> None:
     increments = np.diff(cumulative, axis=1, prepend=0.0)
     total = increments.sum(axis=0)
     shares = np.divide(increments, total, out=np.zeros_like(increments), where=total > 0)
-    ax.stackplot(times, shares, labels=names, step="pre", alpha=0.85)
+    # A step's height holds back to the previous point: round 1 starts the first interval
+    # (and gives a horizon recorded once a band at all).
+    edges, heights = np.concatenate([[1], times]), np.concatenate([shares[:, :1], shares], axis=1)
+    ax.stackplot(edges, heights, labels=names, step="pre", alpha=0.85)
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("round t")
@@ -162,7 +166,7 @@ def paired_differences(ax, rows: list) -> None:
     ax.set_yticks(positions)
     ax.set_yticklabels([f"{r.a}  ({r.a_better:.0%} of runs better)" for r in rows])
     ax.invert_yaxis()
-    ax.set_xlabel(f"final regret minus {rows[0].b}'s, run by run (mean, 95% interval)")
+    ax.set_xlabel(f"final regret minus {rows[0].b}'s, run by run\n(mean, 95% interval)")  # two lines: a long label fits
 
 
 def supported_formats() -> list:

@@ -156,5 +156,15 @@ def test_case_mix_shares_sum_to_one(results):
     plotting.case_mix(ax, cell)
     stacked = np.stack([np.asarray(c.get_paths()[0].vertices) for c in ax.collections])
     assert len(ax.collections) == 3 and np.nanmax(stacked[..., 1]) == pytest.approx(1.0)
+    # each interval's band spans it, the first from round 1: a horizon recorded once too
+    times = np.asarray(cell.diagnostic_times)
+    assert np.nanmin(stacked[..., 0]) == 1 and np.nanmax(stacked[..., 0]) == times[-1]
+    last = {k: np.asarray(v)[..., -1:] for k, v in cell.diagnostic_history.items()}
+    once = dataclasses.replace(cell, diagnostic_times=times[-1:], diagnostic_history=last)
+    ax = Figure().subplots()
+    plotting.case_mix(ax, once)
+    top = np.stack([np.asarray(c.get_paths()[0].vertices) for c in ax.collections])
+    assert np.nanmin(top[..., 0]) == 1 and np.nanmax(top[..., 0]) == times[-1]
+    assert np.nanmax(top[..., 1]) == pytest.approx(1.0)
     ts_cell = results.select(policy="ts_n")[0]
     assert plotting.case_counters(ts_cell) == []
