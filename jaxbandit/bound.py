@@ -66,7 +66,8 @@ class LowerBound(NamedTuple):
     """Host-side result of :func:`lower_bound` (numpy arrays).
 
     Attributes:
-        c: ``(K,)`` or ``(num_instances, K)`` the canonical ``c*``.
+        c: ``(K,)`` or ``(num_instances, K)`` the canonical ``c*``; NaN where not
+            solved (``status`` says why).
         value: ``()`` or ``(num_instances,)`` ``sum_i c*_i Delta_i`` (the constant of the
             bound ``R_T >~ value * log T``); ``inf`` where not solved.
         status: ``()`` or ``(num_instances,)`` int32
@@ -367,8 +368,9 @@ def lower_bound(
     if throw:
         _raise_for_status(out.status, mu, precision)
     squeeze = (lambda a: a[0]) if not instance.is_batch else (lambda a: a)
+    solved = (out.status == LowerBoundStatus.OPTIMAL)[:, None]  # else the LP's last point, no allocation
     return LowerBound(
-        c=squeeze(out.c.astype(dtype)),
+        c=squeeze(np.where(solved, out.c, np.nan).astype(dtype)),
         value=squeeze(out.value.astype(dtype)),
         status=squeeze(out.status.astype(np.int32)),
         best_arm=squeeze(np.argmax(mu, axis=-1)),

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -225,10 +226,24 @@ def _raised_by_jaxbandit(error: BaseException) -> bool:
     return bool(frames) and package in Path(frames[-1][0].f_code.co_filename).resolve().parents
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """jaxbandit's own warnings (a hyper-parameter outside the theory) as one line
+    naming the warning, without the library's file and source line; others as Python
+    shows them."""
+    if not category.__module__.startswith("jaxbandit"):
+        return _PYTHON_SHOW_WARNING(message, category, filename, lineno, file, line)
+    print(f"jaxbandit: {category.__name__}: {message}", file=sys.stderr if file is None else file)
+
+
+_PYTHON_SHOW_WARNING = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
     try:
-        status = _main(argv)
+        with warnings.catch_warnings():  # the filters stay the caller's
+            warnings.showwarning = _show_warning
+            status = _main(argv)
         sys.stdout.flush()  # here, not at exit, where a closed pipe could not be caught
         return status
     except BrokenPipeError:

@@ -227,7 +227,7 @@ def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
     ax = Figure().subplots()
     rows = jb.compare(results, "cases(alpha=1.0)", "ts_n")
     plotting.paired_differences(ax, rows)
-    assert ax.get_xlabel() == "final regret minus ts_n's, run by run (mean, 95% interval)"
+    assert ax.get_xlabel() == "final regret minus ts_n's, run by run\n(mean, 95% interval)"
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"cases(alpha=1.0)  ({r.a_better:.0%} of runs better)" for r in rows]
 
 

@@ -5,6 +5,7 @@ import json
 import signal
 import subprocess
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -29,6 +30,19 @@ def test_check_shows_the_cell_groups(config_path, capsys):
     out = capsys.readouterr().out
     assert "valid. 2 instances, 2 policies, 8 cells in 2 compiled groups, 6 runs each." in out
     assert "g000: test_cases  K=5 T=1500: 6 cells" in out
+
+
+def test_jaxbandits_warnings_are_one_line(tmp_path, capsys):
+    """A hyper-parameter outside the theory: one line naming the warning, not the
+    library's file and source line."""
+    entry = {"name": "lp_explore", "alpha": [1.0, 4.5]}
+    path = fx.write_config_toml(tmp_path / "low_alpha.toml", fx.base_config(policies=[entry]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # Python's own, not the suite's "error"
+        assert cli.main(["check", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "jaxbandit: TheoryWarning: lp_explore: alpha=1.0 <= 4 is outside the paper's regret guarantee" in err, err
+    assert ".py:" not in err, err
 
 
 def test_a_reader_that_leaves_early_ends_the_command_quietly(config_path):

@@ -514,6 +514,9 @@ def test_ties_and_unobservable_arms():
         lower_bound(instances.bandit([1.0, 1.0, 0.5]))
     report = lower_bound(instances.bandit([1.0, 1.0, 0.5]), throw=False)
     assert report.status == Status.TIED_BEST_ARM
+    assert np.isinf(report.value) and np.all(np.isnan(report.c))  # no allocation to read
+    both = lower_bound(instances.stack([instances.bandit([1.0, 1.0, 0.5]), instances.bandit([1.0, 0.5, 0.25])]), throw=False)
+    assert np.all(np.isnan(both.c[0])) and np.all(np.isfinite(both.c[1])), both.c
 
 
 def test_batch_instance_and_curve():
