@@ -22,7 +22,7 @@ from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, policy_key
 from jaxbandit.fingerprint import computation_key
 from jaxbandit.instances import Instance, check_instance, check_representable
 from jaxbandit.monitors import Monitor
-from jaxbandit.policy_check import check_monitor, check_policy, check_policy_fields
+from jaxbandit.policy_check import PolicyError, check_monitor, check_policy, check_policy_fields
 from jaxbandit.result import check_times, geometric_times
 
 __all__ = [
@@ -226,6 +226,10 @@ def check_param_values(policy: Policy, columns: dict, dtype, remedy: str = "dtyp
                     f"params{where} for policy {policy.name!r}: {str(err).rstrip('.')}{note}.",
                     argument=getattr(err, "argument", None),
                 ) from None
+            except Exception as err:  # a bug of check_params itself, not a refused value
+                raise PolicyError(
+                    f"policy {policy.name!r}: check_params({values}) failed ({type(err).__name__}: {err})."
+                ) from err
 
 
 def check_feedback(policy: Policy, instance: Instance) -> None:

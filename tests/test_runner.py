@@ -306,6 +306,10 @@ def test_params_values_go_through_the_policys_own_check():
     assert seen == [{"eps": 1.0}, {"eps": 3.0}]
     with pytest.raises(jb.PolicyError, match=r"check_params must be a function or None, got 1"):
         jb.SimulationRun(policy._replace(check_params=1), GENERAL, 100, 2)
+    # a check_params with a bug of its own (a key the params do not hold): named, not a bare KeyError
+    buggy = policy._replace(check_params=lambda params: params["alpha"] > 0)
+    with pytest.raises(jb.PolicyError, match=r"policy 'traced_threshold': check_params\(\{'eps': 0.1\}\) failed \(KeyError: 'alpha'\)"):
+        jb.SimulationRun(buggy, GENERAL, 100, 2)
 
 def test_own_arm_policies_refuse_an_arm_that_does_not_observe_itself():
     """Arm 1 is observed only by playing arm 0: ucb and ts (own-arm feedback) would play

@@ -64,6 +64,16 @@ def test_bad_import_paths_are_named(name, message):
         config.load(_config([{"name": name}]))
 
 
+def test_a_module_or_factory_that_fails_is_named(tmp_path, monkeypatch):
+    """Not a traceback: the entry, the error's type and its message."""
+    (tmp_path / "broken_policies_module.py").write_text("x = 1 / 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(config.ConfigError, match=r"key 'policies\[0\].name': .*cannot import module 'broken_policies_module' \(ZeroDivisionError: division by zero\)"):
+        config.load(_config([{"name": "broken_policies_module:factory"}]))
+    with pytest.raises(config.ConfigError, match=r"key 'policies\[0\]': .*failed \(RuntimeError: the factory's own bug\)"):
+        config.load(_config([{"name": "tests.user_policies:crashing_factory", "eps": 0.2}]))
+
+
 def test_a_factory_that_returns_no_policy_is_refused():
     with pytest.raises(config.ConfigError, match=r"policies\[0\].*the factory returned int, not a jaxbandit.Policy"):
         config.load(_config([{"name": "tests.user_policies:not_a_factory"}]))

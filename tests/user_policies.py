@@ -74,6 +74,11 @@ def not_a_factory() -> int:
     return 3
 
 
+def crashing_factory(eps: float = 0.1) -> jb.Policy:
+    """A factory with a bug of its own."""
+    raise RuntimeError("the factory's own bug")
+
+
 def uncallable_check_params(eps: float = 0.1) -> jb.Policy:
     """A policy whose ``check_params`` is not a function (``eps`` in its params)."""
     return traced_threshold(eps)._replace(check_params=1)

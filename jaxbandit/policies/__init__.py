@@ -76,8 +76,8 @@ def resolve(name: str) -> Callable[..., Policy]:
     """The factory of a registered ``name``, or of an import path ``"module:attribute"``.
 
     Raises:
-        ValueError: unknown name, a module that cannot be imported, or an attribute
-            that is missing or not callable.
+        ValueError: unknown name, a module that cannot be imported (or fails as it
+            is), or an attribute that is missing or not callable.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"a policy name must be a non-empty string, got {name!r}.")
@@ -91,8 +91,8 @@ def resolve(name: str) -> Callable[..., Policy]:
     module_name, _, attribute = name.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except (ImportError, ValueError) as err:  # ValueError: an empty module name
-        raise ValueError(f"policy {name!r}: cannot import module {module_name!r} ({err}).") from err
+    except Exception as err:  # not found, an empty name, or the module's own code failing
+        raise ValueError(f"policy {name!r}: cannot import module {module_name!r} ({type(err).__name__}: {err}).") from err
     found = module
     for part in attribute.split("."):
         if not part or not hasattr(found, part):
@@ -110,7 +110,8 @@ def make(name: str, **params) -> Policy:
 
     Raises:
         ValueError: unknown ``name``, a parameter the factory does not take or rejects,
-            or a factory that does not return a :class:`~jaxbandit.base.Policy`.
+            a factory that fails otherwise (its error's type and message given), or
+            one that does not return a :class:`~jaxbandit.base.Policy`.
     """
     build = resolve(name)
     try:
@@ -126,8 +127,10 @@ def make(name: str, **params) -> Policy:
             )
     try:
         policy = build(**params)
-    except TypeError as err:  # a callable that is not a factory of keyword arguments
-        raise ValueError(f"policy {name!r}: calling {build!r} with {params} failed: {err}.") from err
+    except ValueError:  # the factory refuses a value: its message names it
+        raise
+    except Exception as err:  # not a factory of keyword arguments, or its own code failing
+        raise ValueError(f"policy {name!r}: calling {build!r} with {params} failed ({type(err).__name__}: {err}).") from err
     if not isinstance(policy, Policy):
         raise ValueError(f"policy {name!r}: the factory returned {type(policy).__name__}, not a jaxbandit.Policy.")
     check_policy_fields(policy)
