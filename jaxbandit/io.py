@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxbandit import frames, summary
+from jaxbandit._numbers import ArgumentError
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers
 from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
@@ -196,7 +197,15 @@ class SweepResults:
         return lines
 
     def select(self, **criteria) -> list:
-        """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``."""
+        """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``
+        (a cell's hyper-parameters: ``params={"alpha": 0.5}``, all of them, or its
+        ``label``, ``"ucb_n(alpha=0.5)"``)."""
+        known = [f.name for f in dataclasses.fields(CellResult)] + ["label", "resolved_label", "runs"]
+        unknown = sorted(set(criteria) - set(known))
+        if unknown:
+            raise ArgumentError(
+                f"select got {unknown}, which no cell has; a cell has {', '.join(known)} "
+                "(its hyper-parameters are params, or its label).", argument=unknown[0])
         return [c for c in self.cells if c.matches(criteria)]
 
     @property

@@ -69,6 +69,15 @@ def test_the_run_frame_holds_the_stored_values_label_by_label(results, bounds):
     assert not frame.drop(columns=["alpha", "case_a", "case_b", "case_c", "initial_rounds"]).isna().any().any()
 
 
+def test_a_selection_by_what_no_cell_has_is_refused(results):
+    """``alpha`` is a column of the frame, not an attribute of a cell: named, with what is."""
+    for select in (results.select, results.to_pandas, results.to_xarray):
+        with pytest.raises(jb.ArgumentError, match=r"select got \['alpha'\], which no cell has; a cell has instance, policy") as caught:
+            select(alpha=0.5)
+        assert caught.value.argument == "alpha"
+    assert results.select(params={"alpha": 0.5}) == [c for c in results.cells if c.params == {"alpha": 0.5}] != []
+
+
 def test_the_curve_frame_has_a_row_per_recording_time(results):
     frame = results.to_pandas(curves=True, instance="graph_star")
     cells = results.select(instance="graph_star")
