@@ -12,12 +12,16 @@ regret than ``b``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from typing import Union
 
 import numpy as np
 
+from jaxbandit.io import check_criteria
 from jaxbandit.result import standard_error
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PairedDifference", "compare", "format_table", "t_quantile_975"]
 
@@ -90,18 +94,21 @@ class PairedDifference:
     ties: float
 
 
-def _pick(cells: list, selection, name: str) -> dict:
+def _pick(cells: list, selection, name: str, unfinished: str = "") -> dict:
     """``{(instance, horizon): (cell, sweep)}`` of the ``(cell, sweep)`` pairs that
-    ``selection`` picks, one per place."""
+    ``selection`` picks, one per place (``unfinished``: what the message adds about
+    groups not finished yet)."""
     if not isinstance(selection, (str, dict)) or not selection:
         raise ValueError(f"{name} must be a cell or policy label, or a dict of select() criteria, got {selection!r}.")
+    if isinstance(selection, dict):
+        check_criteria(name, selection)
     picked: dict = {}
     for cell, sweep in cells:
         if cell.matches(selection):
             picked.setdefault((cell.instance, cell.horizon), []).append((cell, sweep))
     if not picked:
         labels = ", ".join(dict.fromkeys(cell.label for cell, _ in cells))
-        raise ValueError(f"{name} = {selection!r} matches no cell; the cells are labelled {labels}.")
+        raise ValueError(f"{name} = {selection!r} matches no cell; the cells are labelled {labels}{unfinished}.")
     for (instance, horizon), found in picked.items():
         if len(found) > 1:
             raise ValueError(
@@ -144,7 +151,11 @@ def compare(results, a: Union[str, dict], b: Union[str, dict]) -> list:
     """
     sweeps = list(results) if isinstance(results, (list, tuple)) else [results]
     cells = [(cell, sweep) for sweep in sweeps for cell in sweep.cells]
-    first, second = _pick(cells, a, "a"), _pick(cells, b, "b")
+    missing = "; ".join(f"{sweep.directory}: {', '.join(sweep.describe_missing())}" for sweep in sweeps if sweep.missing)
+    if missing:  # shards still running, or an interrupted sweep: pair what is there, say what is not
+        logger.warning("groups not finished yet, left out of the comparison: %s", missing)
+    unfinished = f" (groups not finished yet: {missing})" if missing else ""
+    first, second = _pick(cells, a, "a", unfinished), _pick(cells, b, "b", unfinished)
     places = [place for place in first if place in second]
     if not places:
         raise ValueError(f"a = {a!r} and b = {b!r} share no instance and horizon: nothing to pair.")

@@ -200,12 +200,7 @@ class SweepResults:
         """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``
         (a cell's hyper-parameters: ``params={"alpha": 0.5}``, all of them, or its
         ``label``, ``"ucb_n(alpha=0.5)"``)."""
-        known = [f.name for f in dataclasses.fields(CellResult)] + ["label", "resolved_label", "runs"]
-        unknown = sorted(set(criteria) - set(known))
-        if unknown:
-            raise ArgumentError(
-                f"select got {unknown}, which no cell has; a cell has {', '.join(known)} "
-                "(its hyper-parameters are params, or its label).", argument=unknown[0])
+        check_criteria("select", criteria)
         return [c for c in self.cells if c.matches(criteria)]
 
     @property
@@ -246,6 +241,16 @@ class SweepResults:
         that :meth:`select` picks, which must share their recording times
         (:func:`jaxbandit.frames.cells_dataset`)."""
         return frames.cells_dataset(self.select(**criteria), bounds=self.lower_bounds() if bounds else None)
+
+
+def check_criteria(name: str, criteria: dict) -> None:
+    """An :class:`ArgumentError` naming a key of ``criteria`` (``name``'s) that no cell has."""
+    known = [f.name for f in dataclasses.fields(CellResult)] + ["label", "resolved_label", "runs"]
+    unknown = sorted(set(criteria) - set(known))
+    if unknown:
+        raise ArgumentError(
+            f"{name} got {unknown}, which no cell has; a cell has {', '.join(known)} "
+            "(its hyper-parameters are params, or its label).", argument=unknown[0])
 
 
 def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells: int | None = None):

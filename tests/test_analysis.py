@@ -212,6 +212,16 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
     assert jb.compare([results, dataclasses.replace(shifted, instances=results.instances)], a, b) == jb.compare(results, a, "ts_n")
 
 
+def test_a_comparison_of_an_unfinished_sweep_says_what_is_not_there(results, caplog):
+    """Shards still running: a policy not finished yet is named as such, not unknown,
+    and the groups left out are logged."""
+    ts_group = results.select(policy="ts_n")[0].group
+    partial = dataclasses.replace(results, cells=tuple(c for c in results.cells if c.group != ts_group), missing=(ts_group,))
+    with pytest.raises(ValueError, match=rf"b = 'ts_n' matches no cell; .* \(groups not finished yet: .*{ts_group} \(ts_n"):
+        jb.compare(partial, "cases(alpha=0.5)", "ts_n")
+    assert f"left out of the comparison: {results.directory}: {ts_group} (ts_n" in caplog.text
+
+
 def test_compare_command_prints_the_table_and_json(results, capsys):
     rows = jb.compare(results, "cases(alpha=0.5)", "ts_n")
     assert cli.main(["compare", str(results.directory), "cases(alpha=0.5)", "ts_n"]) == 0
