@@ -22,7 +22,8 @@ import jax
 import numpy as np
 
 from jaxbandit import distributed, files, io
-from jaxbandit.runner import SimulationRun
+from jaxbandit.config.records import cell_label
+from jaxbandit.runner import InvalidArmError, NaNStateError, SimulationRun
 
 __all__ = ["checkpoint_cadence", "describe_devices", "package_versions", "run_group"]
 
@@ -233,7 +234,12 @@ def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None
         bar.set_description_str(description, refresh=False)
         bar.update(len(group.cells) * cfg.runs * resumed_from)
         session_start = time.perf_counter()
-        _advance(sim, cfg, group, history, checkpoint_path, bar, after_chunk)
+        try:
+            _advance(sim, cfg, group, history, checkpoint_path, bar, after_chunk)
+        except (InvalidArmError, NaNStateError) as err:  # the cell's index means little in a sweep: its name
+            cell = group.cells[err.cell]
+            where = f"group {group.id}, cell {cell_label(cell.policy, cell.params)} on instance {cell.instance!r}"
+            raise type(err)(f"{where}: {err}", cell=err.cell) from None
         result = sim.result()
     session_time = time.perf_counter() - session_start
     meta = _group_metadata(cfg, group, result, session_time, resumed_from)

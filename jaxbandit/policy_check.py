@@ -209,7 +209,8 @@ def check_policy(policy: Policy, ctx: Context) -> None:
     # False jaxbandit.play makes: a literal in the jaxpr, which holds its value (a variable has none)
     elif getattr(select_jaxpr.jaxpr.outvars[1], "val", True):
         raise PolicyError(
-            "select_fn returned a Decision whose needs_solve is computed, but the policy has no solver: a run "
+            "select_fn returned a Decision whose needs_solve may be True (it is not the constant False of "
+            "jaxbandit.play), but the policy has no solver: a run "
             "that asks for a solve would play Decision.arm unserved; give Policy(solver=jaxbandit.Solver(...)), "
             "or return jaxbandit.policies.play(arm)."
         )

@@ -32,12 +32,22 @@ __all__ = ["InvalidArmError", "NaNStateError", "SimulationRun", "simulate"]
 
 
 class InvalidArmError(ValueError):
-    """A policy chose an arm outside ``[0, num_arms)`` during a simulation."""
+    """A policy chose an arm outside ``[0, num_arms)`` during a simulation (``cell``:
+    the index of the cell whose run did first)."""
+
+    def __init__(self, message: str, *, cell: int):
+        super().__init__(message)
+        self.cell = cell
 
 
 class NaNStateError(ValueError):
     """A policy's state held a NaN during a simulation (looked for after rounds 1, 2, 4,
-    ..., 128, every 256th after, every recording time and the last round)."""
+    ..., 128, every 256th after, every recording time and the last round; ``cell``: the
+    index of the cell whose run held one first)."""
+
+    def __init__(self, message: str, *, cell: int):
+        super().__init__(message)
+        self.cell = cell
 
 
 # The engine's recording buffer holds a multiple of this many times, the extra ones a
@@ -188,7 +198,8 @@ class SimulationRun:
         raise InvalidArmError(
             f"policy {self.policy.name!r}: {source} chose arm {arm} at round {round_number} "
             f"(run {run}, cell {cell}); arms are 0..{self.instance.num_arms - 1}. The simulation was stopped; "
-            f"{count} run(s) made such a choice in rounds up to {self.rounds_done}."
+            f"{count} run(s) made such a choice in rounds up to {self.rounds_done}.",
+            cell=cell,
         )
 
     def _raise_for_nan_state(self) -> None:
@@ -198,9 +209,10 @@ class SimulationRun:
         cell, run, round_number, count = first
         raise NaNStateError(
             f"policy {self.policy.name!r}: its state held a NaN by round {round_number} (run {run}, "
-            f"cell {cell}), written by one of its functions (update_fn, consolidate_fn, or a solver's "
-            f"fold_fn/finish_fn). The simulation was stopped; {count} run(s) had a NaN "
-            f"in their state by round {self.rounds_done}."
+            f"cell {cell}), written by one of its functions (init_fn, update_fn, consolidate_fn, or a "
+            f"solver's fold_fn/finish_fn). The simulation was stopped; {count} run(s) had a NaN "
+            f"in their state by round {self.rounds_done}.",
+            cell=cell,
         )
 
     def diagnostics(self) -> dict:

@@ -106,7 +106,8 @@ def test_a_computed_needs_solve_without_a_solver_is_refused():
     """Without a solver the engine plays Decision.arm whatever needs_solve says: a
     policy that computes it would silently play its placeholder arm."""
     _fails(BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(0), t % 2 == 0)),
-           r"select_fn returned a Decision whose needs_solve is computed, but the policy has no solver")  # fmt: skip
+           r"select_fn returned a Decision whose needs_solve may be True \(it is not the constant False of "
+           r"jaxbandit.play\), but the policy has no solver")  # fmt: skip
     constant = BASE._replace(select_fn=lambda k, s, t, c: Decision(jnp.int32(1), jnp.asarray(False)))
     assert jb.simulate(constant, BANDIT, 10, 2).counts.tolist() == [[0, 10, 0]] * 2
 

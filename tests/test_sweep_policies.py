@@ -1,6 +1,8 @@
 """Sweeps run each cell's own policy: variants that share a name, hyper-parameters
 captured in closures, policies named by import path, and policies that misbehave."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -87,6 +89,8 @@ def test_a_factory_s_policy_fields_are_checked_where_it_enters():
 
 
 def test_a_sweep_stops_on_an_invalid_arm(tmp_path):
-    cfg = _config([{"name": "tests.user_policies:arm_out_of_range", "bad_round": 150}])
-    with pytest.raises(jb.InvalidArmError, match="select_fn chose arm 3 at round 150"):
+    """Named by the cell's label and instance, not its index in the group."""
+    cfg = _config([{"name": "tests.user_policies:arm_out_of_range", "bad_round": [1000, 150]}])
+    cell = re.escape("cell tests.user_policies:arm_out_of_range(bad_round=150) on instance 'b3'")
+    with pytest.raises(jb.InvalidArmError, match=rf"group g001, {cell}: policy .* chose arm 3 at round 150 \(run 0, cell 0\)"):
         jb.sweep.run(cfg, tmp_path / "out", progress=False)
