@@ -232,6 +232,10 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
         config.load({"runs": 1, "horizon": 5, "instances": [], "policies": [{"name": "ucb"}]})
     with pytest.raises(ConfigError, match=r"<dict>: key 'policies': must be a non-empty array of tables"):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": []})
+    # runs written after a [monitor] header: TOML's monitor.runs
+    monitor = {"name": "estimator_deviation", "runs": 3}
+    with pytest.raises(ConfigError, match=r"key 'runs': missing required key; found as monitor.runs: in TOML a key after a \[monitor\] header"):
+        config.load({"horizon": 5, "monitor": monitor, "instances": [{"type": "default", "name": "bandit"}], "policies": [{"name": "ucb"}]})
     # [instances] for [[instances]]: one table where an array of them belongs
     with pytest.raises(ConfigError, match=r"<dict>: key 'instances': must be a non-empty array of tables \(\[\[instances\]\]\), got table"):
         config.load({"runs": 1, "horizon": 5, "instances": {"type": "default", "name": "bandit"}, "policies": [{"name": "ucb"}]})

@@ -323,6 +323,12 @@ def _config_error(error: dict, source: str) -> ConfigError:
         reason = f"unknown key; allowed keys: {', '.join(allowed)}"
     elif kind == "missing":
         reason = "missing required key"
+        # A top-level key written after a [table] header is TOML's key of that table.
+        parent = value if isinstance(value, dict) else {}
+        tables = [k for k, v in parent.items() if isinstance(v, dict) and loc and loc[-1] in v]
+        if tables:
+            reason += (f"; found as {key_path(*loc[:-1], tables[0], loc[-1])}: in TOML a key after a "
+                       f"[{tables[0]}] header belongs to that table, so write it above the first [table]")
     elif kind in ("union_tag_invalid", "union_tag_not_found"):
         loc, known = loc + ["type"], ", ".join(INSTANCE_TYPES)
         tag = value.get("type") if isinstance(value, dict) else None
