@@ -20,7 +20,7 @@ from jaxbandit._numbers import ArgumentError, check_held, float_array, float_dty
 from jaxbandit.base import OWN_ARM, Context, Policy
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, policy_key
 from jaxbandit.fingerprint import computation_key
-from jaxbandit.instances import Instance, check_instance, check_representable
+from jaxbandit.instances import Instance, check_instance, check_representable, stack
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import PolicyError, check_monitor, check_policy, check_policy_fields
 from jaxbandit.result import check_times, geometric_times
@@ -132,6 +132,10 @@ def check_inputs(
             argument="params",
         )
     merged = {**policy.params, **(params or {})}  # the policy's values for the names params omits
+    grid = max((np.shape(v)[0] for v in merged.values() if np.ndim(v) == 1), default=1)
+    if not instance.is_batch and grid > 1:  # a grid on one instance: a cell per value, on its noise
+        num_cells, instance = grid, stack([instance] * grid)
+        noise_index = np.zeros(grid, np.int64) if noise_index is None else noise_index
     columns = cell_params(merged, num_cells)
     check_param_columns(columns, dtype)
     check_param_values(policy, columns, dtype)

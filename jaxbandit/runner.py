@@ -84,7 +84,8 @@ class SimulationRun:
 
     A *cell* is one instance with one set of policy hyper-parameters: pass a batch
     ``instance`` (one per cell) and/or ``params`` with one value per cell (a
-    hyper-parameter that ``params`` does not name keeps the policy's value).
+    hyper-parameter that ``params`` does not name keeps the policy's value; a grid on
+    a single instance makes a cell per value, all on that instance's noise).
     ``noise_index`` gives each cell's index in the noise stream (cells that share an
     instance should share it, so that they see the same noise).  Other arguments are
     those of :func:`simulate` (:func:`~jaxbandit.run_inputs.check_inputs` checks them);

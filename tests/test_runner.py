@@ -275,6 +275,25 @@ def test_noise_index_must_name_a_noise_stream():
     jb.SimulationRun(policy, GENERAL, 100, 2, noise_index=[2**32 - 1])
 
 
+def test_a_grid_on_one_instance_makes_a_cell_per_value_on_its_noise():
+    """``params`` with one value per cell on a single instance: the cells of the
+    stacked instance with one noise stream, and each cell the run of its value alone."""
+    policy = jb.policies.make("ucb_n")
+
+    def result(instance, **kwargs):
+        run = jb.SimulationRun(policy, instance, 150, 3, seed=2, **kwargs)
+        run.advance()
+        return run.result()
+
+    grid = result(GENERAL, params={"alpha": [0.5, 2.0]})
+    assert grid.regret.shape == (2, 3, len(grid.times))
+    stacked = result(jb.instances.stack([GENERAL] * 2), params={"alpha": [0.5, 2.0]}, noise_index=[0, 0])
+    np.testing.assert_array_equal(grid.regret, stacked.regret)
+    np.testing.assert_array_equal(grid.regret[1], result(GENERAL, params={"alpha": 2.0}).regret)
+    with pytest.raises(ValueError, match=r"parameter 'alpha' must be a scalar or have one value per cell \(3\), got shape \(2,\)"):
+        jb.SimulationRun(jb.policies.make("lp_explore"), GENERAL, 150, 3, params={"alpha": [4.5, 5.0], "gamma": [0.3, 0.5, 0.7]})
+
+
 def test_params_values_go_through_the_policys_own_check():
     """A grid given as ``params`` gets the ranges the factory checks: a negative
     exploration scale would otherwise run (its square root a NaN index nobody sees)."""
