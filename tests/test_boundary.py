@@ -1035,8 +1035,8 @@ def _params_unknown(draw):
 def _params_alpha(draw):
     bad = draw(st.one_of(
         st.one_of(NOT_NUMBERS, NAN, NEGATIVE, ZERO).map(lambda v: Bad({"alpha": v}, show=v)),
-        # one value per cell, for one cell: the message gives the shape
-        st.lists(POSITIVE_VALUES, min_size=2, max_size=3).map(lambda v: Bad({"alpha": v}, shown=False)),
+        # a table of values (a grid on one instance is a list): the message gives the shape
+        st.lists(POSITIVE_VALUES, min_size=1, max_size=3).map(lambda v: Bad({"alpha": [v, v]}, shown=False)),
     ))  # fmt: skip
     return _simulation("params", bad, names="alpha", case="params.alpha")
 
