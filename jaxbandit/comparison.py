@@ -18,6 +18,7 @@ from typing import Union
 
 import numpy as np
 
+from jaxbandit._numbers import integer
 from jaxbandit.io import check_criteria
 from jaxbandit.result import standard_error
 
@@ -37,6 +38,7 @@ def t_quantile_975(df: int) -> float:
     inverted by bisection); above, the Cornish-Fisher expansion around the normal
     quantile, whose relative error there is below ``1e-10``.
     """
+    df = integer("df", df, 1)
     if df > _SERIES_LIMIT:
         z = _NORMAL_975
         terms = (

@@ -97,8 +97,9 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Location
         The directory in use (a URL as a string), or ``None`` when the cache is off.
 
     Raises:
-        ValueError: the directory asked for (``directory`` or the environment variable)
-            is empty, or cannot be created or written to.  The implicit default only
+        ValueError: ``directory`` is empty, or the directory asked for (``directory``
+            or the environment variable; a blank one counts as unset) cannot be created
+            or written to.  The implicit default only
             warns and runs without a cache (e.g. a read-only home directory).
     """
     explicit = directory is not None or _environment_value() is not None

@@ -236,13 +236,16 @@ def _result_cells(result) -> list:
 
 
 def result_frame(result, curves: bool = False):
-    """:func:`cells_frame` of one :class:`~jaxbandit.result.Result`: ``instance`` is the
-    index in its batch (0 for a single instance), ``run`` the run's index in it."""
+    """:func:`cells_frame` of one :class:`~jaxbandit.result.Result`, without ``label`` and
+    ``policy_name`` (one policy): ``instance`` is the cell's index in its batch (0 for a
+    single instance; a grid of hyper-parameters on one instance has a cell per value,
+    told apart by their columns), ``run`` the run's index in it."""
     return cells_frame(_result_cells(result), curves=curves).drop(columns=["label", "policy_name"])
 
 
 def result_dataset(result):
     """:func:`cells_dataset` of one :class:`~jaxbandit.result.Result`: dimensions
-    ``(instance, run, time)`` for a batch, ``(run, time)`` for a single instance."""
+    ``(instance, run, time)`` for a batch of cells (instances, or a grid of
+    hyper-parameters on one instance: see :func:`result_frame`), ``(run, time)`` for one."""
     dataset = cells_dataset(_result_cells(result)).drop_vars(["label", "policy_name"]).swap_dims(cell="instance")
     return dataset if result.regret.ndim == 3 else dataset.isel(instance=0)

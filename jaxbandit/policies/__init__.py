@@ -47,13 +47,15 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
 def register(name: str, factory: Callable[..., Policy], *, replace: bool = False) -> None:
     """Add ``factory`` to the registry under ``name``.
 
-    A name already registered (a built-in one included) is refused unless ``replace``:
-    replacing it silently would run another policy under a name the results record.
+    A name already registered to another factory (a built-in one included) is refused
+    unless ``replace``: replacing it silently would run another policy under a name the
+    results record.  Registering the same factory again changes nothing.
 
     Raises:
         ValueError: ``name`` is not a non-empty string without ``":"`` (which marks an
             import path),
-            ``factory`` is not callable, or ``name`` is taken and ``replace`` is False.
+            ``factory`` is not callable, or ``name`` is taken by another factory and
+            ``replace`` is False.
     """
     if not isinstance(name, str) or not name or ":" in name:
         raise ValueError(f"a policy name must be a non-empty string without ':', got {name!r}.")
