@@ -99,8 +99,8 @@ def enable(directory: Union[str, os.PathLike, None] = None) -> Optional[Location
     Raises:
         ValueError: ``directory`` is empty, or the directory asked for (``directory``
             or the environment variable; a blank one counts as unset) cannot be created
-            or written to.  The implicit default only
-            warns and runs without a cache (e.g. a read-only home directory).
+            or written to.  The implicit default only warns and runs without a cache
+            (e.g. a read-only home directory).
     """
     explicit = directory is not None or _environment_value() is not None
     if directory is not None:

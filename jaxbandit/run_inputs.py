@@ -132,11 +132,11 @@ def check_inputs(
             argument="params",
         )
     merged = {**policy.params, **(params or {})}  # the policy's values for the names params omits
-    grid = max((np.shape(v)[0] for v in merged.values() if np.ndim(v) == 1), default=1)
+    columns = cell_params(merged, num_cells if instance.is_batch else None)
+    grid = max((len(column) for column in columns.values()), default=1)
     if not instance.is_batch and grid > 1:  # a grid on one instance: a cell per value, on its noise
         num_cells, instance = grid, stack([instance] * grid)
         noise_index = np.zeros(grid, np.int64) if noise_index is None else noise_index
-    columns = cell_params(merged, num_cells)
     check_param_columns(columns, dtype)
     check_param_values(policy, columns, dtype)
     noise_index = _noise_index(noise_index, num_cells)
@@ -182,12 +182,15 @@ def check_devices(devices) -> list:
     return devices
 
 
-def cell_params(params: dict, num_cells: int) -> dict:
+def cell_params(params: dict, num_cells: Optional[int]) -> dict:
     """``{name: (C,) float64}``: each hyper-parameter (a number, or one value per cell)
-    for every cell."""
+    for every cell; ``num_cells`` None: as many as the values given per cell (1 if
+    none is), a grid on one instance."""
+    values = {name: float_array(f"parameter {name!r}", v, "a number or an array of numbers") for name, v in params.items()}
+    if num_cells is None:
+        num_cells = max((v.shape[0] for v in values.values() if v.ndim == 1), default=1)
     columns = {}
-    for name, value in params.items():
-        value = float_array(f"parameter {name!r}", value, "a number or an array of numbers")
+    for name, value in values.items():
         if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != num_cells):
             raise ArgumentError(
                 f"parameter {name!r} must be a scalar or have one value per cell ({num_cells}), got shape {value.shape}.",
