@@ -253,7 +253,7 @@ def run_warm_case(num_arms, batch, dtype, repeat, loop_lps):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--arms", type=int, nargs="+", default=[5, 10, 20, 50])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 100, 10_000])
     parser.add_argument("--dtypes", nargs="+", choices=["float32", "float64"], default=["float32", "float64"])

@@ -120,7 +120,7 @@ def numpy_case_counts(cases) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--arms", default="5,10,20")
     parser.add_argument("--runs", default="1000,10000")
     parser.add_argument("--rounds", type=int, default=4096)

@@ -83,7 +83,7 @@ def main(argv=None) -> None:
     sys.path.insert(0, REPO)
     from benchmarks._common import emit, machine
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--horizons", default="1e4,1e5,1e6", help="comma-separated horizons")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--policy", default="ucb_n", help="a registered policy name")

@@ -123,7 +123,7 @@ def _names(parser, option: str, text: str) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--arms", default="10,20,50,100")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--horizon", type=int, default=20000)

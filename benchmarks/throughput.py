@@ -79,7 +79,7 @@ def time_numpy(inst: jb.Instance, runs: int, rounds: int) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--policies", default="ucb_n,ucb,ts_n,ts,greedy,eps_greedy")
     parser.add_argument("--arms", default="10,50")
     parser.add_argument("--runs", default="1000,10000")

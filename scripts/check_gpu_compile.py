@@ -92,7 +92,7 @@ def engine_case(num_arms: int, dtype, runs: int, policy_name: str):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--arms", type=int, nargs="+", default=[2, 3, 4, 5, 8])
     parser.add_argument("--target", default=DEFAULT_TARGET, help="an XLA GpuTargetConfigProto, text format")
     parser.add_argument("--engine-runs", type=int, nargs="+", default=[1, 100], help="runs of lp_explore's engine")

@@ -64,8 +64,8 @@ def summarise(final: np.ndarray) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--horizon", type=int, default=100_000, help="rounds T (default 1e5)")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--horizon", type=int, default=100_000, help="rounds T (default 100000)")
     parser.add_argument("--runs", type=int, default=1000, help="runs per cell (default 1000)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("compare_baselines_out"))
     parser.add_argument("--seed", type=int, default=0)
@@ -92,7 +92,10 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown instance(s) {unknown}; known: {sorted(available)}")
     jb.compile_cache.enable()  # as the jaxbandit command: a resumed run loads what it compiled
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.error(f"--out: cannot create {str(args.out)!r} ({error.strerror})")
 
     rows, curves = [], {}
     for inst_name in args.instances:

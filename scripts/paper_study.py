@@ -143,6 +143,15 @@ def finished_or_run(parser: argparse.ArgumentParser, option: str, configs: dict,
     return loaded
 
 
+def report_directory(parser: argparse.ArgumentParser, path: str) -> None:
+    """Make the directory of the report ``path``, or a usage error naming ``--report``:
+    before any sweep runs, not after hours of them."""
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    except OSError as error:
+        parser.error(f"--report: cannot write {path!r} ({error.strerror}: {error.filename})")
+
+
 def part_configs() -> dict:
     """``{TOML path: SweepConfig}`` of the study's parts run to T = 10^7 (:data:`PARTS`)."""
     with warnings.catch_warnings():
@@ -508,7 +517,7 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--horizon", type=int, default=10**7)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
@@ -521,6 +530,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    report_directory(parser, args.report)
     longer = {}
     for directory in args.longer:
         longer[os.path.normpath(directory)] = load_finished(parser, "--longer", directory)

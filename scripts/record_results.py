@@ -51,7 +51,7 @@ def record() -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--out", help="write the recording to this .npz file")
     group.add_argument("--compare", help="compare with a recording made earlier")

@@ -24,7 +24,6 @@ import argparse
 import math
 import os
 import sys
-import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
+from scripts.paper_study import finished_or_run, report_directory  # noqa: E402  (one way to run or load a study's sweeps)
 
 FAMILIES = ("gaussian", "bernoulli", "uniform", "rademacher", "student_t(df=3)")
 POLICIES = [{"name": "ucb_n"}, {"name": "ts_n"}, {"name": "ossb"}, {"name": "lp_explore", "alpha": [0.25, 4.5]}]
@@ -72,20 +72,15 @@ def _slug(family: str) -> str:
     return family.replace("(", "_").replace(")", "").replace("=", "")
 
 
-def run_or_load(configs: dict, out: str, report_only: bool) -> dict:
-    """``{family: SweepResults}``: each sweep run (or resumed), or loaded (``--report-only``)."""
-    results = {}
-    for family, config in configs.items():
-        directory = os.path.join(out, _slug(family))
-        if report_only:
-            results[family] = jb.load(directory)
-            continue
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", jb.policies.lp_explore.TheoryWarning)  # alpha = 0.25 on purpose
-            results[family] = jb.sweep.run(config, directory, progress=False)
-        print(f"{family}: done in {time.perf_counter() - start:.0f} s this session", flush=True)
-    return results
+def run_or_load(parser: argparse.ArgumentParser, configs: dict, out: str, report_only: bool) -> dict:
+    """``{family: SweepResults}``: each sweep run (or resumed), or loaded (``--report-only``:
+    a usage error if one is missing, or holds a sweep of other arguments), as the paper
+    study does."""
+    by_directory = {_slug(family): config for family, config in configs.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jb.policies.lp_explore.TheoryWarning)  # alpha = 0.25 on purpose
+        found = finished_or_run(parser, "--report-only", by_directory, out, report_only)
+    return {family: found[_slug(family)] for family in configs}
 
 
 def label(cell) -> str:
@@ -175,7 +170,7 @@ def report(table: list, path: str, figure_path: str, command: str, hours: float,
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--horizon", type=int, default=10**5)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
@@ -186,8 +181,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    report_directory(parser, args.report)
     jb.compile_cache.enable()
-    results = run_or_load(sweep_configs(args.horizon, args.runs, args.seed), args.out, args.report_only)
+    results = run_or_load(parser, sweep_configs(args.horizon, args.runs, args.seed), args.out, args.report_only)
     table = rows(results)
     os.makedirs(args.figures, exist_ok=True)
     figure_path = os.path.join(args.figures, "robustness_study.png")

@@ -92,3 +92,18 @@ def test_the_robustness_study_resolves_its_sweeps_and_refuses_bad_options(tmp_pa
         assert [s.label for s in cfg.instances] == [s.label for s in resolved["gaussian"].instances]
     err = _refused(study.main, ["--horizon", "1", "--out", str(tmp_path / "out")], capsys)
     assert "--horizon and --runs must be >= 2, got 1 and 100" in err and not (tmp_path / "out").exists()
+    # a report that cannot be written, refused before any sweep (not after hours of them)
+    (tmp_path / "a_file").write_text("")
+    args = ["--horizon", "10", "--runs", "2", "--out", str(tmp_path / "out")]
+    err = _refused(study.main, [*args, "--report", str(tmp_path / "a_file" / "report.md")], capsys)
+    assert "--report: cannot write" in err and not (tmp_path / "out").exists()
+    # --report-only: sweeps that are not there, or of other arguments, named as the paper study does
+    err = _refused(study.main, [*args, "--report-only", "--report", str(tmp_path / "report.md")], capsys)
+    assert "--report-only: cannot load a finished sweep from" in err and "sweep.json not found" in err
+
+
+def test_compare_baselines_names_an_out_it_cannot_create(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")
+    out = tmp_path / "a_file" / "sub"
+    err = _refused(_script("compare_baselines").main, ["--out", str(out), "--horizon", "10", "--runs", "2"], capsys)
+    assert f"--out: cannot create {str(out)!r}" in err
