@@ -61,6 +61,8 @@ def _cmd_run(args) -> int:
         print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
               f"{cfg.runs} runs, horizon {cfg.horizons[0]}")  # fmt: skip
     out = Path(args.out)
+    if not args.plot and (args.logx or args.distribution != "box"):  # they would be ignored
+        return _error("--logx and --distribution shape the figures of --plot; give --plot too.")
     start = time.perf_counter()
     results = sweep.run(args.config, out, shard=args.shard, progress=not args.quiet)
     elapsed = time.perf_counter() - start

@@ -171,8 +171,10 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
     configuration, so one job creates it and the others find the same one.
     """
     manifest_path = out / io.MANIFEST
-    if out.exists() and not out.is_dir():
-        raise SweepMismatchError(f"{out} exists and is not a directory; a sweep writes a directory.")
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())  # out itself, or where it is made
+    if not existing.is_dir():
+        where = "exists and is not a directory" if existing == out else f"cannot be made: {existing} is not a directory"
+        raise SweepMismatchError(f"{out} {where}; a sweep writes a directory.")
     if not manifest_path.is_file():
         # Files other than a racing job's temporaries, with no manifest (re-checked:
         # a racing job creates the manifest before anything else), are not a sweep.

@@ -45,6 +45,14 @@ def test_jaxbandits_warnings_are_one_line(tmp_path, capsys):
     assert ".py:" not in err, err
 
 
+def test_run_refuses_plot_options_without_plot(config_path, tmp_path, capsys):
+    """They would be ignored: refused before anything runs or is written."""
+    out = tmp_path / "unplotted"
+    assert cli.main(["run", str(config_path), "--out", str(out), "--logx"]) == cli.EXIT_USAGE
+    assert "--logx and --distribution shape the figures of --plot; give --plot too" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_reader_that_leaves_early_ends_the_command_quietly(config_path):
     """``jaxbandit check CFG | head -1``: the pipe closes before the command writes; it
     exits with 128 + SIGPIPE and no traceback."""
@@ -89,14 +97,14 @@ def test_errors_of_run_and_plot_are_messages_not_tracebacks(config_path, tmp_pat
     not_a_directory = tmp_path / "file"
     not_a_directory.write_text("x")
     assert cli.main(["run", str(config_path), "--out", str(not_a_directory)]) == cli.EXIT_USAGE
-    assert "jaxbandit: error: " in capsys.readouterr().err
+    assert f"jaxbandit: error: {not_a_directory} exists and is not a directory" in capsys.readouterr().err
     out = tmp_path / "out"
     assert cli.main(["run", str(config_path), "--out", str(out), "--shard", "2/3", "--quiet"]) == 0
     capsys.readouterr()
     for argv, status, message in [
         (["plot", str(out)], cli.EXIT_ERROR, "has no finished cells to plot yet"),
         (["plot", str(out), "--format", "png,xyz"], cli.EXIT_USAGE, "--format must list formats among"),
-        (["run", str(config_path), "--out", str(not_a_directory / "out")], cli.EXIT_ERROR, "file"),  # an OSError
+        (["run", str(config_path), "--out", str(not_a_directory / "out")], cli.EXIT_USAGE, f"cannot be made: {not_a_directory} is not a directory"),
     ]:
         assert cli.main(argv) == status, argv
         err = capsys.readouterr().err
