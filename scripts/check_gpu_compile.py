@@ -101,8 +101,17 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--only", default="", help="only the functions whose name contains this")
     args = parser.parse_args(argv)
+    if any(k < 2 for k in args.arms) or any(r < 1 for r in args.engine_runs):
+        parser.error(f"--arms must be >= 2 and --engine-runs >= 1, got {args.arms} and {args.engine_runs}")
+    for name in args.policies or ():
+        try:
+            jb.policies.resolve(name)
+        except ValueError as err:
+            parser.error(f"--policies: {err}")
+    if not os.path.isfile(args.target):
+        parser.error(f"--target: no such file {args.target!r}")
     device = gpu_device(args.target)
-    failures = 0
+    failures = compiled = 0
     for dtype in (np.float32, np.float64):
         with jax.enable_x64(dtype == np.float64):
             for num_arms in args.arms:
@@ -112,6 +121,7 @@ def main(argv=None) -> int:
                 chosen = others if args.policies is None else args.policies
                 todo += [engine_case(num_arms, dtype, 100, name) for name in chosen]
                 for name, function, example in (c for c in todo if args.only in c[0]):
+                    compiled += 1
                     start = time.perf_counter()
                     try:
                         compile_for(device, function, *example)
@@ -121,7 +131,10 @@ def main(argv=None) -> int:
                         verdict = "FAILED: " + str(error).splitlines()[0][:160]
                     seconds = time.perf_counter() - start
                     print(f"{np.dtype(dtype).name} K={num_arms} {name}: {verdict} ({seconds:.1f} s)", flush=True)
-    print("all compiled" if not failures else f"{failures} failed")
+    if not compiled:
+        print(f"nothing compiled: no function's name contains --only {args.only!r}")
+        return 1
+    print(f"all {compiled} compiled" if not failures else f"{failures} of {compiled} failed")
     return 1 if failures else 0
 
 
