@@ -110,7 +110,10 @@ def main(argv=None) -> int:
             parser.error(f"--policies: {err}")
     if not os.path.isfile(args.target):
         parser.error(f"--target: no such file {args.target!r}")
-    device = gpu_device(args.target)
+    try:
+        device = gpu_device(args.target)
+    except NotImplementedError as error:  # "topology not implemented for cuda": no CUDA plugin
+        parser.error(f"no GPU compiler here ({error}): install JAX's CUDA plugin, as this script's docstring says")
     failures = compiled = 0
     for dtype in (np.float32, np.float64):
         with jax.enable_x64(dtype == np.float64):

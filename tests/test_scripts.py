@@ -107,3 +107,14 @@ def test_compare_baselines_names_an_out_it_cannot_create(tmp_path, capsys):
     out = tmp_path / "a_file" / "sub"
     err = _refused(_script("compare_baselines").main, ["--out", str(out), "--horizon", "10", "--runs", "2"], capsys)
     assert f"--out: cannot create {str(out)!r}" in err
+
+
+def test_check_gpu_compile_refuses_bad_options_before_compiling(tmp_path, capsys):
+    main = _script("check_gpu_compile").main
+    for argv, message in (
+        (["--arms", "1"], "--arms must be >= 2 and --engine-runs >= 1, got [1] and [1, 100]"),
+        (["--engine-runs", "0"], "--arms must be >= 2 and --engine-runs >= 1, got [2, 3, 4, 5, 8] and [0]"),
+        (["--policies", "nope"], "--policies: unknown policy name 'nope'"),
+        (["--target", str(tmp_path / "none.pbtxt")], f"--target: no such file {str(tmp_path / 'none.pbtxt')!r}"),
+    ):
+        assert message in _refused(main, argv, capsys), argv
