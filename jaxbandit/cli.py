@@ -34,6 +34,7 @@ EXIT_ERROR = 1  # a run or plot that failed on its input or files (message on st
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+DEFAULT_DISTRIBUTION = "box"  # --distribution's default: run refuses another without --plot
 
 
 def _error(message, status: int = EXIT_USAGE) -> int:
@@ -61,7 +62,7 @@ def _cmd_run(args) -> int:
         print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
               f"{cfg.runs} runs, horizon {cfg.horizons[0]}")  # fmt: skip
     out = Path(args.out)
-    if not args.plot and (args.logx or args.distribution != "box"):  # they would be ignored
+    if not args.plot and (args.logx or args.distribution != DEFAULT_DISTRIBUTION):  # they would be ignored
         return _error("--logx and --distribution shape the figures of --plot; give --plot too.")
     start = time.perf_counter()
     results = sweep.run(args.config, out, shard=args.shard, progress=not args.quiet)
@@ -153,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def plot_options(p):
         p.add_argument("--logx", action="store_true", help="log scale for the time axis of regret curves")
-        p.add_argument("--distribution", choices=("box", "violin"), default="box", help="final-regret plot kind")
+        p.add_argument("--distribution", choices=("box", "violin"), default=DEFAULT_DISTRIBUTION, help="final-regret plot kind")
 
     p = commands.add_parser("run", help="run (or resume) a sweep configuration", description=(
         "Run every cell of a TOML sweep configuration, saving results and checkpoints in "

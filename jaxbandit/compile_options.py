@@ -26,8 +26,8 @@ CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_l
 
 # The most work (cells x runs x horizon x arms) of a simulation whose chunk step compiles
 # with CPU_OPTIONS.  Up to it the compile they save is about the run they lose, or more:
-# the limit sits where the policies whose trade is closest come out about even (the
-# trade by policy and K is measured in benchmarks/README.md).
+# the limit sits where the policies whose trade is closest come out about even
+# (benchmarks/README.md's rows give the trade by policy and K).
 QUICK_WORK = 2**24
 
 
