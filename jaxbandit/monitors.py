@@ -71,7 +71,8 @@ def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> M
     (its anytime concentration lemma) bounds the probability of that, for an arm with
     at least one sample's worth of its best observer's precision
     (``zeta_i >= max_j W[j, i]``), by ``2 ceil(log2(t - 1)) t**(-alpha / 2)`` whatever
-    the adaptive sampling (:func:`deviation_bound`).  Arms below that amount, and arms
+    the adaptive sampling (:func:`deviation_bound`, which counts at least one term at
+    ``t = 2``).  Arms below that amount, and arms
     observed without noise, are not counted.  A round counts when some arm is outside
     (the event ``U_t^c`` of the paper's §6).
 
@@ -151,6 +152,11 @@ def deviation_bound(t, alpha: float, num_arms: int = 1):
     """Lemma 4.2's bound on the probability that one arm is outside at round ``t``,
     ``2 ceil(log2(t - 1)) t**(-alpha / 2)`` (times ``num_arms`` for some arm), capped at 1.
 
+    The factor ``ceil(log2(t - 1))`` counts the intervals of the lemma's proof, which
+    splits the range of ``zeta_i`` into exponentially growing intervals: at ``t = 2``
+    that range is one point, one interval, where the printed formula's 0 would bound a
+    probability that is not 0.  So the count here is at least 1.
+
     Args:
         t: rounds ``>= 2`` (array-like).
         alpha: the interval's ``alpha``, finite and > 0.
@@ -161,7 +167,7 @@ def deviation_bound(t, alpha: float, num_arms: int = 1):
         raise ValueError(f"t must be finite rounds >= 2, got {t.tolist()!r}.")
     check_positive("alpha", alpha)
     integer("num_arms", num_arms, 1)
-    per_arm = 2 * np.ceil(np.log2(np.maximum(t - 1, 1))) * t ** (-alpha / 2)
+    per_arm = 2 * np.maximum(np.ceil(np.log2(t - 1)), 1) * t ** (-alpha / 2)
     return np.minimum(1.0, num_arms * per_arm)
 
 

@@ -60,6 +60,9 @@ def test_estimator_deviation_counts_match_numpy():
 
 def test_deviation_bound():
     np.testing.assert_allclose(monitors.deviation_bound([3, 5, 100], 4.0), [2 * 1 / 9, 2 * 2 / 25, 2 * 7 / 1e4])
+    # t = 2: one interval of the lemma's proof, not the printed formula's 0 (a single
+    # Gaussian sample leaves the alpha = 4 interval with probability 2 Phi(-sqrt(8 log 2)))
+    assert monitors.deviation_bound(2, 4.0) == pytest.approx(2 * 2.0**-2)
     assert monitors.deviation_bound(3, 0.5, num_arms=10) == 1.0
 
 
