@@ -388,7 +388,8 @@ def bound_main(argv: list[str] | None = None) -> int:
         print(f"noise: {result.family}; {result.kind}")
         print(f"status: {status} ({LowerBoundStatus.NAMES[status]})")
         print(f"best arm: {int(result.best_arm)}")
-        print(f"value: {float(result.value):.10g}   (regret >~ value * log T)")
+        meaning = "regret >~ value * log T" if result.kind == "bound" else "a yardstick, not a bound on the regret"
+        print(f"value: {float(result.value):.10g}   ({meaning})")
         for arm, (c, gap) in enumerate(zip(result.c, result.gaps)):
             print(f"  arm {arm}: c* = {float(c):.10g}   Delta = {float(gap):.6g}")
     return 0 if status == LowerBoundStatus.OPTIMAL else 1

@@ -157,6 +157,11 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
     np.savez(npz, mu=np.array([1.0, 0.5, 0.75]), sigma=np.diag([1.0, 2.0, 1.0]) + np.where(np.eye(3), 0, np.inf))
     assert bound("--file", str(npz)) == 0
     assert "value: 24 " in capsys.readouterr().out
+    # a family without a bound: the Gaussian LP's value, told apart from a bound
+    assert bound("--mu", "1,0.5,0.75", "--sigma", "1", "--noise", "uniform", "--gaussian-reference") == 0
+    printed = capsys.readouterr().out
+    assert "gaussian reference" in printed and "value: 12   (a yardstick, not a bound on the regret)" in printed
+    assert "regret >~" not in printed
     capsys.readouterr()
     for argv in (
         ["--mu", "1,x", "--sigma", "1"],
