@@ -30,11 +30,9 @@ __all__ = [
     "case_mix",
     "paired_differences",
     "case_counters",
-    "Z_95",
 ]
 
 logger = logging.getLogger("jaxbandit.plotting")
-Z_95 = 1.959963984540054  # two-sided 95% normal quantile: bands are mean +- Z_95 * stderr
 
 
 def _colors(labels: Sequence[str]) -> dict:
@@ -57,14 +55,21 @@ def _cell_colors(cells, colors: Optional[dict]) -> dict:
     return colors
 
 
+def _mean_and_band(ax, cell, times, mean, err, color) -> None:
+    """``mean`` against ``times`` with its 95% band, ``mean +- t err`` (Student's t with
+    ``runs - 1`` degrees of freedom, as :func:`jaxbandit.compare`'s intervals); no band
+    for one run."""
+    ax.plot(times, mean, color=color, label=cell.resolved_label)
+    if cell.runs > 1:
+        half = comparison.t_quantile_975(cell.runs - 1) * err
+        ax.fill_between(times, mean - half, mean + half, color=color, alpha=0.2, linewidth=0)
+
+
 def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None) -> None:
-    """Mean regret vs t with a 95% confidence band (mean +- 1.96 standard errors)."""
+    """Mean regret vs t with a 95% confidence band (Student's t)."""
     colors = _cell_colors(cells, colors)
     for cell in cells:
-        mean, err = cell.mean_regret(), cell.standard_error()
-        ax.plot(cell.times, mean, color=colors[cell.label], label=cell.resolved_label)
-        if cell.runs > 1:
-            ax.fill_between(cell.times, mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
+        _mean_and_band(ax, cell, cell.times, cell.mean_regret(), cell.standard_error(), colors[cell.label])
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel("round t")
@@ -88,9 +93,7 @@ def regret_over_log(
         keep = cell.times >= 2
         log_t = np.log(cell.times[keep])
         mean, err = cell.mean_regret()[keep] / log_t, cell.standard_error()[keep] / log_t
-        ax.plot(cell.times[keep], mean, color=colors[cell.label], label=cell.resolved_label)
-        if cell.runs > 1:
-            ax.fill_between(cell.times[keep], mean - Z_95 * err, mean + Z_95 * err, color=colors[cell.label], alpha=0.2, linewidth=0)
+        _mean_and_band(ax, cell, cell.times[keep], mean, err, colors[cell.label])
     if bound is not None:
         ax.axhline(bound, color="black", linestyle="--", linewidth=1.2, label=f"{bound_label} ({bound:.3g})")
     if any(np.any(cell.times >= 2) for cell in cells):
@@ -112,14 +115,16 @@ def final_distribution(ax, cells, *, kind: str = "box", colors: Optional[dict] =
         parts = ax.violinplot(data, positions=positions, showmedians=True)
         for body, cell in zip(parts["bodies"], cells):
             body.set_facecolor(colors[cell.label])
+        key = "line: median"
     else:
         parts = ax.boxplot(data, positions=positions, patch_artist=True, showmeans=True)
         for box, cell in zip(parts["boxes"], cells):
             box.set_facecolor(colors[cell.label])
             box.set_alpha(0.6)
+        key = "box: quartiles, line: median, triangle: mean"
     ax.set_xticks(positions)
     ax.set_xticklabels([c.resolved_label for c in cells], rotation=30, ha="right")
-    ax.set_ylabel(f"regret at T = {cells[0].horizon}")
+    ax.set_ylabel(f"regret at T = {cells[0].horizon}\n({key})")
 
 
 def case_counters(cell) -> list:
@@ -263,8 +268,7 @@ def plot_sweep(
         raise ValueError(f"formats must name each format once, got {list(formats)!r}.")
     for name, flag in (("logx", logx), ("logy", logy), ("bound", bound)):
         boolean(name, flag)  # "no" would read as True
-    if not isinstance(results, io.SweepResults):
-        results = io.load(results)
+    results = io.as_results(results)
     missing = "; ".join(results.describe_missing())
     if not results.cells:
         raise ValueError(f"{results.directory} has no finished cells to plot yet (missing groups: {missing}).")
@@ -314,6 +318,8 @@ def _drawn(results, policies, reference) -> list:
     drawn = [c for c in results.cells if policies is None or any(c.matches(p) for p in policies)]
     if reference is not None and not any(c.matches(reference) for c in drawn):
         raise ValueError(f"reference {reference!r} is not among the cells drawn; the labels are {', '.join(known)}.")
+    if reference is not None:  # and it picks one cell per instance and horizon
+        comparison.pick_one_per_place([(c, results) for c in drawn], reference, "reference")
     return drawn
 
 
@@ -339,16 +345,23 @@ def _paired_figure(rows, cells, out, suffix, formats) -> list:
     fig = Figure(figsize=(7.2, 1.2 + 0.45 * len(rows)), layout="constrained")
     ax = fig.subplots()
     paired_differences(ax, rows)
-    ax.set_title(f"{cells[0].instance}, T = {cells[0].horizon}, {rows[0].runs} runs on common noise", fontsize="medium")
+    ax.set_title(f"{_title(cells)} on common noise", fontsize="medium")
     return _save(fig, out / f"paired_{suffix}", formats)
+
+
+def _title(cells, break_: str = " ") -> str:
+    """What the figures of one instance and horizon say of it: instance, noise family
+    (unless Gaussian), horizon and runs (``break_`` between the first two and the rest)."""
+    cell = cells[0]
+    noise = "" if cell.noise == "gaussian" else f", {cell.noise} noise"
+    return f"{cell.instance}{noise},{break_}T = {cell.horizon}, {cell.runs} run{'s' if cell.runs != 1 else ''}"
 
 
 def _instance_figures(cells, bound_value, label, out, suffix, logx, logy, distribution, formats, colors) -> list:
     """The figures of one instance and horizon (see :func:`plot_sweep`); the paths written."""
     from matplotlib.figure import Figure
 
-    noise = "" if cells[0].noise == "gaussian" else f", {cells[0].noise} noise"
-    title = f"{cells[0].instance}{noise}, T = {cells[0].horizon}, {cells[0].runs} runs"
+    title = _title(cells)
     written = []
     curves = {
         "regret": lambda ax: regret_curves(ax, cells, logx=logx, colors=colors),
@@ -367,7 +380,7 @@ def _instance_figures(cells, bound_value, label, out, suffix, logx, logy, distri
     fig = Figure(figsize=(max(4.0, 0.9 * len(cells) + 2), 4.4), layout="constrained")
     ax = fig.subplots()
     final_distribution(ax, cells, kind=distribution, colors=colors)
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(_title(cells, "\n"), fontsize="medium")  # two lines: a figure of few cells is narrow
     written += _save(fig, out / f"final_{suffix}", formats)
 
     with_cases = [c for c in cells if case_counters(c) and len(c.diagnostic_times)]

@@ -168,3 +168,28 @@ def test_case_mix_shares_sum_to_one(results):
     assert np.nanmax(top[..., 1]) == pytest.approx(1.0)
     ts_cell = results.select(policy="ts_n")[0]
     assert plotting.case_counters(ts_cell) == []
+
+
+def test_bands_are_students_t_intervals_as_compare_gives(results):
+    """A cell's band at its last recorded round spans mean +- t_{0.975, runs - 1} standard
+    errors, the interval jb.compare gives (not the normal 1.96, too narrow for few runs)."""
+    cell = results.cells[0]
+    half = jb.comparison.t_quantile_975(cell.runs - 1) * cell.standard_error()[-1]
+    for draw, scale in ((plotting.regret_curves, 1.0), (plotting.regret_over_log, np.log(cell.times[-1]))):
+        ax = Figure().subplots()
+        draw(ax, [cell])
+        (band,) = ax.collections
+        edge = np.asarray(band.get_paths()[0].vertices)
+        at_end = edge[edge[:, 0] == cell.times[-1], 1]
+        mean = cell.mean_regret()[-1] / scale
+        np.testing.assert_allclose([at_end.min(), at_end.max()], [mean - half / scale, mean + half / scale], rtol=1e-12)
+
+
+def test_figure_titles_name_the_noise_and_count_runs(results):
+    cell = results.cells[0]
+    one = dataclasses.replace(cell, regret=cell.regret[:1], noise="bernoulli")
+    assert plotting._title([one]) == f"{cell.instance}, bernoulli noise, T = {cell.horizon}, 1 run"
+    assert plotting._title([cell], "\n") == f"{cell.instance},\nT = {cell.horizon}, {cell.runs} runs"
+    ax = Figure().subplots()
+    plotting.final_distribution(ax, [cell, one])
+    assert ax.get_ylabel() == f"regret at T = {cell.horizon}\n(box: quartiles, line: median, triangle: mean)"
