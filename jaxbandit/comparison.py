@@ -19,7 +19,7 @@ from typing import Union
 import numpy as np
 
 from jaxbandit._numbers import integer
-from jaxbandit.io import check_criteria
+from jaxbandit.io import as_results, check_criteria
 from jaxbandit.result import standard_error
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class PairedDifference:
     ties: float
 
 
-def _pick(cells: list, selection, name: str, unfinished: str = "") -> dict:
+def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") -> dict:
     """``{(instance, horizon): (cell, sweep)}`` of the ``(cell, sweep)`` pairs that
     ``selection`` picks, one per place (``unfinished``: what the message adds about
     groups not finished yet)."""
@@ -123,7 +123,8 @@ def _pick(cells: list, selection, name: str, unfinished: str = "") -> dict:
 def _unpaired(a, a_sweep, b, b_sweep) -> str:
     """Why cells ``a`` and ``b`` did not run on the same noise ("" if they did)."""
     for what, x, y in (("seed", a.seed, b.seed), ("noise stream (the instance's place in its sweep)", a.noise_stream, b.noise_stream),
-                       ("run count", a.runs, b.runs), ("noise family", a.noise, b.noise)):  # fmt: skip
+                       ("run count", a.runs, b.runs), ("noise family", a.noise, b.noise),
+                       ("precision", a.precision, b.precision)):  # fmt: skip
         if x != y:
             return f"{a.label} ran with {what} {x}, {b.label} with {y}"
     x, y = a_sweep.instances[a.instance], b_sweep.instances[b.instance]
@@ -136,8 +137,9 @@ def compare(results, a: Union[str, dict], b: Union[str, dict]) -> list:
     """The paired difference ``a - b`` of final regret, per instance and horizon.
 
     Args:
-        results: a :class:`~jaxbandit.io.SweepResults` (:func:`jaxbandit.load`), or a
-            list of them (``a`` and ``b`` may come from different sweeps).
+        results: a :class:`~jaxbandit.io.SweepResults` (:func:`jaxbandit.load`) or a
+            sweep directory, or a list of them (``a`` and ``b`` may come from different
+            sweeps).
         a, b: a cell label (``"ucb_n(alpha=0.5)"``), a policy label, or a dict of
             criteria as :meth:`~jaxbandit.io.SweepResults.select` takes them; each
             must pick at most one cell per instance and horizon.
@@ -149,15 +151,15 @@ def compare(results, a: Union[str, dict], b: Union[str, dict]) -> list:
     Raises:
         ValueError: a selection that matches nothing, or several cells in one place;
             no place in common; two cells that did not run on the same noise (another
-            seed, run count, instance or noise family).
+            seed, run count, instance, noise family or precision).
     """
-    sweeps = list(results) if isinstance(results, (list, tuple)) else [results]
+    sweeps = [as_results(item) for item in (results if isinstance(results, (list, tuple)) else [results])]
     cells = [(cell, sweep) for sweep in sweeps for cell in sweep.cells]
     missing = "; ".join(f"{sweep.directory}: {', '.join(sweep.describe_missing())}" for sweep in sweeps if sweep.missing)
     if missing:  # shards still running, or an interrupted sweep: pair what is there, say what is not
         logger.warning("groups not finished yet, left out of the comparison: %s", missing)
     unfinished = f" (groups not finished yet: {missing})" if missing else ""
-    first, second = _pick(cells, a, "a", unfinished), _pick(cells, b, "b", unfinished)
+    first, second = (pick_one_per_place(cells, s, name, unfinished) for s, name in ((a, "a"), (b, "b")))
     places = [place for place in first if place in second]
     if not places:
         raise ValueError(f"a = {a!r} and b = {b!r} share no instance and horizon: nothing to pair.")

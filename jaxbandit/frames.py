@@ -20,6 +20,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from jaxbandit._numbers import boolean
+
 __all__ = ["LABEL_FIELDS", "cells_dataset", "cells_frame", "column_names", "require", "result_dataset", "result_frame"]
 
 LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
@@ -118,6 +120,7 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     and ``regret`` and the monitor's reports instead of the per-run values.
     """
     pd = require("pandas")
+    curves = boolean("curves", curves)  # "no" would read as True
     cells = _some(cells)
     labels = _labels(cells)
     points = [len(cell.times) if curves else 1 for cell in cells]

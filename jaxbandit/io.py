@@ -18,12 +18,13 @@ A directory may hold only some groups (shards still running, a killed sweep):
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import numpy as np
 
 from jaxbandit import frames, summary
-from jaxbandit._numbers import ArgumentError
+from jaxbandit._numbers import ArgumentError, boolean
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers
 from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
@@ -101,6 +102,7 @@ class CellResult:
             included: the numeric ones as floats, the others as written.
         seed: the sweep's seed;  noise_stream: the instance's index among the sweep's
             instances.  Cells of one seed and stream ran on the same noise, run by run.
+        precision: the sweep's floating-point precision, ``"float32"`` or ``"float64"``.
     """
 
     instance: str
@@ -120,6 +122,7 @@ class CellResult:
     resolved_params: dict = dataclasses.field(default_factory=dict)
     seed: int = 0
     noise_stream: int = 0
+    precision: str = "float32"
 
     @property
     def label(self) -> str:
@@ -232,25 +235,36 @@ class SweepResults:
         ``criteria`` (all by default): one row per cell and run, or with ``curves`` per
         cell, run and recording time (:func:`jaxbandit.frames.cells_frame`); ``bounds``
         adds the lower-bound columns (:meth:`lower_bounds`)."""
-        return frames.cells_frame(
-            self.select(**criteria), curves=curves, bounds=self.lower_bounds() if bounds else None
-        )
+        return frames.cells_frame(self.select(**criteria), curves=curves, bounds=self._bounds_if(bounds))
 
     def to_xarray(self, *, bounds: bool = True, **criteria):
         """An :class:`xarray.Dataset` with dimensions ``(cell, run, time)`` of the cells
         that :meth:`select` picks, which must share their recording times
         (:func:`jaxbandit.frames.cells_dataset`)."""
-        return frames.cells_dataset(self.select(**criteria), bounds=self.lower_bounds() if bounds else None)
+        return frames.cells_dataset(self.select(**criteria), bounds=self._bounds_if(bounds))
+
+    def _bounds_if(self, bounds) -> dict | None:
+        """:meth:`lower_bounds` if the views' ``bounds`` flag (True or False) is set."""
+        return self.lower_bounds() if boolean("bounds", bounds) else None
 
 
 def check_criteria(name: str, criteria: dict) -> None:
-    """An :class:`ArgumentError` naming a key of ``criteria`` (``name``'s) that no cell has."""
-    known = [f.name for f in dataclasses.fields(CellResult)] + ["label", "resolved_label", "runs"]
-    unknown = sorted(set(criteria) - set(known))
+    """An :class:`ArgumentError` naming a key of ``criteria`` (``name``'s) that no cell
+    has, or a value that no cell's can equal (a cell's text attributes are strings, its
+    counts integers: ``noise="bernoulli"``, not a :class:`~jaxbandit.noise.Noise`)."""
+    fields = {f.name: f.type for f in dataclasses.fields(CellResult)} | {"label": "str", "resolved_label": "str", "runs": "int"}
+    unknown = sorted(set(criteria) - set(fields))
     if unknown:
         raise ArgumentError(
-            f"{name} got {unknown}, which no cell has; a cell has {', '.join(known)} "
+            f"{name} got {unknown}, which no cell has; a cell has {', '.join(fields)} "
             "(its hyper-parameters are params, or its label).", argument=unknown[0])
+    kinds = {"str": (str,), "int": (int, np.integer)}
+    for key, value in criteria.items():
+        kind = kinds.get(fields[key])
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise ArgumentError(
+                f"{name}: a cell's {key} is {'a string' if fields[key] == 'str' else 'an integer'}, "
+                f"so {key}={value!r} picks no cell.", argument=key)
 
 
 def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells: int | None = None):
@@ -302,7 +316,8 @@ def group_finished(directory, group_id: str, fingerprint: str) -> bool:
 
 def _check_manifest(manifest, path: Path) -> None:
     """A ValueError naming ``path`` if the manifest lacks what :func:`load` reads."""
-    _require(manifest, ("config", "fingerprint", "instances", "groups"), path, "the manifest")
+    _require(manifest, ("config", "fingerprint", "instances", "groups", "resolved_settings"), path, "the manifest")
+    _require(manifest["resolved_settings"], ("seed", "precision"), path, "'resolved_settings'")
     _require(manifest["instances"], (), path, "'instances'")
     for label, entry in manifest["instances"].items():
         _require(entry, ("mu", "sigma"), path, f"instance {label!r}")
@@ -315,6 +330,18 @@ def _check_manifest(manifest, path: Path) -> None:
     unknown = sorted({c["instance"] for g in manifest["groups"] for c in g["cells"]} - set(manifest["instances"]))
     if unknown:
         raise ValueError(f"{path}: cells of instances {unknown} that its 'instances' table lacks.")
+
+
+def as_results(value) -> SweepResults:
+    """``value`` as a :class:`SweepResults`: itself, or the sweep directory it names
+    (:func:`load`); an :class:`ArgumentError` naming ``results`` for anything else."""
+    if isinstance(value, SweepResults):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return load(value)
+    raise ArgumentError(
+        f"results must be a SweepResults (jaxbandit.load) or a sweep directory, got {value!r}.", argument="results"
+    )
 
 
 def load(directory) -> SweepResults:
@@ -337,6 +364,7 @@ def load(directory) -> SweepResults:
         label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]), noise=entry.get("noise", "gaussian"))
         for label, entry in manifest["instances"].items()
     }
+    settings = manifest["resolved_settings"]
     cells, groups, missing = [], {}, []
     for group in manifest["groups"]:
         found = _finished_group(directory, group["id"], group["fingerprint"], len(group["cells"]))
@@ -365,8 +393,9 @@ def load(directory) -> SweepResults:
                     monitor={k: arrays[f"monitor/{k}"][c] for k in monitor_names},
                     noise=instances[cell["instance"]].noise.label,
                     resolved_params={**cell["params"], **decode_numbers(cell.get("resolved_params", {}))},
-                    seed=int((manifest.get("resolved_settings") or {}).get("seed", 0)),
+                    seed=int(settings["seed"]),
                     noise_stream=int(manifest["instances"][cell["instance"]].get("index", 0)),
+                    precision=settings["precision"],
                 )
             )
     return SweepResults(

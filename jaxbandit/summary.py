@@ -108,9 +108,17 @@ def summary_rows(cells, bounds: dict) -> list:
     return rows
 
 
+def _field(value) -> str:
+    """A summary value as a CSV field: floats exactly (``repr``), no value as ``""``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return repr(value) if isinstance(value, float) else value
+
+
 def write_summary_csv(results, path: Optional[os.PathLike] = None) -> Path:
     """Write ``summary.csv`` of a :class:`~jaxbandit.io.SweepResults` (default: in its
-    directory) atomically; an empty field where a row has no value."""
+    directory) atomically; an empty field where a row has no value (None, or NaN: the
+    standard error of one run, the bound of an LP not solved)."""
     path = Path(path) if path is not None else results.directory / "summary.csv"
     rows = results.summary()
     fields = list(dict.fromkeys(key for row in rows for key in row))
@@ -118,5 +126,5 @@ def write_summary_csv(results, path: Optional[os.PathLike] = None) -> Path:
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else repr(v) if isinstance(v, float) else v for k, v in row.items()})
+        writer.writerow({k: _field(v) for k, v in row.items()})
     return save_text(path, buffer.getvalue())

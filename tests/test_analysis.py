@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 import jaxbandit as jb
-from jaxbandit import cli, comparison, frames, plotting, sweep
+from jaxbandit import cli, comparison, frames, plotting, summary, sweep
 from tests import sweep_fixtures as fx
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,6 +76,19 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
             select(alpha=0.5)
         assert caught.value.argument == "alpha"
     assert results.select(params={"alpha": 0.5}) == [c for c in results.cells if c.params == {"alpha": 0.5}] != []
+    # a value of another type than the cell's attribute would pick nothing, silently
+    for criteria, message in (
+        ({"noise": jb.noise.bernoulli()}, r"select: a cell's noise is a string, so noise=.* picks no cell"),
+        ({"horizon": "1500"}, r"select: a cell's horizon is an integer, so horizon='1500' picks no cell"),
+        ({"runs": True}, r"a cell's runs is an integer, so runs=True picks no cell"),
+    ):
+        with pytest.raises(jb.ArgumentError, match=message):
+            results.select(**criteria)
+    assert results.select(noise="gaussian", horizon=np.int64(1500), precision="float32") == list(results.cells)
+    # the views' flags are True or False: "no" would read as True
+    for view, flag in ((results.to_pandas, "curves"), (results.to_pandas, "bounds"), (results.to_xarray, "bounds")):
+        with pytest.raises(jb.ArgumentError, match=f"{flag} must be True or False, got string 'no'"):
+            view(**{flag: "no"})
 
 
 def test_the_curve_frame_has_a_row_per_recording_time(results):
@@ -140,7 +153,7 @@ def test_a_view_without_pandas_or_xarray_says_what_to_install(results, monkeypat
         monkeypatch.undo()
 
 
-def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, bounds):
+def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, bounds, tmp_path):
     with (results.directory / "summary.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0])[:6] == ["instance", "noise", "policy", "label", "policy_name", "alpha"]
@@ -152,6 +165,13 @@ def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, b
         assert float(row["lower_bound"]) == pytest.approx(bounds[cell.instance])
         assert float(row["lower_bound_log_T"]) == pytest.approx(bounds[cell.instance] * math.log(cell.horizon))
         assert row["lower_bound_kind"] == "bound"
+    # one run: no standard error, an empty field (not "nan")
+    one_run = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, regret=c.regret[:1]) for c in results.cells))
+    path = summary.write_summary_csv(one_run, tmp_path / "one_run.csv")
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["stderr"] for row in rows] == [""] * len(results.cells)
+    assert [float(row["mean"]) for row in rows] == [float(c.regret[0, -1]) for c in results.cells]
 
 
 def test_resolved_parameters_include_the_defaults(results):
@@ -210,6 +230,14 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
     with pytest.raises(ValueError, match="instance 'bandit' has other means or noise levels in the two sweeps"):
         jb.compare([results, shifted], a, b)
     assert jb.compare([results, dataclasses.replace(shifted, instances=results.instances)], a, b) == jb.compare(results, a, "ts_n")
+    # another precision: the noise itself was rounded otherwise
+    double = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, precision="float64") for c in results.cells))
+    with pytest.raises(ValueError, match="ran with precision float32, ts_n with float64, so they did not run on the same noise"):
+        jb.compare([results, double], {"label": "cases(alpha=0.5)", "precision": "float32"}, {"policy": "ts_n", "precision": "float64"})
+    # a sweep directory is loaded; anything else is refused naming results
+    assert jb.compare(str(results.directory), "cases(alpha=0.5)", "ts_n") == jb.compare(results, "cases(alpha=0.5)", "ts_n")
+    with pytest.raises(jb.ArgumentError, match="results must be a SweepResults .* or a sweep directory, got 3"):
+        jb.compare([results, 3], "cases(alpha=0.5)", "ts_n")
 
 
 def test_a_comparison_of_an_unfinished_sweep_says_what_is_not_there(results, caplog):
@@ -243,6 +271,10 @@ def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
         plotting.plot_sweep(results, tmp_path, policies=["ucb"])
     with pytest.raises(ValueError, match="reference 'cases' is not among the cells drawn"):
         plotting.plot_sweep(results, tmp_path, policies=["ts_n"], reference="cases")
+    # a policy label of several cells, refused before anything is drawn, naming reference
+    with pytest.raises(ValueError, match="reference = 'cases' matches 3 cells on instance 'bandit'"):
+        plotting.plot_sweep(results, tmp_path / "not_drawn", reference="cases")
+    assert not (tmp_path / "not_drawn").exists()
     ax = Figure().subplots()
     rows = jb.compare(results, "cases(alpha=1.0)", "ts_n")
     plotting.paired_differences(ax, rows)
