@@ -34,7 +34,7 @@ EXIT_ERROR = 1  # a run or plot that failed on its input or files (message on st
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
-DEFAULT_DISTRIBUTION = "box"  # --distribution's default: run refuses another without --plot
+DEFAULT_DISTRIBUTION = "box"  # --distribution's default; the parser's None says it was not given
 
 
 def _error(message, status: int = EXIT_USAGE) -> int:
@@ -62,7 +62,7 @@ def _cmd_run(args) -> int:
         print(f"demo: {len(cfg.instances)} instances x {', '.join(p.name for p in cfg.policies)}; "
               f"{cfg.runs} runs, horizon {cfg.horizons[0]}")  # fmt: skip
     out = Path(args.out)
-    if not args.plot and (args.logx or args.distribution != DEFAULT_DISTRIBUTION):  # they would be ignored
+    if not args.plot and (args.logx or args.distribution is not None):  # they would be ignored
         return _error("--logx and --distribution shape the figures of --plot; give --plot too.")
     start = time.perf_counter()
     results = sweep.run(args.config, out, shard=args.shard, progress=not args.quiet)
@@ -77,7 +77,7 @@ def _cmd_run(args) -> int:
               f"{'; '.join(results.describe_missing())}")  # fmt: skip
     print(f"summary: {out / 'summary.csv'}")
     if args.plot:
-        paths = plotting.plot_sweep(results, distribution=args.distribution, logx=args.logx)
+        paths = plotting.plot_sweep(results, distribution=args.distribution or DEFAULT_DISTRIBUTION, logx=args.logx)
         figures = sorted({p.stem for p in paths if p.suffix != ".csv"})
         print(f"plots ({len(figures)} figures, PNG and PDF): {paths[-1].parent}")
     return 0
@@ -103,7 +103,8 @@ def _cmd_plot(args) -> int:
     if not formats or any(f not in supported for f in formats):
         return _error(f"--format must list formats among {', '.join(supported)}, got {args.format!r}.")
     paths = plotting.plot_sweep(
-        args.dir, args.out, logx=args.logx, logy=args.logy, distribution=args.distribution, formats=formats,
+        args.dir, args.out, logx=args.logx, logy=args.logy, distribution=args.distribution or DEFAULT_DISTRIBUTION,
+        formats=formats,
         bound=not args.no_bound, policies=args.policies, reference=args.reference,
     )  # fmt: skip
     for path in paths:
@@ -154,7 +155,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def plot_options(p):
         p.add_argument("--logx", action="store_true", help="log scale for the time axis of regret curves")
-        p.add_argument("--distribution", choices=("box", "violin"), default=DEFAULT_DISTRIBUTION, help="final-regret plot kind")
+        p.add_argument("--distribution", choices=("box", "violin"), default=None,
+                       help=f"final-regret plot kind (default: {DEFAULT_DISTRIBUTION})")
 
     p = commands.add_parser("run", help="run (or resume) a sweep configuration", description=(
         "Run every cell of a TOML sweep configuration, saving results and checkpoints in "
@@ -229,24 +231,27 @@ def _raised_by_jaxbandit(error: BaseException) -> bool:
     return bool(frames) and package in Path(frames[-1][0].f_code.co_filename).resolve().parents
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """jaxbandit's own warnings (a hyper-parameter outside the theory) as one line
-    naming the warning, without the library's file and source line; others as Python
-    shows them."""
-    if not category.__module__.startswith("jaxbandit"):
-        return _PYTHON_SHOW_WARNING(message, category, filename, lineno, file, line)
-    print(f"jaxbandit: {category.__name__}: {message}", file=sys.stderr if file is None else file)
+def _one_line_for_jaxbandit(format_warning):
+    """``warnings.formatwarning`` that shows jaxbandit's own warnings (a
+    hyper-parameter outside the theory) as one line naming the warning, without the
+    library's file and source line; others as ``format_warning`` does.  Only the text
+    changes: a caller that records warnings (``catch_warnings(record=True)``) still
+    gets them."""
 
+    def format_(message, category, filename, lineno, line=None) -> str:
+        if not category.__module__.startswith("jaxbandit"):
+            return format_warning(message, category, filename, lineno, line)
+        return f"jaxbandit: {category.__name__}: {message}\n"
 
-_PYTHON_SHOW_WARNING = warnings.showwarning
+    return format_
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxbandit`` console script; returns the exit status."""
+    format_warning = warnings.formatwarning  # the caller's, restored on the way out
     try:
-        with warnings.catch_warnings():  # the filters stay the caller's
-            warnings.showwarning = _show_warning
-            status = _main(argv)
+        warnings.formatwarning = _one_line_for_jaxbandit(format_warning)
+        status = _main(argv)
         sys.stdout.flush()  # here, not at exit, where a closed pipe could not be caught
         return status
     except BrokenPipeError:
@@ -255,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # flush at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    finally:
+        warnings.formatwarning = format_warning
 
 
 def _main(argv: Sequence[str] | None) -> int:

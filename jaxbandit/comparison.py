@@ -18,7 +18,7 @@ from typing import Union
 
 import numpy as np
 
-from jaxbandit._numbers import integer
+from jaxbandit._numbers import ArgumentError, integer
 from jaxbandit.io import as_results, check_criteria
 from jaxbandit.result import standard_error
 
@@ -154,11 +154,18 @@ def compare(results, a: Union[str, dict], b: Union[str, dict]) -> list:
             seed, run count, instance, noise family or precision).
     """
     sweeps = [as_results(item) for item in (results if isinstance(results, (list, tuple)) else [results])]
+    if not sweeps:
+        raise ArgumentError("results must hold at least one sweep, got an empty list.", argument="results")
     cells = [(cell, sweep) for sweep in sweeps for cell in sweep.cells]
     missing = "; ".join(f"{sweep.directory}: {', '.join(sweep.describe_missing())}" for sweep in sweeps if sweep.missing)
     if missing:  # shards still running, or an interrupted sweep: pair what is there, say what is not
         logger.warning("groups not finished yet, left out of the comparison: %s", missing)
-    unfinished = f" (groups not finished yet: {missing})" if missing else ""
+    return paired(cells, a, b, f" (groups not finished yet: {missing})" if missing else "")
+
+
+def paired(cells: list, a, b, unfinished: str = "") -> list:
+    """:func:`compare` of the ``(cell, sweep)`` pairs ``cells`` (``unfinished``: what an
+    error adds about groups not finished yet)."""
     first, second = (pick_one_per_place(cells, s, name, unfinished) for s, name in ((a, "a"), (b, "b")))
     places = [place for place in first if place in second]
     if not places:

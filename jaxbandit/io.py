@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxbandit import frames, summary
-from jaxbandit._numbers import ArgumentError, boolean
+from jaxbandit._numbers import ArgumentError, boolean, integer
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers
 from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
@@ -248,23 +248,29 @@ class SweepResults:
         return self.lower_bounds() if boolean("bounds", bounds) else None
 
 
+# the attributes of a cell that hold arrays: == on them is not a truth value
+_ARRAY_ATTRIBUTES = ("times", "regret", "counts", "diagnostics", "diagnostic_times", "diagnostic_history", "monitor")
+
+
 def check_criteria(name: str, criteria: dict) -> None:
     """An :class:`ArgumentError` naming a key of ``criteria`` (``name``'s) that no cell
-    has, or a value that no cell's can equal (a cell's text attributes are strings, its
-    counts integers: ``noise="bernoulli"``, not a :class:`~jaxbandit.noise.Noise`)."""
+    has, one that holds arrays, or a value that no cell's can equal: a cell's text
+    attributes are strings (``noise="bernoulli"``, not a
+    :class:`~jaxbandit.noise.Noise`), its counts integers (the one integer rule:
+    ``horizon=2e4`` is 20000)."""
     fields = {f.name: f.type for f in dataclasses.fields(CellResult)} | {"label": "str", "resolved_label": "str", "runs": "int"}
     unknown = sorted(set(criteria) - set(fields))
     if unknown:
         raise ArgumentError(
             f"{name} got {unknown}, which no cell has; a cell has {', '.join(fields)} "
             "(its hyper-parameters are params, or its label).", argument=unknown[0])
-    kinds = {"str": (str,), "int": (int, np.integer)}
     for key, value in criteria.items():
-        kind = kinds.get(fields[key])
-        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise ArgumentError(
-                f"{name}: a cell's {key} is {'a string' if fields[key] == 'str' else 'an integer'}, "
-                f"so {key}={value!r} picks no cell.", argument=key)
+        if key in _ARRAY_ATTRIBUTES:
+            raise ArgumentError(f"{name}: a cell's {key} holds arrays; select cells by another attribute.", argument=key)
+        if fields[key] == "int":
+            integer(key, value, None)
+        elif fields[key] == "str" and not isinstance(value, str):
+            raise ArgumentError(f"{name}: a cell's {key} is a string, so {key}={value!r} picks no cell.", argument=key)
 
 
 def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells: int | None = None):
@@ -314,8 +320,19 @@ def group_finished(directory, group_id: str, fingerprint: str) -> bool:
         return False
 
 
+def other_version(manifest) -> str | None:
+    """Why ``manifest`` (as read) is not of this version's directory format, or None."""
+    written = manifest.get("format", "unknown") if isinstance(manifest, dict) else "unknown"
+    if written == FORMAT_VERSION:
+        return None
+    return f"written by another version of jaxbandit (directory format {written}, this version writes {FORMAT_VERSION})"
+
+
 def _check_manifest(manifest, path: Path) -> None:
-    """A ValueError naming ``path`` if the manifest lacks what :func:`load` reads."""
+    """A ValueError naming ``path`` if the manifest is of another directory format or
+    lacks what :func:`load` reads."""
+    if reason := other_version(manifest):
+        raise ValueError(f"{path.parent}: {reason}.")
     _require(manifest, ("config", "fingerprint", "instances", "groups", "resolved_settings"), path, "the manifest")
     _require(manifest["resolved_settings"], ("seed", "precision"), path, "'resolved_settings'")
     _require(manifest["instances"], (), path, "'instances'")

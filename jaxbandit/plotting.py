@@ -328,12 +328,12 @@ def _paired_rows(results, cells, reference: str) -> list:
     here); none where the reference is not among ``cells``."""
     if not any(c.matches(reference) for c in cells):
         return []
-    rows = []
+    rows, finished = [], [(cell, results) for cell in results.cells]  # plot_sweep said what is missing
     for cell in cells:
         if cell.matches(reference):
             continue
         criteria = {"label": cell.label, "instance": cell.instance, "horizon": cell.horizon}
-        rows += comparison.compare(results, criteria, reference)
+        rows += comparison.paired(finished, criteria, reference)
     return rows
 
 

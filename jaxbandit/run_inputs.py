@@ -187,8 +187,8 @@ def cell_params(params: dict, num_cells: Optional[int]) -> dict:
     for every cell; ``num_cells`` None: as many as the values given per cell (1 if
     none is), a grid on one instance."""
     values = {name: float_array(f"parameter {name!r}", v, "a number or an array of numbers") for name, v in params.items()}
-    if num_cells is None:
-        num_cells = max((v.shape[0] for v in values.values() if v.ndim == 1), default=1)
+    if num_cells is None:  # at least one cell: an empty list of values is refused below
+        num_cells = max((v.shape[0] for v in values.values() if v.ndim == 1), default=1) or 1
     columns = {}
     for name, value in values.items():
         if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != num_cells):

@@ -8,6 +8,7 @@ placed on the devices by :mod:`jaxbandit.placement`.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Callable, Optional
@@ -31,23 +32,27 @@ from jaxbandit.run_inputs import RunInputs, check_inputs
 __all__ = ["InvalidArmError", "NaNStateError", "SimulationRun", "simulate"]
 
 
-class InvalidArmError(ValueError):
+class _CellError(ValueError):
+    """A failure of one cell's run (``cell``: its index), picklable with its cell, so
+    that it crosses process boundaries (``multiprocessing``) whole."""
+
+    def __init__(self, message: str, *, cell: int):
+        super().__init__(message)
+        self.cell = cell
+
+    def __reduce__(self):
+        return functools.partial(type(self), cell=self.cell), self.args
+
+
+class InvalidArmError(_CellError):
     """A policy chose an arm outside ``[0, num_arms)`` during a simulation (``cell``:
     the index of the cell whose run did first)."""
 
-    def __init__(self, message: str, *, cell: int):
-        super().__init__(message)
-        self.cell = cell
 
-
-class NaNStateError(ValueError):
+class NaNStateError(_CellError):
     """A policy's state held a NaN during a simulation (looked for after rounds 1, 2, 4,
     ..., 128, every 256th after, every recording time and the last round; ``cell``: the
     index of the cell whose run held one first)."""
-
-    def __init__(self, message: str, *, cell: int):
-        super().__init__(message)
-        self.cell = cell
 
 
 # The engine's recording buffer holds a multiple of this many times, the extra ones a

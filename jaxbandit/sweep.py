@@ -198,12 +198,8 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
 
 def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
     """Why the directory's manifest is not this configuration's, or None."""
-    if not isinstance(manifest, dict) or manifest.get("format") != io.FORMAT_VERSION:
-        written = manifest.get("format", "unknown") if isinstance(manifest, dict) else "unknown"
-        return (
-            f"{out} was written by another version of jaxbandit (directory format {written}, this version "
-            f"writes {io.FORMAT_VERSION})"
-        )
+    if reason := io.other_version(manifest):
+        return f"{out} was {reason}"
     if manifest.get("fingerprint") != cfg.fingerprint():
         old, new = manifest.get("config", {}), cfg.raw
         changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and old.get(k) != new.get(k))

@@ -6,7 +6,7 @@ Writes to ``--out``:
   mean, standard error, median, 5% / 95% quantiles over runs, the LP lower bound
   ``sum_i c*_i Delta_i log T`` for reference, and the wall time;
 * ``regret_curves.png``: mean regret against ``t`` (log scale) with a 95% confidence band
-  (mean +- 1.96 standard errors), one panel per instance, with the asymptotic lower
+  (Student's t, as the library's figures), one panel per instance, with the asymptotic lower
   bound ``sum_i c*_i Delta_i log t`` dashed.
 
 Every policy runs with its registry defaults, except ``eps_greedy_lp``, whose published
@@ -160,7 +160,8 @@ def plot(curves: dict, args, names: list[str]) -> None:
                 continue
             times, mean, stderr = curves[(inst_name, name)]
             ax.plot(times, mean, color=color, lw=1.2, label=name)
-            ax.fill_between(times, mean - 1.96 * stderr, mean + 1.96 * stderr, color=color, alpha=0.2, lw=0)
+            half = jb.comparison.t_quantile_975(args.runs - 1) * stderr
+            ax.fill_between(times, mean - half, mean + half, color=color, alpha=0.2, lw=0)
         bound = lower_bound_value(available[inst_name])
         if np.isfinite(bound):
             t = np.geomspace(1, args.horizon, 200)

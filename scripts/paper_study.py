@@ -143,13 +143,19 @@ def finished_or_run(parser: argparse.ArgumentParser, option: str, configs: dict,
     return loaded
 
 
-def report_directory(parser: argparse.ArgumentParser, path: str) -> None:
-    """Make the directory of the report ``path``, or a usage error naming ``--report``:
-    before any sweep runs, not after hours of them."""
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    except OSError as error:
-        parser.error(f"--report: cannot write {path!r} ({error.strerror}: {error.filename})")
+def output_directories(parser: argparse.ArgumentParser, report: str, figures: str) -> None:
+    """Make the directories of the report file ``report`` and of the ``figures``, or a
+    usage error naming ``--report`` or ``--figures``: before any sweep runs, not after
+    hours of them."""
+    if os.path.isdir(report):
+        parser.error(f"--report: {report!r} is a directory; give the report's file name")
+    for option, path, directory in (("--report", report, os.path.dirname(os.path.abspath(report))), ("--figures", figures, figures)):
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as error:
+            parser.error(f"{option}: cannot write {path!r} ({error.strerror}: {error.filename})")
+        if not os.access(directory, os.W_OK):
+            parser.error(f"{option}: cannot write {path!r} (no write permission in {directory!r})")
 
 
 def part_configs() -> dict:
@@ -186,6 +192,12 @@ def simulation_hours(sweeps) -> float:
 def mean_and_error(values: np.ndarray) -> tuple:
     """Mean over runs (axis 0) and its standard error."""
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(values.shape[0])
+
+
+def half_width(error, runs: int):
+    """The half-width of the 95% interval of a mean of ``runs`` runs with standard error
+    ``error`` (Student's t, as the library's figures and ``jb.compare``)."""
+    return jb.comparison.t_quantile_975(runs - 1) * error
 
 
 def theorem51_rows(all_results: dict, every_alpha: bool = False) -> list:
@@ -287,10 +299,11 @@ def figure_theorem51(all_results: dict, path: str, longer: tuple = ()) -> None:
             ratio = cell.regret[:, keep] / np.log(cell.times[keep])
             mean, error = mean_and_error(ratio)
             (line,) = ax.plot(cell.times[keep], mean, label=name)
-            ax.fill_between(cell.times[keep], mean - 1.96 * error, mean + 1.96 * error, color=line.get_color(), alpha=0.2)
+            half = half_width(error, cell.runs)
+            ax.fill_between(cell.times[keep], mean - half, mean + half, color=line.get_color(), alpha=0.2)
             for other in longer_cells.get((instance, name), []):
                 mean, error = mean_and_error(other.regret / np.log(other.times))
-                ax.errorbar(other.times, mean, yerr=1.96 * error, fmt="o", markersize=3, color=line.get_color())
+                ax.errorbar(other.times, mean, yerr=half_width(error, other.runs), fmt="o", markersize=3, color=line.get_color())
         ax.axhline(lp, color="black", linestyle="--", label="LP bound")
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=max(lp, 1.0))
@@ -317,7 +330,7 @@ def figure_theorem61(rows: list, path: str) -> None:
             if not mine:
                 continue
             ts = np.array([r["t"] for r in mine]) * (1 + 0.04 * (m - 1))
-            ax.errorbar(ts, [r["ratio"] for r in mine], yerr=[1.96 * r["standard_error"] for r in mine],
+            ax.errorbar(ts, [r["ratio"] for r in mine], yerr=[half_width(r["standard_error"], r["runs"]) for r in mine],
                         marker="os^"[m], color=f"C{k}", label=f"{instance}, alpha={alpha:g}", capsize=2)  # fmt: skip
     ax.axhline(1.0, color="black", linestyle="--")
     ax.set_xscale("log")
@@ -419,8 +432,8 @@ def _case_mix_lines(longer: dict) -> list:
 
 def report(all_results: dict, figures: str, path: str, command: str, longer: dict | None = None) -> None:
     """Figures, CSV-like tables and a Markdown report; ``longer``: ``{directory:
-    SweepResults}`` of sweeps run to a longer horizon than the study's."""
-    os.makedirs(figures, exist_ok=True)
+    SweepResults}`` of sweeps run to a longer horizon than the study's (the directories
+    made by :func:`output_directories`)."""
     longer = longer or {}
     rows51, rows42 = theorem51_rows(all_results), lemma42_rows(all_results)
     rows61 = theorem61_rows(all_results, tuple(longer.values()))
@@ -530,7 +543,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
-    report_directory(parser, args.report)
+    output_directories(parser, args.report, args.figures)
     longer = {}
     for directory in args.longer:
         longer[os.path.normpath(directory)] = load_finished(parser, "--longer", directory)

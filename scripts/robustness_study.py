@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from scripts.paper_study import finished_or_run, report_directory  # noqa: E402  (one way to run or load a study's sweeps)
+from scripts.paper_study import finished_or_run, output_directories  # noqa: E402  (one way to run or load a study's sweeps)
 
 FAMILIES = ("gaussian", "bernoulli", "uniform", "rademacher", "student_t(df=3)")
 POLICIES = [{"name": "ucb_n"}, {"name": "ts_n"}, {"name": "ossb"}, {"name": "lp_explore", "alpha": [0.25, 4.5]}]
@@ -181,11 +181,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
-    report_directory(parser, args.report)
+    output_directories(parser, args.report, args.figures)
     jb.compile_cache.enable()
     results = run_or_load(parser, sweep_configs(args.horizon, args.runs, args.seed), args.out, args.report_only)
     table = rows(results)
-    os.makedirs(args.figures, exist_ok=True)
     figure_path = os.path.join(args.figures, "robustness_study.png")
     figure(table, figure_path)
     command = "python scripts/robustness_study.py" + "".join(

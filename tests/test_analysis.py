@@ -79,12 +79,14 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
     # a value of another type than the cell's attribute would pick nothing, silently
     for criteria, message in (
         ({"noise": jb.noise.bernoulli()}, r"select: a cell's noise is a string, so noise=.* picks no cell"),
-        ({"horizon": "1500"}, r"select: a cell's horizon is an integer, so horizon='1500' picks no cell"),
-        ({"runs": True}, r"a cell's runs is an integer, so runs=True picks no cell"),
+        ({"horizon": "1500"}, r"horizon must be an integer, got string '1500'"),
+        ({"runs": True}, r"runs must be an integer, got boolean True"),
+        ({"times": np.arange(3)}, r"select: a cell's times holds arrays; select cells by another attribute"),
     ):
         with pytest.raises(jb.ArgumentError, match=message):
             results.select(**criteria)
-    assert results.select(noise="gaussian", horizon=np.int64(1500), precision="float32") == list(results.cells)
+    for horizon in (np.int64(1500), 1500.0, 1.5e3):  # the integer rule: a whole float is one
+        assert results.select(noise="gaussian", horizon=horizon, precision="float32") == list(results.cells)
     # the views' flags are True or False: "no" would read as True
     for view, flag in ((results.to_pandas, "curves"), (results.to_pandas, "bounds"), (results.to_xarray, "bounds")):
         with pytest.raises(jb.ArgumentError, match=f"{flag} must be True or False, got string 'no'"):
@@ -238,6 +240,8 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
     assert jb.compare(str(results.directory), "cases(alpha=0.5)", "ts_n") == jb.compare(results, "cases(alpha=0.5)", "ts_n")
     with pytest.raises(jb.ArgumentError, match="results must be a SweepResults .* or a sweep directory, got 3"):
         jb.compare([results, 3], "cases(alpha=0.5)", "ts_n")
+    with pytest.raises(jb.ArgumentError, match="results must hold at least one sweep, got an empty list"):
+        jb.compare([], "cases(alpha=0.5)", "ts_n")
 
 
 def test_a_comparison_of_an_unfinished_sweep_says_what_is_not_there(results, caplog):

@@ -1037,6 +1037,7 @@ def _params_alpha(draw):
         st.one_of(NOT_NUMBERS, NAN, NEGATIVE, ZERO).map(lambda v: Bad({"alpha": v}, show=v)),
         # a table of values (a grid on one instance is a list): the message gives the shape
         st.lists(POSITIVE_VALUES, min_size=1, max_size=3).map(lambda v: Bad({"alpha": [v, v]}, shown=False)),
+        st.just(Bad({"alpha": []}, shown=False)),  # no cell at all
     ))  # fmt: skip
     return _simulation("params", bad, names="alpha", case="params.alpha")
 

@@ -4,6 +4,7 @@ killed with SIGKILL mid-cell and resumed."""
 import json
 import signal
 import subprocess
+import sys
 import time
 import warnings
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from jaxbandit import cli, config, sweep
+from jaxbandit.policies.lp_explore import TheoryWarning
 from tests import sweep_fixtures as fx
 
 
@@ -32,24 +34,33 @@ def test_check_shows_the_cell_groups(config_path, capsys):
     assert "g000: test_cases  K=5 T=1500: 6 cells" in out
 
 
-def test_jaxbandits_warnings_are_one_line(tmp_path, capsys):
+def test_jaxbandits_warnings_are_one_line(tmp_path, capsys, monkeypatch):
     """A hyper-parameter outside the theory: one line naming the warning, not the
     library's file and source line."""
     entry = {"name": "lp_explore", "alpha": [1.0, 4.5]}
     path = fx.write_config_toml(tmp_path / "low_alpha.toml", fx.base_config(policies=[entry]))
     with warnings.catch_warnings():
         warnings.simplefilter("default")  # Python's own, not the suite's "error"
+        # shown as Python shows a warning outside pytest's recording: its text on stderr
+        monkeypatch.setattr(warnings, "_showwarnmsg_impl", lambda msg: sys.stderr.write(warnings._formatwarnmsg(msg)))
         assert cli.main(["check", str(path)]) == 0
+        monkeypatch.undo()
     err = capsys.readouterr().err
     assert "jaxbandit: TheoryWarning: lp_explore: alpha=1.0 <= 4 is outside the paper's regret guarantee" in err, err
     assert ".py:" not in err, err
+    # a caller that records warnings gets them, as Python would give them
+    with pytest.warns(TheoryWarning, match="alpha=1.0 <= 4"):
+        assert cli.main(["check", str(path)]) == 0
+    assert capsys.readouterr().err == ""
+    assert warnings.formatwarning is warnings._formatwarning_orig  # the caller's, restored
 
 
 def test_run_refuses_plot_options_without_plot(config_path, tmp_path, capsys):
     """They would be ignored: refused before anything runs or is written."""
     out = tmp_path / "unplotted"
-    assert cli.main(["run", str(config_path), "--out", str(out), "--logx"]) == cli.EXIT_USAGE
-    assert "--logx and --distribution shape the figures of --plot; give --plot too" in capsys.readouterr().err
+    for option in (["--logx"], ["--distribution", "violin"], ["--distribution", "box"]):  # the default too
+        assert cli.main(["run", str(config_path), "--out", str(out), *option]) == cli.EXIT_USAGE, option
+        assert "--logx and --distribution shape the figures of --plot; give --plot too" in capsys.readouterr().err
     assert not out.exists()
 
 

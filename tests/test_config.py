@@ -236,6 +236,15 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     monitor = {"name": "estimator_deviation", "runs": 3}
     with pytest.raises(ConfigError, match=r"key 'runs': missing required key; found as monitor.runs: in TOML a key after a \[monitor\] header"):
         config.load({"horizon": 5, "monitor": monitor, "instances": [{"type": "default", "name": "bandit"}], "policies": [{"name": "ucb"}]})
+    # ... after the last [[policies]] entry; an instance's key after its [instances.noise]
+    found = {"horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [{"name": "ucb"}, {"name": "ts_n", "runs": 3}]}
+    with pytest.raises(ConfigError, match=r"key 'runs': missing required key; found as policies\[1\].runs: in TOML a key after a "
+                       r"\[\[policies\]\] header belongs to that table, so write it above the first table header"):
+        config.load(found)
+    found = {"runs": 1, "horizon": 5, "instances": [{"type": "default", "noise": {"family": "uniform", "name": "bandit"}}], "policies": [{"name": "ucb"}]}
+    with pytest.raises(ConfigError, match=r"key 'instances\[0\].name': missing required key; found as instances\[0\].noise.name: "
+                       r"in TOML a key after a \[instances.noise\] header belongs to that table, so write it above the \[instances.noise\] header"):
+        config.load(found)
     # [instances] for [[instances]]: one table where an array of them belongs
     with pytest.raises(ConfigError, match=r"<dict>: key 'instances': must be a non-empty array of tables \(\[\[instances\]\]\), got table"):
         config.load({"runs": 1, "horizon": 5, "instances": {"type": "default", "name": "bandit"}, "policies": [{"name": "ucb"}]})

@@ -235,9 +235,12 @@ def test_three_shards_fill_one_directory_with_the_unsharded_results(tmp_path, re
     first = sweep.run(config(), out, shard="0/3", progress=False)
     assert first.missing == ("g001", "g002", "g003") and [c.group for c in first.cells] == ["g000"] * 4
     assert first.describe_missing()[0] == "g001 (ucb_n, T=1500, 4 cells, not started)"
-    with caplog.at_level("WARNING", logger="jaxbandit.plotting"):
-        plotting.plot_sweep(out, formats=["png"], bound=False)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        paths = plotting.plot_sweep(out, formats=["png"], bound=False)
+    assert any(p.stem.startswith("paired_") for p in paths)
     assert "3 of 4 groups not finished yet, left out of the figures and summary.csv: g001 (ucb_n" in caplog.text
+    assert len(caplog.records) == 1, caplog.text  # said once, not again by each paired difference
     assert len((out / "summary.csv").read_text().splitlines()) == 1 + 4
 
     path = fx.write_config_toml(tmp_path / "sweep.toml", config())

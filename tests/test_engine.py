@@ -2,6 +2,7 @@
 by the engine, consolidation at its fixed rounds, arms outside [0, K) reported."""
 
 import itertools
+import pickle
 import types
 
 import jax
@@ -201,9 +202,14 @@ def test_an_arm_outside_the_arms_is_reported_with_its_round():
     policy = user_policies.arm_out_of_range(bad_round=700)
     run = jb.SimulationRun(policy, BANDIT, 2000, 3, chunk_size=500)
     run.advance(max_chunks=1)  # rounds 1-500: nothing wrong
-    with pytest.raises(jb.InvalidArmError, match=r"select_fn chose arm 3 at round 700 \(run 0, cell 0\); arms are 0..2"):
+    with pytest.raises(jb.InvalidArmError, match=r"select_fn chose arm 3 at round 700 \(run 0, cell 0\); arms are 0..2") as caught:
         run.advance()
     assert run.rounds_done == 1000  # it stopped after the chunk in which it happened
+    # whole across processes (multiprocessing pickles it): its message and its cell
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (type(again), str(again), again.cell) == (jb.InvalidArmError, str(caught.value), 0)
+    again = pickle.loads(pickle.dumps(jb.NaNStateError("state", cell=2)))
+    assert (type(again), str(again), again.cell) == (jb.NaNStateError, "state", 2)
     with pytest.raises(jb.InvalidArmError, match="chose arm 3 at round 5"):
         jb.simulate(user_policies.arm_out_of_range(bad_round=5), BANDIT, 20, 2)
 

@@ -227,6 +227,8 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
     files.save_json(out / "sweep.json", {**manifest, "format": 1})
     with pytest.raises(sweep.SweepMismatchError, match=r"written by another version of jaxbandit \(directory format 1, this version writes 2\)"):
         sweep.run(cfg, out, shard="1/2", progress=False)
+    with pytest.raises(ValueError, match=r"sweep: written by another version of jaxbandit \(directory format 1, this version writes 2\)"):
+        jb.load(out)  # what it reads may not be there: said so, not as a missing key
     files.save_json(out / "sweep.json", manifest)
 
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))

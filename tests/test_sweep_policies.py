@@ -86,6 +86,9 @@ def test_a_factory_s_policy_fields_are_checked_where_it_enters():
     hyper-parameters is checked through it."""
     with pytest.raises(config.ConfigError, match=r"policies\[0\].*Policy.check_params must be a function or None, got 1"):
         config.load(_config([{"name": "tests.user_policies:uncallable_check_params", "eps": 0.2}]))
+    # one with a bug of its own: a configuration error naming the entry, as any other
+    with pytest.raises(config.ConfigError, match=r"policies\[0\].*check_params\(\{'eps': 0.2\}\) failed \(KeyError: 'alpha'\)"):
+        config.load(_config([{"name": "tests.user_policies:buggy_check_params", "eps": 0.2}]))
 
 
 def test_a_sweep_stops_on_an_invalid_arm(tmp_path):

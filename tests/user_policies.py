@@ -84,6 +84,11 @@ def uncallable_check_params(eps: float = 0.1) -> jb.Policy:
     return traced_threshold(eps)._replace(check_params=1)
 
 
+def buggy_check_params(eps: float = 0.1) -> jb.Policy:
+    """A policy whose ``check_params`` has a bug of its own (a key its params lack)."""
+    return traced_threshold(eps)._replace(check_params=lambda params: params["alpha"] > 0)
+
+
 def ucb_n_worst_arm() -> jb.Policy:
     """``ucb_n`` with its select_fn replaced (always the last arm); the name stays "ucb_n"."""
 

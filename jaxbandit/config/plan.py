@@ -371,7 +371,7 @@ def _check_numeric(fail, key: str, built: list, grid: tuple, dtype) -> None:
         check_param_columns(columns, dtype, _WIDER, label=str)
         for j, policy in enumerate(built):
             check_param_values(policy, {name: column[j : j + 1] for name, column in columns.items()}, dtype, _WIDER)
-    except ArgumentError as err:
+    except (ArgumentError, PolicyError) as err:  # a value refused, or a check_params that fails itself
         fail.argument(key, set(numeric), err)
 
 

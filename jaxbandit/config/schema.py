@@ -322,13 +322,7 @@ def _config_error(error: dict, source: str) -> ConfigError:
         allowed = sorted(_model_at(error["loc"][:-1]).model_fields)
         reason = f"unknown key; allowed keys: {', '.join(allowed)}"
     elif kind == "missing":
-        reason = "missing required key"
-        # A top-level key written after a [table] header is TOML's key of that table.
-        parent = value if isinstance(value, dict) else {}
-        tables = [k for k, v in parent.items() if isinstance(v, dict) and loc and loc[-1] in v]
-        if tables:
-            reason += (f"; found as {key_path(*loc[:-1], tables[0], loc[-1])}: in TOML a key after a "
-                       f"[{tables[0]}] header belongs to that table, so write it above the first [table]")
+        reason = "missing required key" + _written_after_a_header(loc, value)
     elif kind in ("union_tag_invalid", "union_tag_not_found"):
         loc, known = loc + ["type"], ", ".join(INSTANCE_TYPES)
         tag = value.get("type") if isinstance(value, dict) else None
@@ -346,6 +340,25 @@ def _config_error(error: dict, source: str) -> ConfigError:
     else:
         reason = f"{error['msg']}, got {describe(value)}"
     return ConfigError(source, key_path(*loc), reason)
+
+
+def _written_after_a_header(loc: list, parent) -> str:
+    """Where a key missing at ``loc`` is, if TOML read it into a table of ``parent``
+    (the table that lacks it) because it was written after that table's header:
+    ``[monitor]``, the last ``[[policies]]``, ``[instances.noise]``; else ``""``."""
+    if not loc or not isinstance(parent, dict):
+        return ""
+    names = [part for part in loc[:-1] if isinstance(part, str)]  # the header's dotted name
+    for key, table in parent.items():
+        if isinstance(table, dict) and loc[-1] in table:
+            found, header = key_path(*loc[:-1], key, loc[-1]), f"[{'.'.join([*names, key])}]"
+        elif isinstance(table, list) and table and isinstance(table[-1], dict) and loc[-1] in table[-1]:
+            found, header = key_path(*loc[:-1], key, len(table) - 1, loc[-1]), f"[[{'.'.join([*names, key])}]]"
+        else:
+            continue
+        above = f"the {header} header" if names else "the first table header"
+        return f"; found as {found}: in TOML a key after a {header} header belongs to that table, so write it above {above}"
+    return ""
 
 
 def _model_at(loc) -> type:
