@@ -3,21 +3,24 @@
 Two policies get the same key exactly when their functions have the same code and
 every value those functions can read besides their arguments is the same: closure
 cells, default arguments, attributes set on the function, and the module globals their
-code names (followed into the functions they call), with, for a module or class of the
-user's own (not one of Python, of an installed package or of jaxbandit), the
-attributes of it that the code names (``settings.ARM``, ``helpers.choose``). Numbers,
-strings, arrays and containers of them (sets and ranges included) compare by value
-(floats by their bits: ``-0.0`` is not ``0.0``); functions recursively; an object by
-its class, its ``__call__`` if the class defines one, and its attributes (``__dict__``
-and ``__slots__``), so a bound method's ``self`` or a captured configuration object
-changed in place gets a new key; anything else (a class, a module, an object without
+code names (followed into the functions they call). A module or class of the user's
+own (not one of Python, of an installed package or of jaxbandit), wherever the code
+reaches it (a global, a closure cell, a module imported inside a function, an
+object's class), counts with the attributes of it that the code names, and theirs in
+turn (``settings.ARM``, ``package.settings.ARM``, a class attribute inherited from a
+base class of the user's own). Numbers, strings, arrays and containers of them (sets
+and ranges included) compare by value (floats by their bits: ``-0.0`` is not
+``0.0``); functions recursively; an object by its class, its ``__call__`` if the
+class defines one, and its attributes (``__dict__`` and ``__slots__``), so a bound
+method's ``self`` or a captured configuration object changed in place gets a new key;
+anything else (a module or class of Python or of a package, an object without
 attributes of its own) by identity, which can only make two keys differ, never make
 different computations share one. A policy's name is not part of it.
 
-What it cannot see is state outside those: an attribute an object inherits from its
-class, a name the code reaches through another object, or what a C object holds.
-Keep hyper-parameters in ``params``, in a closure, or on an object's own attributes,
-and they are seen.
+What it cannot see is state outside those: an attribute read by a name the code does
+not spell (``getattr(settings, name)``), a global that an installed package's function
+reads, or what a C object holds. Keep hyper-parameters in ``params``, in a closure, or
+on an object's own attributes, and they are seen.
 
 A key holds objects compared by identity, which mean nothing in another process;
 :func:`stable_digest` names those by their qualified names instead, so that a record
@@ -100,7 +103,9 @@ def _portable(node: Any) -> Any:
     return node
 
 
-def _describe(obj: Any, active: dict) -> Any:
+def _describe(obj: Any, active: dict, names: frozenset = frozenset()) -> Any:
+    """``obj`` as a key; ``names``: the attribute names the code that reaches ``obj``
+    spells, read from a module or class of the user's own (:func:`_with_attributes`)."""
     if isinstance(obj, (float, complex)):
         return (type(obj).__name__, repr(obj) if isinstance(obj, complex) else obj.hex())  # -0.0 != 0.0
     if isinstance(obj, _SCALARS):
@@ -109,31 +114,44 @@ def _describe(obj: Any, active: dict) -> Any:
         array = np.asarray(obj)
         return ("array", array.dtype.str, array.shape, array.tobytes())
     if isinstance(obj, (tuple, list, collections.deque)):
-        return (_Identity(type(obj)), tuple(_describe(x, active) for x in obj))
+        return (_Identity(type(obj)), tuple(_describe(x, active, names) for x in obj))
     if isinstance(obj, (set, frozenset)):  # in an order every process finds alike
-        items = sorted((_describe(x, active) for x in obj), key=lambda item: repr(_portable(item)))
+        items = sorted((_describe(x, active, names) for x in obj), key=lambda item: repr(_portable(item)))
         return (_Identity(type(obj)), tuple(items))
     if isinstance(obj, (range, bytearray)):
         return (_Identity(type(obj)), (obj.start, obj.stop, obj.step) if isinstance(obj, range) else bytes(obj))
     if isinstance(obj, (dict, types.MappingProxyType)):
-        items = sorted(((repr(k), _describe(v, active)) for k, v in obj.items()), key=lambda kv: kv[0])
+        items = sorted(((repr(k), _describe(v, active, names)) for k, v in obj.items()), key=lambda kv: kv[0])
         return ("mapping", tuple(items))
     if isinstance(obj, types.FunctionType):
         return _describe_function(obj, active)
     if isinstance(obj, functools.partial):
-        return ("partial", _describe(obj.func, active), _describe(obj.args, active), _describe(obj.keywords, active))
+        return ("partial", *(_describe(part, active, names) for part in (obj.func, obj.args, obj.keywords)))
     if isinstance(obj, types.MethodType):
-        return ("method", _describe(obj.__func__, active), _describe(obj.__self__, active))
+        names = names | _names_of(obj.__func__)  # self.X in the method
+        return ("method", _describe(obj.__func__, active), _describe(obj.__self__, active, names))
     if isinstance(obj, types.ModuleType):
-        return ("module", obj.__name__)
+        return _with_attributes(("module", obj.__name__), obj, names, active)
     if isinstance(obj, type):
-        return _Identity(obj)
+        return _with_attributes(_Identity(obj), obj, names, active)
     attributes = _attributes(obj)
     call = getattr(type(obj), "__call__", None)
     call = call if isinstance(call, types.FunctionType) else None  # a __call__ its class defines in Python
-    if attributes or call is not None:
-        return _describe_object(obj, call, attributes, active)
+    names = names | _names_of(call)
+    if attributes or call is not None or _reads_from(type(obj), names):
+        return _describe_object(obj, call, attributes, active, names)
     return _Identity(obj)
+
+
+def _reads_from(cls: type, names: frozenset) -> bool:
+    """Whether ``names`` spells an attribute of ``cls`` that :func:`_with_attributes` reads."""
+    namespace = _own_namespace(cls)
+    return namespace is not None and not names.isdisjoint(namespace)
+
+
+def _names_of(fn) -> frozenset:
+    """Every name the code of ``fn`` (a function, or None) spells."""
+    return _names(fn.__code__)[1] if isinstance(fn, types.FunctionType) else frozenset()
 
 
 def _attributes(obj) -> dict:
@@ -147,12 +165,13 @@ def _attributes(obj) -> dict:
     return attributes
 
 
-def _describe_object(obj: Any, call, attributes: dict, active: dict) -> Any:
+def _describe_object(obj: Any, call, attributes: dict, active: dict, names: frozenset) -> Any:
     if id(obj) in active:  # a cycle back to an object being described
         return ("recursive", active[id(obj)])
     active[id(obj)] = len(active)
     try:
-        return ("object", _Identity(type(obj)), None if call is None else _describe(call, active), _describe(attributes, active))
+        call = None if call is None else _describe(call, active)
+        return ("object", _describe(type(obj), active, names), call, _describe(attributes, active, names))
     finally:
         del active[id(obj)]
 
@@ -163,38 +182,51 @@ def _describe_function(fn: types.FunctionType, active: dict) -> Any:
     active[id(fn)] = len(active)
     try:
         code = fn.__code__
-        closure = tuple(
-            _describe(cell.cell_contents, active) if _filled(cell) else ("empty",) for cell in fn.__closure__ or ()
-        )
         loaded, used = _names(code)
+        closure = tuple(
+            _describe(cell.cell_contents, active, used) if _filled(cell) else ("empty",) for cell in fn.__closure__ or ()
+        )
         globals_used = tuple(
-            (name, _describe_global(fn.__globals__[name], used, active))
-            for name in sorted(loaded)
-            if name in fn.__globals__
+            (name, _describe(fn.__globals__[name], active, used)) for name in sorted(loaded) if name in fn.__globals__
         )
         return (
             "function",
             _describe_code(code),
             closure,
-            _describe(fn.__defaults__, active),
-            _describe(fn.__kwdefaults__, active),
-            _describe(fn.__dict__, active),
+            *(_describe(value, active, used) for value in (fn.__defaults__, fn.__kwdefaults__, fn.__dict__)),
             globals_used,
         )
     finally:
         del active[id(fn)]
 
 
-def _describe_global(value: Any, names: frozenset, active: dict) -> Any:
-    """A global a function reads: its description, and for a module or class of the
-    user's own, the attributes of it that the code names (``settings.ARM``)."""
-    described = _describe(value, active)
-    home = value if isinstance(value, types.ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
-    if not isinstance(value, (types.ModuleType, type)) or home is None or _installed(home):
+def _with_attributes(described: Any, value, names: frozenset, active: dict) -> Any:
+    """A module or class (``described`` as itself), and for one of the user's own the
+    attributes of it that ``names`` spells (a class's own or inherited from a class of
+    the user's own), each described with ``names`` in turn (``package.settings.ARM``)."""
+    namespace = _own_namespace(value)
+    if namespace is None or not names:
         return described
-    namespace = vars(value)
-    read = tuple((name, _describe(namespace[name], active)) for name in sorted(names) if name in namespace)
+    if id(value) in active:  # a cycle: a module that its own attribute's code names
+        return ("recursive", active[id(value)])
+    active[id(value)] = len(active)
+    try:
+        read = tuple((name, _describe(namespace[name], active, names)) for name in sorted(names) if name in namespace)
+    finally:
+        del active[id(value)]
     return ("with attributes", described, read)
+
+
+def _own_namespace(value) -> dict | None:
+    """The attributes of a module or class of the user's own (a class's own and those
+    it inherits from classes of the user's own, its own overriding), else None."""
+    home = value if isinstance(value, types.ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+    if home is None or _installed(home):
+        return None
+    if isinstance(value, types.ModuleType):
+        return vars(value)
+    owned = [cls for cls in reversed(value.__mro__) if not _installed(sys.modules.get(cls.__module__) or home)]
+    return {k: v for cls in owned for k, v in vars(cls).items()}
 
 
 _INSTALLED = tuple(

@@ -202,7 +202,9 @@ def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
         return f"{out} was {reason}"
     if manifest.get("fingerprint") != cfg.fingerprint():
         old, new = manifest.get("config", {}), cfg.raw
-        changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and old.get(k) != new.get(k))
+        # as the fingerprint reads them: 2 and 2.0 are other text (a cell's label says alpha=2.0)
+        written = lambda value: json.dumps(value, sort_keys=True)
+        changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and written(old.get(k)) != written(new.get(k)))
         edited = None if changed else _edited_file(cfg, manifest)
         if edited is not None:
             return f"{out} holds results of the same configuration computed otherwise: {edited}"

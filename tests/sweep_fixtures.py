@@ -32,18 +32,20 @@ _TRACE_COUNTS: dict = {}
 
 
 class _TraceCounter:
-    """Traces per policy name.  The counts live outside the object, which has no
-    attributes of its own: the engine's cache key describes an object that a policy
-    function names by its attributes (and a dict by its value), so counts kept there
-    would change the very key they count."""
+    """Traces per policy name.  The engine's cache key describes what a policy's code
+    reads (this object's class, the methods the code names and the globals they read,
+    a dict by its value), so counts it could see would change the very key they count:
+    they are read through ``globals()`` by a name the code does not spell, which the
+    key does not follow."""
 
     __slots__ = ()
 
     def add(self, name: str) -> None:
-        _TRACE_COUNTS[name] = _TRACE_COUNTS.get(name, 0) + 1
+        counts = globals()["_TRACE_COUNTS"]
+        counts[name] = counts.get(name, 0) + 1
 
     def __getitem__(self, name: str) -> int:
-        return _TRACE_COUNTS.get(name, 0)
+        return globals()["_TRACE_COUNTS"].get(name, 0)
 
 
 TRACES = _TraceCounter()

@@ -160,6 +160,39 @@ def test_policy_keys_see_what_else_a_function_reads(monkeypatch):
     assert engine.policy_code(captured({1, 2, 3})) == engine.policy_code(captured({3, 2, 1}))
 
 
+def test_policy_keys_follow_the_users_modules_and_classes_wherever_reached(monkeypatch):
+    """A setting of the user's own reached through a package (``tests.user_policies.ARM``),
+    a module imported inside a function (a closure cell holds it), a class in a closure
+    whose attribute it inherits from a base class, and a class attribute an object's
+    method reads (``self.ARM``): each changed gives another key, here and on disk."""
+    greedy = jb.policies.make("greedy")
+    import tests  # a local import: the lambdas' closures hold the package
+
+    class Base:
+        ARM = 0
+
+    class Derived(Base):
+        pass
+
+    class Reader:
+        def select(self, key, state, t, ctx):
+            return jb.play(self.ARM)
+
+    Reader.ARM = 0
+    reached = {
+        "through a package": (greedy._replace(select_fn=lambda k, s, t, c: jb.play(tests.user_policies.ARM)), user_policies),
+        "an inherited class attribute": (greedy._replace(select_fn=lambda k, s, t, c: jb.play(Derived.ARM)), Base),
+        "a class attribute read by self": (greedy._replace(select_fn=Reader().select), Reader),
+    }
+    for what, (policy, owner) in reached.items():
+        before = engine.policy_key(policy), engine.policy_code(policy)
+        with monkeypatch.context() as patch:
+            patch.setattr(owner, "ARM", 2)
+            after = engine.policy_key(policy), engine.policy_code(policy)
+        assert after[0] != before[0] and after[1] != before[1], what
+        assert (engine.policy_key(policy), engine.policy_code(policy)) == before, what  # restored: the same again
+
+
 def test_a_policy_that_keeps_no_arrays_runs():
     """A state of None has nothing to vmap: the results hold no diagnostics rather than
     the run failing at its end."""

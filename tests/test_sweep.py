@@ -206,6 +206,10 @@ def test_changed_config_is_refused(tmp_path, reference):
     before = sorted(p.name for p in ref_dir.rglob("*"))
     with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: runs, seed\)"):
         sweep.run(fx.base_config(runs=7, seed=4), ref_dir, progress=False)
+    # alpha = 2 for 2.0: equal numbers, other text (and labels): the key named
+    policies = [{**fx.BASE["policies"][0], "alpha": [0.5, 1.0, 2]}, *fx.BASE["policies"][1:]]
+    with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: policies\)"):
+        sweep.run(fx.base_config(policies=policies), ref_dir, progress=False)
     assert sorted(p.name for p in ref_dir.rglob("*")) == before
     (tmp_path / "notes.txt").write_text("unrelated")
     with pytest.raises(sweep.SweepMismatchError, match="not empty and is not a sweep directory"):

@@ -76,6 +76,13 @@ def test_a_module_or_factory_that_fails_is_named(tmp_path, monkeypatch):
         config.load(_config([{"name": "tests.user_policies:crashing_factory", "eps": 0.2}]))
 
 
+def test_a_factory_s_error_names_the_grid_point_it_refused():
+    with pytest.raises(config.ConfigError, match=r"key 'policies\[0\]': eps too big \(the factory called with eps=0.9\)"):
+        config.load(_config([{"name": "tests.user_policies:bounded_eps", "eps": [0.1, 0.9]}]))
+    with pytest.raises(config.ConfigError, match=r"key 'policies\[0\]': eps too big$"):  # one point: the key is the value
+        config.load(_config([{"name": "tests.user_policies:bounded_eps", "eps": 0.9}]))
+
+
 def test_a_factory_that_returns_no_policy_is_refused():
     with pytest.raises(config.ConfigError, match=r"policies\[0\].*the factory returned int, not a jaxbandit.Policy"):
         config.load(_config([{"name": "tests.user_policies:not_a_factory"}]))

@@ -84,6 +84,13 @@ def uncallable_check_params(eps: float = 0.1) -> jb.Policy:
     return traced_threshold(eps)._replace(check_params=1)
 
 
+def bounded_eps(eps: float = 0.1) -> jb.Policy:
+    """A factory that refuses some values with a plain ValueError (naming no argument)."""
+    if eps > 0.5:
+        raise ValueError("eps too big")
+    return traced_threshold(eps)
+
+
 def buggy_check_params(eps: float = 0.1) -> jb.Policy:
     """A policy whose ``check_params`` has a bug of its own (a key its params lack)."""
     return traced_threshold(eps)._replace(check_params=lambda params: params["alpha"] > 0)

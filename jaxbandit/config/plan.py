@@ -232,11 +232,12 @@ class _Failure:
     def __call__(self, key: str, reason: str):
         raise ConfigError(self.source, key, reason.rstrip("."))
 
-    def argument(self, key: str, given, error: Exception):
+    def argument(self, key: str, given, error: Exception, context: str = ""):
         """The error of a constructor, factory or monitor called with ``given``: at the
-        argument it names, if it names one it was given."""
+        argument it names, if it names one it was given (``context``: what the reason
+        adds, e.g. which point of a grid)."""
         argument = getattr(error, "argument", None)
-        self(key_path(key, argument) if argument in given else key, str(error))
+        self(key_path(key, argument) if argument in given else key, f"{str(error).rstrip('.')}{context}")
 
 
 def _times(fail, times, horizons: tuple):
@@ -325,7 +326,8 @@ def _policies(fail, entries, precision: str) -> list:
             try:
                 built.append(policies_module.make(entry.name, **kwargs))
             except (ValueError, TypeError) as err:
-                fail.argument(key, kwargs, err)
+                point = ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
+                fail.argument(key, kwargs, err, f" (the factory called with {point})" if len(grid) > 1 else "")
         _check_numeric(fail, key, built, grid, np.dtype(precision))
         if any(s.label == label for s in specs):
             fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
