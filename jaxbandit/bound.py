@@ -55,7 +55,7 @@ from jaxbandit.bound_lp import (
     warm_start,
 )
 from jaxbandit.compile_options import Program
-from jaxbandit.instances import Instance, check_instance, check_precisions, check_unique_best
+from jaxbandit.instances import Instance, check_instance, check_large_gaps, check_precisions, check_unique_best
 
 __all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]
 
@@ -89,11 +89,14 @@ class LowerBound(NamedTuple):
     family: str = "gaussian"
 
     def curve(self, times: ArrayLike) -> np.ndarray:
-        """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``."""
+        """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``;
+        ``inf`` throughout where there is no finite bound (a tie: ``value = inf``)."""
         times = float_array("times", times, "numbers >= 1")
         if not np.all(times >= 1):  # NaN included
             raise ValueError(f"times must be numbers >= 1, got {times.tolist()!r}.")
-        return np.multiply.outer(np.asarray(self.value, np.float64), np.log(times))
+        value = np.asarray(self.value, np.float64)
+        with np.errstate(invalid="ignore"):  # inf * log(1): inf, not NaN
+            return np.where(np.isinf(value)[..., None], np.inf, np.multiply.outer(value, np.log(times)))
 
 
 _batched_solve = Program(jax.vmap(solve_lower_bound))
@@ -349,8 +352,8 @@ def lower_bound(
     precision = instance.precision.reshape(sigma.shape) if gaussian else bernoulli_precision(mu, sigma)
     _check_gaps(mu, dtype)
     float32 = np.dtype(dtype) == np.float32
-    if float32 and gaussian:  # a precision float32 rounds to 0 would read as an unobserved row
-        check_precisions(instance.sigma, dtype)
+    if gaussian:  # a precision that rounds to 0 or overflows: an unobserved row, or a noise-free one
+        check_precisions(instance.sigma, dtype, "dtype=np.float64")
     elif float32:  # W' >= 4 never vanishes, but one near a mean of 0 or 1 can overflow
         check_fits("the Bernoulli equivalent precision", precision, dtype, "dtype=np.float64")
     # The LP depends on the gaps only: in float32 take them from the float64 means (one
@@ -381,9 +384,10 @@ def lower_bound(
 
 
 def _check_gaps(mu: np.ndarray, dtype) -> None:
-    """Every nonzero gap's ``b_i = 2 / gap**2`` must be a normal float64 number (a
-    subnormal one has lost digits, and one that underflows to 0 drops the arm from the
-    bound), and every gap must fit in ``dtype`` (the results report them)."""
+    """Every nonzero gap's ``b_i = 2 / gap**2`` must be finite in float64 (float32's
+    overflow is solved in float64) and a normal number in ``dtype``
+    (:func:`~jaxbandit.instances.check_large_gaps`), and every gap must fit in
+    ``dtype`` (the results report them)."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         gaps = np.max(mu, axis=-1, keepdims=True) - mu
         positive = np.where(gaps > 0, gaps, np.inf)
@@ -391,7 +395,6 @@ def _check_gaps(mu: np.ndarray, dtype) -> None:
     finite = np.isfinite(positive)
     problems = (
         (~np.isfinite(requirement) & finite, "is so small that 2 / gap**2 overflows float64"),
-        ((requirement < np.finfo(np.float64).tiny) & finite, "is so large that 2 / gap**2 underflows float64"),
         (gaps > np.finfo(dtype).max, f"does not fit in {np.dtype(dtype).name}"),
     )
     for flagged, problem in problems:
@@ -402,6 +405,7 @@ def _check_gaps(mu: np.ndarray, dtype) -> None:
                 f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} "
                 f"{problem}; rescale mu."
             )
+    check_large_gaps(mu, dtype, "dtype=np.float64")
 
 
 def _assign(target: np.ndarray, mask: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -25,7 +26,7 @@ from jaxbandit import config as config_module
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.config import ConfigError, instance_file
-from jaxbandit.instances import Instance
+from jaxbandit.instances import Instance, check_unique_best
 from jaxbandit.sweep import SweepMismatchError
 
 __all__ = ["main"]
@@ -303,10 +304,19 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _parse_vector(text: str, name: str) -> np.ndarray:
-    try:  # an empty field ("1,,0.5") is an error, not a dropped arm
-        return np.array([float(v) for v in text.replace(" ", "").split(",")], dtype=np.float64)
-    except ValueError as err:
-        raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.") from err
+    """Comma-separated decimal numbers (``inf`` among them); an empty field ("1,,0.5")
+    is an error, not a dropped arm, and so are Python's ``1_0`` and a literal beyond
+    float64 (``1e400``), which ``float`` would read as 10 and as ``inf``."""
+    values = []
+    for item in text.replace(" ", "").split(","):
+        try:
+            value = float(item) if "_" not in item else math.nan
+        except ValueError:
+            value = math.nan
+        if math.isnan(value) or (math.isinf(value) and "inf" not in item.lower()):
+            raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.")
+        values.append(value)
+    return np.array(values, dtype=np.float64)
 
 
 def _parse_sigma(text: str):
@@ -336,6 +346,10 @@ def _bound_instance(args) -> Instance:
     instance = found.instance(args.noise)
     if instance.is_batch:
         raise ValueError(f"{args.file}: bound takes one instance, got mu of shape {instance.mu.shape}.")
+    try:
+        check_unique_best(instance.mu)
+    except ValueError as err:
+        raise ValueError(f"{args.file}: {err}") from None
     return instance
 
 

@@ -22,7 +22,7 @@ import reprlib
 
 import numpy as np
 
-from jaxbandit._numbers import ArgumentError, check_fits, check_nonnegative, first_entry, float_array, integer
+from jaxbandit._numbers import ArgumentError, boolean, check_fits, check_nonnegative, first_entry, float_array, integer
 from jaxbandit._numbers import is_real, not_a_number, number
 from jaxbandit._types import ArrayLike
 from jaxbandit.feedback_graph import read as read_graph
@@ -33,6 +33,7 @@ __all__ = [
     "Instance",
     "bandit",
     "check_instance",
+    "check_large_gaps",
     "check_precisions",
     "check_representable",
     "check_unique_best",
@@ -64,7 +65,7 @@ class Instance:
 
     def __init__(self, mu: ArrayLike, sigma: ArrayLike, *, allow_ties: bool = True, noise="gaussian"):
         family = resolve_noise(noise)
-        mu_arr, sigma_arr = _validate(mu, sigma, family, allow_ties=allow_ties)
+        mu_arr, sigma_arr = _validate(mu, sigma, family, allow_ties=boolean("allow_ties", allow_ties))
         object.__setattr__(self, "mu", mu_arr)
         object.__setattr__(self, "sigma", sigma_arr)
         object.__setattr__(self, "noise", family)
@@ -145,12 +146,16 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
         raise ArgumentError(f"sigma must not contain NaN, got {entry}.", argument="sigma")
     if entry := first_entry("sigma", sigma_arr, sigma_arr < 0, indexed=True):
         raise ArgumentError(f"sigma must be >= 0 (inf allowed), got {entry}.", argument="sigma")
-    with np.errstate(over="ignore"):
-        vanishing = np.isfinite(sigma_arr) & (np.square(sigma_arr) == np.inf)
-    if entry := first_entry("sigma", sigma_arr, vanishing, indexed=True):
+    with np.errstate(over="ignore", under="ignore"):
+        squares = np.square(sigma_arr)
+    if entry := first_entry("sigma", sigma_arr, np.isfinite(sigma_arr) & (squares == np.inf), indexed=True):
         raise ArgumentError(
             f"{entry} is finite but so large that its precision 1 / sigma**2 is 0 in float64; use np.inf for an "
             "arm that reveals nothing.", argument="sigma")
+    if entry := first_entry("sigma", sigma_arr, (sigma_arr > 0) & (squares == 0), indexed=True):
+        raise ArgumentError(
+            f"{entry} is nonzero but so small that its precision 1 / sigma**2 overflows float64; use 0 for a "
+            "noise-free sample.", argument="sigma")
     unobserved = np.all(np.isinf(sigma_arr), axis=-2)  # column all inf
     if np.any(unobserved):
         where = np.argwhere(unobserved)[0].tolist()
@@ -230,19 +235,47 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
             f"instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {name}, which rounds "
             f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}."
         )
+    check_large_gaps(mu, dtype, remedy)
     check_precisions(sigma, dtype, remedy)
+
+
+def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """No gap ``max(mu) - mu`` (``mu`` ``(C, K)``) so large that ``2 / gap**2``, the
+    samples the lower bound's LP asks of that arm, is not a normal number in ``dtype``:
+    rounded to 0 (or to a subnormal), the arm would drop out of the bound and of the
+    LP policies' rounds."""
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        gaps = np.max(mu, axis=-1, keepdims=True) - mu
+        requirement = 2 / np.square(np.where(gaps > 0, gaps, np.inf))
+    flagged = (gaps > 0) & np.isfinite(gaps) & (requirement < np.finfo(dtype).tiny)
+    if flagged.any():
+        index = np.argwhere(flagged)[0]
+        where = f"instance {index[0]}: " if len(mu) > 1 else ""
+        wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
+        raise ValueError(
+            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} is so "
+            f"large that 2 / gap**2 underflows {np.dtype(dtype).name}; rescale mu{wider}."
+        )
 
 
 def check_precisions(sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
     """No finite noise level in ``sigma`` (any shape) has a precision ``1 / sigma**2``
-    that vanishes in ``dtype``: that observation would be silently ignored (an
-    estimator that never learns from it, a lower-bound row that looks unobserved)."""
-    with np.errstate(over="ignore", divide="ignore"):
-        vanishing = np.isfinite(sigma) & (1 / np.square(sigma.astype(dtype)) == 0)
-    if entry := first_entry("instance sigma", sigma, vanishing):
+    that vanishes in ``dtype``, and no nonzero one a precision that overflows: that
+    observation would be silently ignored (an estimator that never learns from it, a
+    lower-bound row that looks unobserved) or taken as noise-free."""
+    name = np.dtype(dtype).name
+    wider = f", or {remedy}" if np.finfo(dtype).bits < 64 else ""
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        precision = 1 / np.square(sigma.astype(dtype))
+    if entry := first_entry("instance sigma", sigma, (sigma > 0) & np.isinf(precision)):
         raise ValueError(
-            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {np.dtype(dtype).name} (the sample would be "
-            f"ignored); use np.inf for no information, or {remedy}."
+            f"{entry} is nonzero but its precision 1 / sigma**2 overflows {name} (the sample would count as "
+            f"noise-free); use 0 for a noise-free sample{wider}."
+        )
+    if entry := first_entry("instance sigma", sigma, np.isfinite(sigma) & (precision == 0)):
+        raise ValueError(
+            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {name} (the sample would be "
+            f"ignored); use np.inf for no information{wider}."
         )
 
 
@@ -356,6 +389,8 @@ def revealing_arm(
         mu: ``(K-1,)`` means of the ordinary bandit arms.
     """
     mu_arr = _as_means(mu)
+    if mu_arr.size == 0:
+        raise ArgumentError("mu must hold the means of at least one ordinary arm (K - 1 >= 1), got [].", argument="mu")
     k = mu_arr.shape[0] + 1
     sigma = check_nonnegative("sigma", sigma)
     reveal_sigma = sigma if reveal_sigma is None else check_nonnegative("reveal_sigma", reveal_sigma)
@@ -416,7 +451,7 @@ def random(
         mu = rng.uniform(*mean_range, size=shape + (k,))
         sigma = 10.0 ** rng.uniform(*log10_sigma_range, size=shape + (k, k))
         unseen = rng.uniform(size=shape + (k, k)) < inf_prob
-    except ValueError as err:  # numpy's "maximum allowed dimension exceeded"
+    except (ValueError, MemoryError) as err:  # numpy's "maximum allowed dimension exceeded", or no memory
         raise MemoryError(f"num_arms = {k} with num_instances = {num_instances} is too large to build ({err})") from None
     sigma = np.where(unseen & ~np.eye(k, dtype=bool), np.inf, sigma)
     return Instance(mu, sigma, noise=family)
@@ -432,6 +467,7 @@ def check_instance(name: str, value) -> Instance:
 
 def stack(instances: list[Instance]) -> Instance:
     """Stack single instances with the same K into a batch (leading axis)."""
+    instances = list(instances)  # a generator is read once
     if not instances:
         raise ValueError("instances must be a non-empty list.")
     for i, inst in enumerate(instances):

@@ -196,6 +196,8 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         (["--mu", "1,,0.5", "--sigma", "1"], "mu must be comma-separated numbers, got '1,,0.5'"),  # read as K = 2
         (["--mu", "1,0.5", "--sigma", "1,inf;;inf,1"], "(an empty row)"),
         (["--mu", "1,0.5", "--sigma", "1", "--noise", "uniform"], "(on the command line: --gaussian-reference)"),
+        (["--mu", "1,0.5", "--sigma", "1_0"], "sigma must be comma-separated numbers, got '1_0'"),  # not 10
+        (["--mu", "1,0.5", "--sigma", "1e400"], "sigma must be comma-separated numbers, got '1e400'"),  # not inf
     ):
         assert bound(*argv) == cli.EXIT_USAGE, argv
         assert message in capsys.readouterr().err, argv
@@ -204,6 +206,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         ("null.json", '{"mu": [1, 0.5], "sigma": null}', "null.json: sigma must be a number or 2 numbers, got None"),  # not read as NaN
         ("broken.json", '{"mu": [1, 0.5], "sigma": 1', "broken.json: invalid JSON: Expecting ','"),
         ("broken.toml", "mu = [1.0, 0.5\n", "broken.toml: invalid TOML: "),
+        ("tie.json", '{"mu": [1.0, 1.0], "sigma": 1}', "tie.json: mu has a tie for the best mean: arms [0, 1]"),
         ("text.npz", "not an archive", "text.npz is not a readable .npz file ("),
     ):
         (tmp_path / name).write_text(text)

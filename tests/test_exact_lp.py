@@ -153,3 +153,12 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
         bound.lower_bound(instances.bandit([0.0, -1e160]))
     with pytest.raises(ValueError, match=r"the gap 1e\+39 of arm 2 does not fit in float32; rescale mu"):
         bound.lower_bound(instances.bandit([0.0, -1.0, -1e39]), dtype=np.float32)
+    # ... or whose 2 / gap**2 is 0 in float32 (the arm's row would vanish: a bound of 0,
+    # certified); a nonzero sigma whose precision float32 holds as inf (a noise-free row)
+    with pytest.raises(ValueError, match=r"the gap 1e\+20 of arm 1 is so large that 2 / gap\*\*2 underflows float32; rescale mu or use dtype=np.float64"):
+        bound.lower_bound(instances.bandit([1e20, 0.0], 1e10), dtype=np.float32)
+    assert bound.lower_bound(instances.bandit([1e20, 0.0], 1e10)).value == pytest.approx(2.0)
+    with pytest.raises(ValueError, match=r"sigma = 1e-20 is nonzero but its precision 1 / sigma\*\*2 overflows float32 \(the sample would count as noise-free\)"):
+        bound.lower_bound(instances.bandit([1e-15, 0.0], 1e-20), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"sigma\[0, 0\] = 1e-200 is nonzero but so small that its precision 1 / sigma\*\*2 overflows float64"):
+        instances.bandit([1.0, 0.0], 1e-200)

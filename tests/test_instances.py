@@ -41,6 +41,8 @@ def test_valid_instance_and_precision():
         (np.zeros((0, 3)), np.ones((0, 3, 3)), r"mu must hold at least one instance, got an empty batch of shape \(0, 3\)"),
         # 1 / sigma**2 would be 0: read as "no information" though the sample is drawn
         ([1.0, 0.5], [[1.0, 1e160], [INF, 1.0]], r"sigma\[0, 1\] = 1e\+160 is finite but so large that its precision"),
+        # ... or inf: read as a noise-free sample though it is drawn with noise
+        ([1.0, 0.5], [[1e-200, INF], [INF, 1.0]], r"sigma\[0, 0\] = 1e-200 is nonzero but so small that its precision"),
     ],
 )
 def test_bad_instances(mu, sigma, message):
@@ -52,6 +54,8 @@ def test_ties_rejected_only_when_asked():
     jb.Instance([1.0, 1.0], np.ones((2, 2)))
     with pytest.raises(ValueError, match="tie for the best mean"):
         jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties=False)
+    with pytest.raises(jb.ArgumentError, match="allow_ties must be True or False, got string 'no'"):
+        jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties="no")  # not read as True
 
 
 def test_batch_of_one_from_random():
@@ -68,6 +72,7 @@ def test_batch_and_indexing():
         jb.Instance(np.zeros((2, 2)), np.stack([np.ones((2, 2)), [[INF, 1.0], [INF, 1.0]]]))
     with pytest.raises(ValueError, match="equal K"):
         instances.stack([instances.bandit([1.0, 0.2]), instances.bandit([1.0, 0.2, 0.1])])
+    assert instances.stack(i for i in [instances.bandit([1.0, 0.2])]) == instances.stack([instances.bandit([1.0, 0.2])])
 
 
 def test_constructors():
@@ -111,6 +116,7 @@ def test_constructors():
         (lambda: instances.revealing_arm(sigma=None), r"sigma must be a number >= 0, got None"),
         (lambda: instances.revealing_arm(reveal_sigma="x"), r"reveal_sigma must be a number >= 0, got 'x'"),
         (lambda: instances.revealing_arm(reveal_mean=None), r"reveal_mean must be a number, got None"),
+        (lambda: instances.revealing_arm([]), r"mu must hold the means of at least one ordinary arm \(K - 1 >= 1\), got \[\]"),
         (lambda: instances.random(0, None), r"num_arms must be an integer >= 2, got None"),
         (lambda: instances.random(0, 3, num_instances=0), r"num_instances must be an integer >= 1, got 0"),
         (lambda: instances.random(0, 3, num_instances=-1), r"num_instances must be an integer >= 1, got -1"),
@@ -187,3 +193,12 @@ def test_the_other_families_take_any_gaussian_instance():
     for noise in ("uniform", "rademacher", jb.noise.student_t(df=4)):
         inst = jb.Instance([3.0, -2.0], [[0.0, INF], [0.1, 1.0]], noise=noise)
         assert inst.noise == jb.noise.resolve(noise)
+
+
+def test_a_simulation_refuses_gaps_whose_lp_requirement_its_dtype_loses():
+    """A gap so large that float32 holds 2 / gap**2 as 0: the LP policies' rounds and the
+    bound would drop the arm (an explore-then-commit oracle that never explores)."""
+    huge = jb.instances.bandit([1e20, 0.0], 1e10)
+    with pytest.raises(ValueError, match=r"the gap 1e\+20 of arm 1 is so large that 2 / gap\*\*2 underflows float32; rescale mu or use dtype='float64'"):
+        jb.simulate(jb.policies.make("oracle_etc"), huge, 10, 2)
+    instances.check_representable(huge.mu[None], huge.sigma[None], np.float64)  # float64 holds it

@@ -28,6 +28,7 @@ compile time.
 
 import decimal
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -496,6 +497,11 @@ def test_host_api_argument_errors():
         lower_bound(instances.bandit([1.0, 0.5], sigma=1e25), dtype=np.float32)
     solved = LowerBound(np.array([0.0, 8.0]), np.array(4.0), np.array(0), np.array(0), np.array([0.0, 0.5]))
     np.testing.assert_allclose(solved.curve([1, np.e]), [0.0, 4.0])
+    # no finite bound (a tie): inf throughout, not NaN at t = 1 (inf * log 1)
+    unsolved = LowerBound(np.array([np.nan, np.nan]), np.array([4.0, np.inf]), np.array([0, 5]), np.array([0, 0]), np.zeros((2, 2)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(unsolved.curve([1, np.e]), [[0.0, 4.0], [np.inf, np.inf]])
     for times in ([np.nan, 10], [0.5, 10], ["x"]):
         with pytest.raises(ValueError, match="times must be numbers >= 1"):
             solved.curve(times)
