@@ -306,14 +306,16 @@ def _main(argv: Sequence[str] | None) -> int:
 def _parse_vector(text: str, name: str) -> np.ndarray:
     """Comma-separated decimal numbers (``inf`` among them); an empty field ("1,,0.5")
     is an error, not a dropped arm, and so are Python's ``1_0`` and a literal beyond
-    float64 (``1e400``), which ``float`` would read as 10 and as ``inf``."""
+    float64 (``1e400``, ``1e-400``), which ``float`` would read as 10, ``inf`` and 0."""
     values = []
     for item in text.replace(" ", "").split(","):
         try:
             value = float(item) if "_" not in item else math.nan
         except ValueError:
             value = math.nan
-        if math.isnan(value) or (math.isinf(value) and "inf" not in item.lower()):
+        overflow = math.isinf(value) and "inf" not in item.lower()
+        underflow = value == 0 and any(digit in "123456789" for digit in item.lower().partition("e")[0])
+        if math.isnan(value) or overflow or underflow:
             raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.")
         values.append(value)
     return np.array(values, dtype=np.float64)

@@ -146,16 +146,7 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
         raise ArgumentError(f"sigma must not contain NaN, got {entry}.", argument="sigma")
     if entry := first_entry("sigma", sigma_arr, sigma_arr < 0, indexed=True):
         raise ArgumentError(f"sigma must be >= 0 (inf allowed), got {entry}.", argument="sigma")
-    with np.errstate(over="ignore", under="ignore"):
-        squares = np.square(sigma_arr)
-    if entry := first_entry("sigma", sigma_arr, np.isfinite(sigma_arr) & (squares == np.inf), indexed=True):
-        raise ArgumentError(
-            f"{entry} is finite but so large that its precision 1 / sigma**2 is 0 in float64; use np.inf for an "
-            "arm that reveals nothing.", argument="sigma")
-    if entry := first_entry("sigma", sigma_arr, (sigma_arr > 0) & (squares == 0), indexed=True):
-        raise ArgumentError(
-            f"{entry} is nonzero but so small that its precision 1 / sigma**2 overflows float64; use 0 for a "
-            "noise-free sample.", argument="sigma")
+    check_precisions(sigma_arr, np.float64, name="sigma", indexed=True)
     unobserved = np.all(np.isinf(sigma_arr), axis=-2)  # column all inf
     if np.any(unobserved):
         where = np.argwhere(unobserved)[0].tolist()
@@ -209,9 +200,10 @@ def check_unique_best(mu: np.ndarray) -> None:
 
 def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
     """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
-    worse arm rounded onto the best mean, and no finite noise level whose precision
-    ``1 / sigma**2`` would vanish (:func:`check_precisions`).  Errors suggest
-    ``remedy``, the caller's name for a wider dtype.
+    worse arm rounded onto the best mean, no gap whose ``2 / gap**2`` the dtype loses
+    (:func:`check_large_gaps`), and no noise level whose precision ``1 / sigma**2``
+    would vanish or overflow (:func:`check_precisions`).  Errors suggest ``remedy``,
+    the caller's name for a wider dtype.
 
     Args:
         mu: ``(C, K)`` means, float64.
@@ -258,24 +250,28 @@ def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> 
         )
 
 
-def check_precisions(sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+def check_precisions(
+    sigma: np.ndarray, dtype, remedy: str = "dtype='float64'", *, name: str = "instance sigma", indexed: bool = False
+) -> None:
     """No finite noise level in ``sigma`` (any shape) has a precision ``1 / sigma**2``
     that vanishes in ``dtype``, and no nonzero one a precision that overflows: that
     observation would be silently ignored (an estimator that never learns from it, a
-    lower-bound row that looks unobserved) or taken as noise-free."""
-    name = np.dtype(dtype).name
+    lower-bound row that looks unobserved) or taken as noise-free.  An
+    :class:`ArgumentError` for ``sigma`` shows the entry as ``name`` (with its index if
+    ``indexed``)."""
+    dtype_name = np.dtype(dtype).name
     wider = f", or {remedy}" if np.finfo(dtype).bits < 64 else ""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         precision = 1 / np.square(sigma.astype(dtype))
-    if entry := first_entry("instance sigma", sigma, (sigma > 0) & np.isinf(precision)):
-        raise ValueError(
-            f"{entry} is nonzero but its precision 1 / sigma**2 overflows {name} (the sample would count as "
-            f"noise-free); use 0 for a noise-free sample{wider}."
+    if entry := first_entry(name, sigma, (sigma > 0) & np.isinf(precision), indexed):
+        raise ArgumentError(
+            f"{entry} is nonzero but its precision 1 / sigma**2 overflows {dtype_name} (the sample would count as "
+            f"noise-free); use 0 for a noise-free sample{wider}.", argument="sigma"
         )
-    if entry := first_entry("instance sigma", sigma, np.isfinite(sigma) & (precision == 0)):
-        raise ValueError(
-            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {name} (the sample would be "
-            f"ignored); use np.inf for no information{wider}."
+    if entry := first_entry(name, sigma, np.isfinite(sigma) & (precision == 0), indexed):
+        raise ArgumentError(
+            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name} (the sample would be "
+            f"ignored); use np.inf for no information{wider}.", argument="sigma"
         )
 
 

@@ -269,8 +269,9 @@ def check_criteria(name: str, criteria: dict) -> None:
             raise ArgumentError(f"{name}: a cell's {key} holds arrays; select cells by another attribute.", argument=key)
         if fields[key] == "int":
             integer(key, value, None)
-        elif fields[key] == "str" and not isinstance(value, str):
-            raise ArgumentError(f"{name}: a cell's {key} is a string, so {key}={value!r} picks no cell.", argument=key)
+        elif fields[key] in ("str", "dict") and not isinstance(value, str if fields[key] == "str" else dict):
+            kind = "a string" if fields[key] == "str" else "a dict"
+            raise ArgumentError(f"{name}: a cell's {key} is {kind}, so {key}={value!r} picks no cell.", argument=key)
 
 
 def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells: int | None = None):
@@ -331,6 +332,7 @@ def other_version(manifest) -> str | None:
 def _check_manifest(manifest, path: Path) -> None:
     """A ValueError naming ``path`` if the manifest is of another directory format or
     lacks what :func:`load` reads."""
+    _require(manifest, (), path, "the manifest")
     if reason := other_version(manifest):
         raise ValueError(f"{path.parent}: {reason}.")
     _require(manifest, ("config", "fingerprint", "instances", "groups", "resolved_settings"), path, "the manifest")

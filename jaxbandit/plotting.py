@@ -115,7 +115,7 @@ def final_distribution(ax, cells, *, kind: str = "box", colors: Optional[dict] =
         parts = ax.violinplot(data, positions=positions, showmedians=True)
         for body, cell in zip(parts["bodies"], cells):
             body.set_facecolor(colors[cell.label])
-        key = "line: median"
+        key = "body: distribution, lines: median and extremes"
     else:
         parts = ax.boxplot(data, positions=positions, patch_artist=True, showmeans=True)
         for box, cell in zip(parts["boxes"], cells):
@@ -328,12 +328,12 @@ def _paired_rows(results, cells, reference: str) -> list:
     here); none where the reference is not among ``cells``."""
     if not any(c.matches(reference) for c in cells):
         return []
-    rows, finished = [], [(cell, results) for cell in results.cells]  # plot_sweep said what is missing
+    rows, drawn = [], [(cell, results) for cell in cells]  # the reference as _drawn checked it
     for cell in cells:
         if cell.matches(reference):
             continue
         criteria = {"label": cell.label, "instance": cell.instance, "horizon": cell.horizon}
-        rows += comparison.paired(finished, criteria, reference)
+        rows += comparison.paired(drawn, criteria, reference)
     return rows
 
 

@@ -196,8 +196,9 @@ def mean_and_error(values: np.ndarray) -> tuple:
 
 def half_width(error, runs: int):
     """The half-width of the 95% interval of a mean of ``runs`` runs with standard error
-    ``error`` (Student's t, as the library's figures and ``jb.compare``)."""
-    return jb.comparison.t_quantile_975(runs - 1) * error
+    ``error`` (Student's t, as the library's figures and ``jb.compare``); NaN for one run
+    (a ``--longer`` sweep may have one)."""
+    return jb.comparison.t_quantile_975(runs - 1) * error if runs > 1 else np.full_like(np.asarray(error, float), np.nan)
 
 
 def theorem51_rows(all_results: dict, every_alpha: bool = False) -> list:

@@ -82,6 +82,7 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
         ({"horizon": "1500"}, r"horizon must be an integer, got string '1500'"),
         ({"runs": True}, r"runs must be an integer, got boolean True"),
         ({"times": np.arange(3)}, r"select: a cell's times holds arrays; select cells by another attribute"),
+        ({"params": "alpha=0.5"}, r"select: a cell's params is a dict, so params='alpha=0.5' picks no cell"),
     ):
         with pytest.raises(jb.ArgumentError, match=message):
             results.select(**criteria)
@@ -275,6 +276,9 @@ def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
         plotting.plot_sweep(results, tmp_path, policies=["ucb"])
     with pytest.raises(ValueError, match="reference 'cases' is not among the cells drawn"):
         plotting.plot_sweep(results, tmp_path, policies=["ts_n"], reference="cases")
+    # a policy label that picks one cell among those drawn: paired among those drawn
+    paths = plotting.plot_sweep(results, tmp_path / "one", formats=("png",), policies=["cases(alpha=0.5)", "ts_n"], reference="cases")
+    assert {p.stem for p in paths if p.stem.startswith("paired_")} == {"paired_bandit", "paired_graph_star"}
     # a policy label of several cells, refused before anything is drawn, naming reference
     with pytest.raises(ValueError, match="reference = 'cases' matches 3 cells on instance 'bandit'"):
         plotting.plot_sweep(results, tmp_path / "not_drawn", reference="cases")

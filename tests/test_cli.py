@@ -198,6 +198,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         (["--mu", "1,0.5", "--sigma", "1", "--noise", "uniform"], "(on the command line: --gaussian-reference)"),
         (["--mu", "1,0.5", "--sigma", "1_0"], "sigma must be comma-separated numbers, got '1_0'"),  # not 10
         (["--mu", "1,0.5", "--sigma", "1e400"], "sigma must be comma-separated numbers, got '1e400'"),  # not inf
+        (["--mu", "1,0.5", "--sigma", "1e-400"], "sigma must be comma-separated numbers, got '1e-400'"),  # not 0
     ):
         assert bound(*argv) == cli.EXIT_USAGE, argv
         assert message in capsys.readouterr().err, argv

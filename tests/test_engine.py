@@ -162,9 +162,11 @@ def test_policy_keys_see_what_else_a_function_reads(monkeypatch):
 
 def test_policy_keys_follow_the_users_modules_and_classes_wherever_reached(monkeypatch):
     """A setting of the user's own reached through a package (``tests.user_policies.ARM``),
-    a module imported inside a function (a closure cell holds it), a class in a closure
-    whose attribute it inherits from a base class, and a class attribute an object's
-    method reads (``self.ARM``): each changed gives another key, here and on disk."""
+    a module imported by the enclosing function (a closure cell holds it) or inside the
+    function itself, a class in a closure whose attribute it inherits from a base class,
+    a class attribute that a method another method calls reads (``self.ARM``), a class
+    method, and a global that ``__init__`` or a property reads: each changed gives
+    another key, here and on disk."""
     greedy = jb.policies.make("greedy")
     import tests  # a local import: the lambdas' closures hold the package
 
@@ -175,14 +177,41 @@ def test_policy_keys_follow_the_users_modules_and_classes_wherever_reached(monke
         pass
 
     class Reader:
-        def select(self, key, state, t, ctx):
-            return jb.play(self.ARM)
+        ARM = 0
 
-    Reader.ARM = 0
+        def select(self, key, state, t, ctx):
+            return jb.play(self._pick())
+
+        def _pick(self):  # the attribute is read by a method the policy's code does not name
+            return self.ARM
+
+        @classmethod
+        def pick(cls):
+            return cls.ARM
+
+    class Setting:
+        def __init__(self):  # called unnamed, as Setting()
+            self.arm = tests.user_policies.ARM
+
+        @property
+        def read(self):
+            return tests.user_policies.ARM
+
+    def imports(key, state, t, ctx):
+        from tests import user_policies as imported  # a module imported where it is used
+
+        return jb.play(imported.ARM)
+
+    Reader.ITEMS = []
+    Reader.ITEMS.append(Reader.ITEMS)  # a cycle: described once, not forever
     reached = {
         "through a package": (greedy._replace(select_fn=lambda k, s, t, c: jb.play(tests.user_policies.ARM)), user_policies),
         "an inherited class attribute": (greedy._replace(select_fn=lambda k, s, t, c: jb.play(Derived.ARM)), Base),
         "a class attribute read by self": (greedy._replace(select_fn=Reader().select), Reader),
+        "a class method": (greedy._replace(select_fn=lambda k, s, t, c: jb.play(Reader.pick() + len(Reader.ITEMS))), Reader),
+        "a global read by __init__": (greedy._replace(select_fn=lambda k, s, t, c: jb.play(Setting().arm)), user_policies),
+        "a global read by a property": (greedy._replace(select_fn=lambda k, s, t, c: jb.play(Setting().read)), user_policies),
+        "an import inside the function": (greedy._replace(select_fn=imports), user_policies),
     }
     for what, (policy, owner) in reached.items():
         before = engine.policy_key(policy), engine.policy_code(policy)

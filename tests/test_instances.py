@@ -40,9 +40,9 @@ def test_valid_instance_and_precision():
         ([1.0, 0.5], np.eye(2, dtype=bool), r"sigma must be a numeric array, got array\(\[\[ True, False\]"),
         (np.zeros((0, 3)), np.ones((0, 3, 3)), r"mu must hold at least one instance, got an empty batch of shape \(0, 3\)"),
         # 1 / sigma**2 would be 0: read as "no information" though the sample is drawn
-        ([1.0, 0.5], [[1.0, 1e160], [INF, 1.0]], r"sigma\[0, 1\] = 1e\+160 is finite but so large that its precision"),
+        ([1.0, 0.5], [[1.0, 1e160], [INF, 1.0]], r"sigma\[0, 1\] = 1e\+160 is finite but its precision 1 / sigma\*\*2 is 0 in float64"),
         # ... or inf: read as a noise-free sample though it is drawn with noise
-        ([1.0, 0.5], [[1e-200, INF], [INF, 1.0]], r"sigma\[0, 0\] = 1e-200 is nonzero but so small that its precision"),
+        ([1.0, 0.5], [[1e-200, INF], [INF, 1.0]], r"sigma\[0, 0\] = 1e-200 is nonzero but its precision 1 / sigma\*\*2 overflows float64"),
     ],
 )
 def test_bad_instances(mu, sigma, message):
