@@ -9,10 +9,15 @@ user's), wherever the code reaches it (a global, a closure cell, a module import
 inside a function, an object's class), counts with the attributes of it that the code
 names, and theirs in turn (``settings.ARM``, ``package.settings.ARM``, a class
 attribute inherited from a base class of the user's own); a class with every method
-(``__init__`` and properties included) and the attributes those name. Whatever is
-reached by several paths, or holds itself, is described once. Numbers, strings,
-arrays and containers of them (sets and ranges included) compare by value (floats by
-their bits: ``-0.0`` is not ``0.0``); functions recursively; an object by its class,
+(``__init__`` and properties included) and the attributes those name; the names are
+those that any code the walk meets spells (a helper reading ``module.ARM`` of a
+module another function passes it). Whatever is reached by several paths, or holds
+itself, is described once. Numbers, strings, arrays (by dtype, shape and bytes),
+slices and containers of them (sets, ranges, dicts in their order, and a container
+class of the user's own with its methods) compare by value (floats by their bits:
+``-0.0`` is not ``0.0``); a built-in method by its object (``table.get``);
+functions recursively (code with its flags and exception table; the globals of a
+Python or installed package's function are not followed); an object by its class,
 its ``__call__`` if the class defines one, and its attributes (``__dict__`` and
 ``__slots__``), so a bound method's ``self`` or a captured configuration object
 changed in place gets a new key; anything else (a module or class of Python or of a
@@ -35,9 +40,12 @@ written by one process (a checkpoint, a sweep directory) can be checked by anoth
 from __future__ import annotations
 
 import collections
+import decimal
 import dis
+import fractions
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -73,7 +81,20 @@ class _Identity:
 
 def computation_key(*objects) -> tuple:
     """A hashable description of ``objects`` (functions, NamedTuples of them, values)."""
-    return tuple(_describe(obj, _Walk()) for obj in objects)
+    return tuple(_describe_whole(obj) for obj in objects)
+
+
+def _describe_whole(obj) -> Any:
+    """``obj`` described with every attribute name that any code it reaches spells:
+    walked again with the names the last walk found until they stop growing (a helper
+    that reads ``settings.ARM`` of a module another function passes it)."""
+    spelled: frozenset = frozenset()
+    while True:
+        walk = _Walk(spelled)
+        described = _describe(obj, walk)
+        if walk.spelled <= spelled:
+            return described
+        spelled = spelled | walk.spelled
 
 
 def stable_digest(key: tuple) -> str:
@@ -115,8 +136,10 @@ class _Walk:
     size, not the number of paths through them.  Each object is kept alive meanwhile,
     so that its id cannot be reused by another."""
 
-    def __init__(self):
+    def __init__(self, spelled: frozenset = frozenset()):
         self.met: dict = {}  # (id, names) -> (object, order)
+        self.known = spelled  # the names every module and class of the user's is read by
+        self.spelled: set = set()  # the names the code met so far spells
 
     def once(self, obj, names: frozenset, describe) -> Any:
         key = (id(obj), names)
@@ -133,11 +156,17 @@ def _describe(obj: Any, walk: _Walk, names: frozenset = frozenset()) -> Any:
         return (type(obj).__name__, repr(obj) if isinstance(obj, complex) else obj.hex())  # -0.0 != 0.0
     if isinstance(obj, _SCALARS):
         return (type(obj).__name__, obj)
+    if isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
+        return ("keys", str(obj.dtype), _describe(jax.random.key_data(obj), walk))
     if isinstance(obj, (np.ndarray, np.generic)) or (isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)):
-        array = np.asarray(obj)
-        return ("array", array.dtype.str, array.shape, array.tobytes())
-    if isinstance(obj, (range, bytearray)):
-        return (_Identity(type(obj)), (obj.start, obj.stop, obj.step) if isinstance(obj, range) else bytes(obj))
+        array = np.asarray(obj)  # the dtype's name too: narrow dtypes share their .str ('<V1')
+        return ("array", array.dtype.str, array.dtype.name, array.shape, array.tobytes())
+    if isinstance(obj, (range, slice)):
+        return (_Identity(type(obj)), *(_describe(part, walk) for part in (obj.start, obj.stop, obj.step)))
+    if isinstance(obj, (bytearray, decimal.Decimal, fractions.Fraction, jax.tree_util.PyTreeDef)):
+        return (_Identity(type(obj)), bytes(obj) if isinstance(obj, bytearray) else str(obj))
+    if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and not isinstance(obj.__self__, (types.ModuleType, type(None))):
+        return ("bound method", obj.__name__, _describe(obj.__self__, walk, names))  # dict.get: and its dict
     # a function reads by its own names only: one description, whatever reaches it
     met_as = frozenset() if isinstance(obj, types.FunctionType) else names
     return walk.once(obj, met_as, lambda: _describe_reference(obj, walk, names))
@@ -146,14 +175,14 @@ def _describe(obj: Any, walk: _Walk, names: frozenset = frozenset()) -> Any:
 def _describe_reference(obj: Any, walk: _Walk, names: frozenset) -> Any:
     """:func:`_describe` of what can be shared, or hold itself: containers, code,
     modules, classes and objects."""
-    if isinstance(obj, (tuple, list, collections.deque)):
-        return (_Identity(type(obj)), tuple(_describe(x, walk, names) for x in obj))
-    if isinstance(obj, (set, frozenset)):  # in an order every process finds alike
-        items = sorted((_describe(x, walk, names) for x in obj), key=lambda item: repr(_portable(item)))
-        return (_Identity(type(obj)), tuple(items))
-    if isinstance(obj, (dict, types.MappingProxyType)):
-        items = sorted(((repr(k), _describe(v, walk, names)) for k, v in obj.items()), key=lambda kv: kv[0])
-        return ("mapping", tuple(items))
+    if isinstance(obj, (tuple, list, collections.deque, set, frozenset, dict, types.MappingProxyType)):
+        kind = _describe(type(obj), walk, names)  # a NamedTuple or dict subclass of the user's: its methods
+        if isinstance(obj, (tuple, list, collections.deque)):
+            return (kind, tuple(_describe(x, walk, names) for x in obj))
+        if isinstance(obj, (set, frozenset)):  # in an order every process finds alike
+            return (kind, tuple(_describe(x, walk, names) for x in sorted(obj, key=lambda x: _alone(x, walk, names))))
+        factory = _describe(getattr(obj, "default_factory", None), walk, names)  # a defaultdict's
+        return ("mapping", kind, factory, tuple((_describe(k, walk, names), _describe(v, walk, names)) for k, v in obj.items()))
     if isinstance(obj, types.FunctionType):
         return _describe_function(obj, walk)
     if isinstance(obj, functools.partial):
@@ -178,32 +207,69 @@ def _describe_reference(obj: Any, walk: _Walk, names: frozenset) -> Any:
     return _Identity(obj)
 
 
+def _alone(obj, walk: _Walk, names: frozenset) -> str:
+    """``obj``'s description as if the walk met it first (no back-reference to what a
+    set's other members hold), as text: the order of a set's members."""
+    met = walk.met
+    walk.met = dict(met)
+    try:
+        return repr(_portable(_describe(obj, walk, names)))
+    finally:
+        walk.met = met
+
+
 def _names_of(fn) -> frozenset:
     """Every name the code of ``fn`` (a function, or None) spells."""
     return _names(fn.__code__)[1] if isinstance(fn, types.FunctionType) else frozenset()
 
 
 def _attributes(obj) -> dict:
-    """An object's own attributes (``__dict__`` and filled ``__slots__``)."""
-    attributes = dict(getattr(obj, "__dict__", None) or {})
+    """An object's own attributes (``__dict__`` and filled ``__slots__``), read past any
+    ``__getattr__`` of its class; not the values a ``functools.cached_property`` keeps
+    there (computed from the others, they appear after a first use)."""
+    try:
+        attributes = dict(object.__getattribute__(obj, "__dict__") or {})
+    except (AttributeError, TypeError):
+        attributes = {}
+    cached = {name for cls in type(obj).__mro__ for name, v in vars(cls).items() if isinstance(v, functools.cached_property)}
+    attributes = {k: v for k, v in attributes.items() if k not in cached}
     for cls in type(obj).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
-            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
-                attributes[name] = getattr(obj, name)
+            if name in ("__dict__", "__weakref__"):
+                continue
+            try:
+                attributes[name] = object.__getattribute__(obj, name)
+            except AttributeError:  # a slot not filled
+                pass
     return attributes
 
 
 def _describe_function(fn: types.FunctionType, walk: _Walk) -> Any:
+    """A function's code, closure, defaults and attributes; for one of the user's own or
+    of jaxbandit also the globals it reads and the modules it imports (those of Python
+    and of installed packages change only with their versions)."""
     code = fn.__code__
     loaded, used, imported = _names(code)
+    module = sys.modules.get(fn.__module__ or "")
+    if module is None or _users_own(module) or module.__name__.partition(".")[0] == "jaxbandit":
+        walk.spelled |= used
+    else:
+        loaded, imported = frozenset(), frozenset()
+    used = used | walk.known
     closure = tuple(_describe(cell.cell_contents, walk, used) if _filled(cell) else ("empty",) for cell in fn.__closure__ or ())
     globals_used = tuple(
         (name, _describe(fn.__globals__[name], walk, used)) for name in sorted(loaded) if name in fn.__globals__
     )
     package = fn.__globals__.get("__package__") or ""
-    modules = {name: sys.modules.get(name) or sys.modules.get(f"{package}.{name}") for name in imported}
-    imports = tuple((name, _describe(module, walk, used)) for name, module in sorted(modules.items()) if module is not None)
+    modules = {}
+    for name, level in sorted(imported):
+        try:
+            resolved = importlib.util.resolve_name("." * level + name, package) if level else name
+        except (ImportError, ValueError):
+            continue
+        modules[resolved] = sys.modules.get(resolved)
+    imports = tuple((name, _describe(found, walk, used)) for name, found in modules.items() if found is not None)
     return (
         "function",
         _describe_code(code),
@@ -224,6 +290,7 @@ def _with_attributes(described: Any, value, names: frozenset, walk: _Walk) -> An
     namespace = _own_namespace(value)
     if namespace is None:
         return described
+    names = names | walk.known
     methods = {}
     if isinstance(value, type):
         methods = {name: found for name, found in namespace.items() if _functions_of(found)}
@@ -292,18 +359,35 @@ def _filled(cell) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _describe_code(code: types.CodeType) -> tuple:
     """Bytecode and constants (nested code objects recursively); immutable, so cached."""
-    constants = tuple(_describe_code(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c)) for c in code.co_consts)
-    return (code.co_code, constants, code.co_names, code.co_varnames, code.co_argcount, code.co_kwonlyargcount)
+    constants = tuple(_describe_constant(c) for c in code.co_consts)
+    shape = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
+    return (code.co_code, getattr(code, "co_exceptiontable", b""), constants, code.co_names, code.co_varnames,
+            code.co_freevars, code.co_cellvars, shape)  # fmt: skip
+
+
+def _describe_constant(constant) -> Any:
+    """A code constant: nested code by its description, a frozenset (``x in {...}``) by
+    its members in an order every process finds alike, anything else by its repr."""
+    if isinstance(constant, types.CodeType):
+        return _describe_code(constant)
+    if isinstance(constant, frozenset):
+        return ("frozenset", tuple(sorted(repr(_describe_constant(c)) for c in constant)))
+    return (type(constant).__name__, repr(constant))
 
 
 @functools.lru_cache(maxsize=4096)
 def _names(code: types.CodeType) -> tuple:
     """``(loaded, used, imported)``: the names the code (and the code it defines) loads
-    as globals, every name it uses (globals and attributes), and the modules it
-    imports."""
+    as globals, every name it uses (globals and attributes), and the modules it imports
+    (``(name, level)``, level > 0 for a relative import)."""
     instructions = list(dis.get_instructions(code))
     loaded = {ins.argval for ins in instructions if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-    imported = {ins.argval for ins in instructions if ins.opname == "IMPORT_NAME"}
+    # IMPORT_NAME follows LOAD_CONST level, LOAD_CONST fromlist: (name, level) pairs
+    imported = {
+        (ins.argval, instructions[i - 2].argval if i >= 2 and isinstance(instructions[i - 2].argval, int) else 0)
+        for i, ins in enumerate(instructions)
+        if ins.opname == "IMPORT_NAME"
+    }
     used = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):

@@ -4,6 +4,7 @@ by the engine, consolidation at its fixed rounds, arms outside [0, K) reported."
 import itertools
 import pickle
 import types
+import typing
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import engine, estimator
+from jaxbandit import engine, estimator, fingerprint
 from jaxbandit.base import Decision
 from tests import user_policies
 
@@ -220,6 +221,74 @@ def test_policy_keys_follow_the_users_modules_and_classes_wherever_reached(monke
             after = engine.policy_key(policy), engine.policy_code(policy)
         assert after[0] != before[0] and after[1] != before[1], what
         assert (engine.policy_key(policy), engine.policy_code(policy)) == before, what  # restored: the same again
+
+
+def test_policy_keys_see_what_any_function_reads_and_what_builtins_hold(monkeypatch):
+    """A setting read by a helper that another function passes the module to, a
+    NamedTuple's method reading a global, a dict's order, a dict read through its bound
+    ``get``, slices, code that differs in its exception table or its flags, and narrow
+    dtypes that share their ``dtype.str``: each difference gives another key."""
+    greedy = jb.policies.make("greedy")
+    key = lambda fn: engine.policy_key(greedy._replace(select_fn=fn))
+
+    def read(module):
+        return module.ARM
+
+    passed = lambda k, s, t, c: jb.play(read(user_policies))
+    before = key(passed)
+    monkeypatch.setattr(user_policies, "ARM", 2)
+    assert key(passed) != before
+    monkeypatch.undo()
+
+    class Settings(typing.NamedTuple):
+        arm: int
+
+        def scaled(self):
+            return self.arm * user_policies.ARM
+
+    settings = Settings(1)
+    scaled = lambda k, s, t, c: jb.play(settings.scaled())
+    before = key(scaled)
+    monkeypatch.setattr(user_policies, "ARM", 2)
+    assert key(scaled) != before
+    monkeypatch.undo()
+
+    first = lambda d: (lambda k, s, t, c: jb.play(list(d.values())[0]))
+    assert key(first({"a": 0, "b": 1})) != key(first({"b": 1, "a": 0}))
+    table = {"arm": 0}
+    get = table.get
+    through_get = lambda k, s, t, c: jb.play(get("arm"))
+    before = key(through_get)
+    table["arm"] = 1
+    assert key(through_get) != before
+    sliced = lambda part: (lambda k, s, t, c: jb.play(len(range(5)[part])))
+    assert key(sliced(slice(0, 3))) != key(sliced(slice(0, 5)))
+    assert engine.policy_code(greedy._replace(select_fn=sliced(slice(0, 3)))) != engine.policy_code(greedy._replace(select_fn=sliced(slice(0, 5))))
+
+    def caught(x):
+        try:
+            a = int(x)
+            b = int(a - 5)
+        except ValueError:
+            return 0
+        return b
+
+    def uncaught(x):
+        try:
+            a = int(x)
+        except ValueError:
+            return 0
+        else:
+            b = int(a - 5)
+        return b
+
+    assert caught.__code__.co_code == uncaught.__code__.co_code  # the same bytecode: told apart by the table
+    assert fingerprint.computation_key(caught) != fingerprint.computation_key(uncaught)
+    assert fingerprint.computation_key(lambda *a: a) != fingerprint.computation_key(lambda **a: a)
+    u = np.array([0x38], np.uint8)
+    import ml_dtypes
+
+    assert fingerprint.computation_key(u.view(ml_dtypes.int4)) != fingerprint.computation_key(u.view(ml_dtypes.float8_e4m3fn))
 
 
 def test_a_policy_that_keeps_no_arrays_runs():
