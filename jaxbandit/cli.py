@@ -92,8 +92,15 @@ def _shard_option(text: str):
 
 
 def _names(text: str) -> list:
-    """The non-empty items of a comma-separated list."""
-    return [item.strip() for item in text.split(",") if item.strip()]
+    """The non-empty items of a comma-separated list; a comma inside parentheses is a
+    label's own (``"lp_explore(alpha=4.5, gamma=0.5),ts_n"`` is two labels)."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text + ","):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    return [item for item in items if item]
 
 
 def _cmd_plot(args) -> int:

@@ -140,12 +140,13 @@ class CellResult:
         return int(self.regret.shape[0])
 
     def matches(self, selection) -> bool:
-        """Whether ``selection`` picks this cell: a cell label (``"ucb_n(alpha=0.5)"``) or
-        policy label (a string), or attribute values (a dict, as :meth:`SweepResults.select`
-        takes them)."""
+        """Whether ``selection`` picks this cell: a cell label (``"ucb_n(alpha=0.5)"``),
+        its resolved label as figures show it (``"ucb_n(alpha=1.0)"`` for a default) or
+        its policy label (a string), or attribute values (a dict, as
+        :meth:`SweepResults.select` takes them)."""
         if isinstance(selection, dict):
             return all(getattr(self, k) == v for k, v in selection.items())
-        return selection in (self.label, self.policy)
+        return selection in (self.label, self.resolved_label, self.policy)
 
     # a simulation's, on this cell's (runs, P) regret
     final_regret = Result.final_regret

@@ -308,7 +308,7 @@ def plot_sweep(
 def _drawn(results, policies, reference) -> list:
     """The cells ``policies`` names (cell or policy labels; all by default), checked,
     and ``reference`` checked to name one of them."""
-    known = list(dict.fromkeys([c.label for c in results.cells] + [c.policy for c in results.cells]))
+    known = list(dict.fromkeys(name for c in results.cells for name in (c.label, c.resolved_label, c.policy)))
     if policies is not None:
         if isinstance(policies, str) or not policies:
             raise ValueError(f"policies must be a non-empty list of cell or policy labels, got {policies!r}.")

@@ -86,6 +86,10 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
     ):
         with pytest.raises(jb.ArgumentError, match=message):
             results.select(**criteria)
+    # a figure's label (the parameters as resolved, defaults included) picks its cell too
+    cell = dataclasses.replace(results.cells[0], resolved_params={**results.cells[0].params, "gamma": 0.5})
+    assert cell.resolved_label != cell.label and cell.matches(cell.resolved_label) and cell.matches(cell.label)
+    assert cli._names("lp_explore(alpha=4.5, gamma=0.5), ts_n,") == ["lp_explore(alpha=4.5, gamma=0.5)", "ts_n"]
     for horizon in (np.int64(1500), 1500.0, 1.5e3):  # the integer rule: a whole float is one
         assert results.select(noise="gaussian", horizon=horizon, precision="float32") == list(results.cells)
     # the views' flags are True or False: "no" would read as True
