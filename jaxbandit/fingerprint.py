@@ -17,8 +17,9 @@ slices and containers of them (sets, ranges, dicts in their order, and a contain
 class of the user's own with its methods) compare by value (floats by their bits:
 ``-0.0`` is not ``0.0``); a built-in method by its object (``table.get``);
 functions recursively (code with its flags and exception table; the globals of a
-Python or installed package's function are not followed); an object by its class,
-its ``__call__`` if the class defines one, and its attributes (``__dict__`` and
+Python or installed package's function are not followed); an object by its class
+(without its constructors: a count of instances they keep is no part of it), its
+``__call__`` if the class defines one, and its attributes (``__dict__`` and
 ``__slots__``), so a bound method's ``self`` or a captured configuration object
 changed in place gets a new key; anything else (a module or class of Python or of a
 package, an object of theirs without attributes of its own) by identity, which can
@@ -80,8 +81,16 @@ class _Identity:
 
 
 def computation_key(*objects) -> tuple:
-    """A hashable description of ``objects`` (functions, NamedTuples of them, values)."""
-    return tuple(_describe_whole(obj) for obj in objects)
+    """A hashable description of ``objects`` (functions, NamedTuples of them, values);
+    a ValueError for a structure nested deeper than the walk's recursion can follow."""
+    try:
+        return tuple(_describe_whole(obj) for obj in objects)
+    except RecursionError:
+        raise ValueError(
+            "cannot fingerprint the policy: what its functions reach is nested deeper than Python's recursion "
+            f"limit ({sys.getrecursionlimit()}) lets the fingerprint follow (a long chain of objects?); keep its "
+            "settings in a flatter structure, or raise the limit with sys.setrecursionlimit."
+        ) from None
 
 
 def _describe_whole(obj) -> Any:
@@ -203,8 +212,16 @@ def _describe_reference(obj: Any, walk: _Walk, names: frozenset) -> Any:
     call = call if isinstance(call, types.FunctionType) else None  # a __call__ its class defines in Python
     if attributes or call is not None or _own_namespace(type(obj)) is not None:
         call = None if call is None else _describe(call, walk)
-        return ("object", _describe(type(obj), walk, names), call, _describe(attributes, walk, names))
+        cls = type(obj)  # as an object made already uses it: without what made it
+        kind = walk.once(cls, names | _MADE, lambda: _with_attributes(_Identity(cls), cls, names, walk, made=True))
+        return ("object", kind, call, _describe(attributes, walk, names))
     return _Identity(obj)
+
+
+# how an object's class is met (not a name code can spell): its constructors left out, so
+# that a class attribute they change (a count of instances) is no part of the key
+_MADE = frozenset({"<made>"})
+_CONSTRUCTORS = ("__init__", "__new__", "__init_subclass__", "__post_init__")
 
 
 def _alone(obj, walk: _Walk, names: frozenset) -> str:
@@ -280,20 +297,21 @@ def _describe_function(fn: types.FunctionType, walk: _Walk) -> Any:
     )
 
 
-def _with_attributes(described: Any, value, names: frozenset, walk: _Walk) -> Any:
+def _with_attributes(described: Any, value, names: frozenset, walk: _Walk, made: bool = False) -> Any:
     """A module or class (``described`` as itself), and for one of the user's own the
     attributes of it that ``names`` spells (a class's own or inherited from a class of
     the user's own), each described with ``names`` in turn (``package.settings.ARM``).
     A class counts with every method too (Python calls ``__init__`` or ``__getitem__``
     unnamed), and is read by every name its methods spell (``self.ARM`` in a method that
-    another calls)."""
+    another calls); ``made``: the class of an object made already, without its
+    constructors (``__init__``)."""
     namespace = _own_namespace(value)
     if namespace is None:
         return described
     names = names | walk.known
     methods = {}
     if isinstance(value, type):
-        methods = {name: found for name, found in namespace.items() if _functions_of(found)}
+        methods = {k: v for k, v in namespace.items() if _functions_of(v) and not (made and k in _CONSTRUCTORS)}
         names = names.union(*(_names_of(f) for found in methods.values() for f in _functions_of(found)))
     read = sorted(set(methods) | (names & set(namespace)))
     return ("with attributes", described, tuple((name, _describe(namespace[name], walk, names)) for name in read))

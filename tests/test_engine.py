@@ -291,6 +291,32 @@ def test_policy_keys_see_what_any_function_reads_and_what_builtins_hold(monkeypa
     assert fingerprint.computation_key(u.view(ml_dtypes.int4)) != fingerprint.computation_key(u.view(ml_dtypes.float8_e4m3fn))
 
 
+def test_an_object_s_key_leaves_out_what_made_it_and_deep_structures_are_named():
+    """A class attribute only the constructor changes (a count of instances) is no part
+    of an object's key; a structure too deep to walk is a ValueError saying so."""
+    greedy = jb.policies.make("greedy")
+
+    class Counted:
+        made = 0
+
+        def __init__(self, arm):
+            Counted.made += 1
+            self.arm = arm
+
+        def select(self, key, state, t, ctx):
+            return jb.play(self.arm)
+
+    policy = greedy._replace(select_fn=Counted(1).select)
+    before = engine.policy_key(policy), engine.policy_code(policy)
+    Counted(2)
+    assert (engine.policy_key(policy), engine.policy_code(policy)) == before
+    chain = []
+    for _ in range(5000):
+        chain = [chain]
+    with pytest.raises(ValueError, match="nested deeper than Python's recursion limit"):
+        engine.policy_key(greedy._replace(select_fn=lambda k, s, t, c: jb.play(len(chain))))
+
+
 def test_a_policy_that_keeps_no_arrays_runs():
     """A state of None has nothing to vmap: the results hold no diagnostics rather than
     the run failing at its end."""
