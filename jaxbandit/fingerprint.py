@@ -9,14 +9,16 @@ user's), wherever the code reaches it (a global, a closure cell, a module import
 inside a function, an object's class), counts with the attributes of it that the code
 names, and theirs in turn (``settings.ARM``, ``package.settings.ARM``, a class
 attribute inherited from a base class of the user's own); a class with every method
-(``__init__`` and properties included) and the attributes those name; the names are
+of its own and of its bases of the user's (``__init__``, properties and a method
+``super()`` reaches included) and the attributes those name; the names are
 those that any code the walk meets spells (a helper reading ``module.ARM`` of a
 module another function passes it). Whatever is reached by several paths, or holds
-itself, is described once. Numbers, strings, arrays (by dtype, shape and bytes),
-slices and containers of them (sets, ranges, dicts in their order, and a container
-class of the user's own with its methods) compare by value (floats by their bits:
-``-0.0`` is not ``0.0``); a built-in method by its object (``table.get``);
-functions recursively (code with its flags and exception table; the globals of a
+itself, is described once. Numbers, strings, arrays (by dtype, shape and bytes;
+an object array by its objects), slices and containers of them (sets, ranges, dicts
+in their order, and a container class of the user's own with its methods and its own
+attributes) compare by value (floats by their bits: ``-0.0`` is not ``0.0``; a
+subclass of a number or string with its class); a built-in method by its object
+(``table.get``); functions recursively (code with its flags and exception table; the globals of a
 Python or installed package's function are not followed); an object by its class
 (without its constructors: a count of instances they keep is no part of it), its
 ``__call__`` if the class defines one, and its attributes (``__dict__`` and
@@ -29,7 +31,10 @@ name is not part of it.
 What it cannot see is state outside those: an attribute read by a name the code does
 not spell (``getattr(settings, name)``), a global that an installed package's function
 reads, or what a C object holds. Keep hyper-parameters in ``params``, in a closure, or
-on an object's own attributes, and they are seen. The other side of the same rule:
+on an object's own attributes, and they are seen. A value assigned over a
+``functools.cached_property`` is taken as its cache, not counted; an object of a
+package's C type without attributes (``operator.itemgetter(0)``, a numpy ``Generator``)
+counts by identity, so on disk only by its type. The other side of the same rule:
 state that the policy's code reaches and changes as it runs (a counter of traces, a
 cache) gives another key after each change, so another compile.
 
@@ -161,15 +166,22 @@ class _Walk:
 def _describe(obj: Any, walk: _Walk, names: frozenset = frozenset()) -> Any:
     """``obj`` as a key; ``names``: the attribute names the code that reaches ``obj``
     spells, read from a module or class of the user's own (:func:`_with_attributes`)."""
-    if isinstance(obj, (float, complex)):
-        return (type(obj).__name__, repr(obj) if isinstance(obj, complex) else obj.hex())  # -0.0 != 0.0
-    if isinstance(obj, _SCALARS):
-        return (type(obj).__name__, obj)
+    if type(obj) in _SCALARS:
+        return _scalar(obj)
+    if isinstance(obj, _SCALARS) and not isinstance(obj, np.generic):  # a subclass: its class too (its methods)
+        base = next(kind for kind in _SCALARS if isinstance(obj, kind))
+        return (_describe(type(obj), walk, names), _scalar(base(obj)))
     if isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
         return ("keys", str(obj.dtype), _describe(jax.random.key_data(obj), walk))
     if isinstance(obj, (np.ndarray, np.generic)) or (isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)):
-        array = np.asarray(obj)  # the dtype's name too: narrow dtypes share their .str ('<V1')
-        return ("array", array.dtype.str, array.dtype.name, array.shape, array.tobytes())
+        array = np.asarray(obj)  # the dtype in full: narrow and structured dtypes share their .str ('<V1')
+        if array.dtype.hasobject:  # its objects, not their addresses
+            return ("object array", array.shape, _describe(array.ravel().tolist(), walk, names))
+        return ("array", array.dtype.str, str(array.dtype), array.shape, array.tobytes())
+    if type(obj) in (list, tuple) and all(type(x) is float for x in obj):  # many floats: their bits at once
+        return (type(obj).__name__, "floats", np.asarray(obj, np.float64).tobytes())
+    if type(obj) in (list, tuple) and all(type(x) in _SCALARS for x in obj):  # many numbers: one pass
+        return (type(obj).__name__, tuple(map(_scalar, obj)))
     if isinstance(obj, (range, slice)):
         return (_Identity(type(obj)), *(_describe(part, walk) for part in (obj.start, obj.stop, obj.step)))
     if isinstance(obj, (bytearray, decimal.Decimal, fractions.Fraction, jax.tree_util.PyTreeDef)):
@@ -185,7 +197,9 @@ def _describe_reference(obj: Any, walk: _Walk, names: frozenset) -> Any:
     """:func:`_describe` of what can be shared, or hold itself: containers, code,
     modules, classes and objects."""
     if isinstance(obj, (tuple, list, collections.deque, set, frozenset, dict, types.MappingProxyType)):
-        kind = _describe(type(obj), walk, names)  # a NamedTuple or dict subclass of the user's: its methods
+        # a NamedTuple or dict subclass of the user's: its methods and its own attributes
+        attributes = _attributes(obj)  # (a plain container has none)
+        kind = (_describe(type(obj), walk, names), _describe(attributes, walk, names) if attributes else None)
         if isinstance(obj, (tuple, list, collections.deque)):
             return (kind, tuple(_describe(x, walk, names) for x in obj))
         if isinstance(obj, (set, frozenset)):  # in an order every process finds alike
@@ -210,7 +224,7 @@ def _describe_reference(obj: Any, walk: _Walk, names: frozenset) -> Any:
     attributes = _attributes(obj)
     call = getattr(type(obj), "__call__", None)
     call = call if isinstance(call, types.FunctionType) else None  # a __call__ its class defines in Python
-    if attributes or call is not None or _own_namespace(type(obj)) is not None:
+    if attributes or call is not None or _own_namespaces(type(obj)) is not None:
         call = None if call is None else _describe(call, walk)
         cls = type(obj)  # as an object made already uses it: without what made it
         kind = walk.once(cls, names | _MADE, lambda: _with_attributes(_Identity(cls), cls, names, walk, made=True))
@@ -222,6 +236,14 @@ def _describe_reference(obj: Any, walk: _Walk, names: frozenset) -> Any:
 # that a class attribute they change (a count of instances) is no part of the key
 _MADE = frozenset({"<made>"})
 _CONSTRUCTORS = ("__init__", "__new__", "__init_subclass__", "__post_init__")
+
+
+def _scalar(obj) -> tuple:
+    """A number, string, bytes or None of a built-in type (floats by their bits: ``-0.0``
+    is not ``0.0``)."""
+    if isinstance(obj, (float, complex)):
+        return (type(obj).__name__, repr(obj) if isinstance(obj, complex) else obj.hex())
+    return (type(obj).__name__, obj)
 
 
 def _alone(obj, walk: _Walk, names: frozenset) -> str:
@@ -255,6 +277,8 @@ def _attributes(obj) -> dict:
         for name in (slots,) if isinstance(slots, str) else slots:
             if name in ("__dict__", "__weakref__"):
                 continue
+            if name.startswith("__") and not name.endswith("__"):  # a private slot is kept under its mangled name
+                name = f"_{cls.__name__.lstrip('_')}{name}"
             try:
                 attributes[name] = object.__getattribute__(obj, name)
             except AttributeError:  # a slot not filled
@@ -305,16 +329,21 @@ def _with_attributes(described: Any, value, names: frozenset, walk: _Walk, made:
     unnamed), and is read by every name its methods spell (``self.ARM`` in a method that
     another calls); ``made``: the class of an object made already, without its
     constructors (``__init__``)."""
-    namespace = _own_namespace(value)
-    if namespace is None:
+    spaces = _own_namespaces(value)
+    if spaces is None:
         return described
     names = names | walk.known
-    methods = {}
-    if isinstance(value, type):
-        methods = {k: v for k, v in namespace.items() if _functions_of(v) and not (made and k in _CONSTRUCTORS)}
+    methods = {}  # (class, name) -> attribute
+    if isinstance(value, type):  # a base's method that super() reaches counts too
+        methods = {(owner, k): v for owner, space in spaces for k, v in space.items()
+                   if _functions_of(v) and not (made and k in _CONSTRUCTORS)}  # fmt: skip
         names = names.union(*(_names_of(f) for found in methods.values() for f in _functions_of(found)))
-    read = sorted(set(methods) | (names & set(namespace)))
-    return ("with attributes", described, tuple((name, _describe(namespace[name], walk, names)) for name in read))
+    read = tuple(
+        (owner, name, _describe(space[name], walk, names))
+        for owner, space in spaces
+        for name in sorted((names & set(space)) | {k for (o, k) in methods if o == owner})
+    )
+    return ("with attributes", described, read)
 
 
 def _functions_of(value) -> list:
@@ -326,15 +355,16 @@ def _functions_of(value) -> list:
     return [part for part in parts if isinstance(part, types.FunctionType)]
 
 
-def _own_namespace(value) -> dict | None:
-    """The attributes of a module or class of the user's own (a class's own and those
-    it inherits from classes of the user's own, its own overriding), else None."""
+def _own_namespaces(value) -> list | None:
+    """``[(owner, attributes)]`` of a module or class of the user's own: the module's,
+    or those of each class of the user's own in the class's MRO, bases first (an
+    attribute a class overrides and ``super()`` still reaches counts too); else None."""
     if isinstance(value, types.ModuleType):
-        return vars(value) if _users_own(value) else None
+        return [("", vars(value))] if _users_own(value) else None
     if not _users_own(sys.modules.get(getattr(value, "__module__", None) or "")):
         return None
     owned = [cls for cls in reversed(value.__mro__) if _users_own(sys.modules.get(cls.__module__ or ""))]
-    return {k: v for cls in owned for k, v in vars(cls).items()}
+    return [(f"{cls.__module__}.{cls.__qualname__}", vars(cls)) for cls in owned]
 
 
 _INSTALLED = tuple(

@@ -291,6 +291,61 @@ def test_policy_keys_see_what_any_function_reads_and_what_builtins_hold(monkeypa
     assert fingerprint.computation_key(u.view(ml_dtypes.int4)) != fingerprint.computation_key(u.view(ml_dtypes.float8_e4m3fn))
 
 
+def test_keys_see_base_methods_container_attributes_private_slots_and_array_kinds(monkeypatch):
+    """A class attribute only a base's method reads (through ``super()``), an attribute
+    of a dict subclass, a private slot, a structured dtype, the contents of an object
+    array and a float subclass: each difference gives another key."""
+    key = fingerprint.computation_key
+
+    class Base:
+        FACTOR = 2.0
+
+        def select(self, x):
+            return x * self.FACTOR
+
+    class Child(Base):
+        def select(self, x):
+            return super().select(x) + 1.0
+
+    child = Child()
+    before = key(child.select)
+    monkeypatch.setattr(Base, "FACTOR", 5.0)
+    assert key(child.select) != before
+
+    class Params(dict):
+        def __init__(self, scale):
+            super().__init__(lr=1.0)
+            self.scale = scale
+
+        def lr(self):
+            return self["lr"] * self.scale
+
+    assert key(Params(1.0).lr) != key(Params(9.0).lr)
+
+    class Slotted:
+        __slots__ = ("__lr",)
+
+        def __init__(self, lr):
+            self.__lr = lr
+
+        def select(self, x):
+            return x * self.__lr
+
+    assert key(Slotted(1.0).select) != key(Slotted(2.0).select)
+    assert key(np.zeros(1, dtype=[("a", "<f8")])) != key(np.zeros(1, dtype=[("a", "<i8")]))
+    table = {"lr": 1.0}
+    objects = np.array([table, None], dtype=object)
+    before = key(objects)
+    table["lr"] = 5.0
+    assert key(objects) != before
+
+    class Doubled(float):
+        def __mul__(self, other):
+            return 2 * float(self) * other
+
+    assert key(Doubled(1.0)) != key(1.0) and key([0.5, -0.0]) != key([0.5, 0.0])
+
+
 def test_an_object_s_key_leaves_out_what_made_it_and_deep_structures_are_named():
     """A class attribute only the constructor changes (a count of instances) is no part
     of an object's key; a structure too deep to walk is a ValueError saying so."""
