@@ -55,7 +55,7 @@ from jaxbandit.bound_lp import (
     warm_start,
 )
 from jaxbandit.compile_options import Program
-from jaxbandit.instances import Instance, check_instance, check_large_gaps, check_precisions, check_unique_best
+from jaxbandit.instances import Instance, check_instance, check_large_gaps, check_precisions, check_unique_best, refuse_gap
 
 __all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]
 
@@ -393,18 +393,8 @@ def _check_gaps(mu: np.ndarray, dtype) -> None:
         positive = np.where(gaps > 0, gaps, np.inf)
         requirement = 2 / np.square(positive)
     finite = np.isfinite(positive)
-    problems = (
-        (~np.isfinite(requirement) & finite, "is so small that 2 / gap**2 overflows float64"),
-        (gaps > np.finfo(dtype).max, f"does not fit in {np.dtype(dtype).name}"),
-    )
-    for flagged, problem in problems:
-        if flagged.any():
-            index = np.argwhere(flagged)[0]
-            where = f"instance {index[0]}: " if len(mu) > 1 else ""
-            raise ValueError(
-                f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} "
-                f"{problem}; rescale mu."
-            )
+    refuse_gap(mu, gaps, ~np.isfinite(requirement) & finite, "is so small that 2 / gap**2 overflows float64; rescale mu")
+    refuse_gap(mu, gaps, gaps > np.finfo(dtype).max, f"does not fit in {np.dtype(dtype).name}; rescale mu")
     check_large_gaps(mu, dtype, "dtype=np.float64")
 
 

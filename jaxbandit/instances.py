@@ -35,6 +35,7 @@ __all__ = [
     "check_instance",
     "check_large_gaps",
     "check_precisions",
+    "refuse_gap",
     "check_representable",
     "check_unique_best",
     "default_instances",
@@ -240,13 +241,18 @@ def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> 
         gaps = np.max(mu, axis=-1, keepdims=True) - mu
         requirement = 2 / np.square(np.where(gaps > 0, gaps, np.inf))
     flagged = (gaps > 0) & np.isfinite(gaps) & (requirement < np.finfo(dtype).tiny)
+    wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
+    refuse_gap(mu, gaps, flagged, f"is so large that 2 / gap**2 underflows {np.dtype(dtype).name}; rescale mu{wider}")
+
+
+def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: str) -> None:
+    """A ValueError naming the first gap ``flagged`` (``(C, K)``, as ``gaps``) and its
+    instance's means, saying ``problem``; nothing if none is."""
     if flagged.any():
         index = np.argwhere(flagged)[0]
         where = f"instance {index[0]}: " if len(mu) > 1 else ""
-        wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
         raise ValueError(
-            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} is so "
-            f"large that 2 / gap**2 underflows {np.dtype(dtype).name}; rescale mu{wider}."
+            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} {problem}."
         )
 
 

@@ -35,6 +35,7 @@ from tqdm import tqdm
 from jaxbandit import config as config_module
 from jaxbandit import distributed, files, io, shards, summary
 from jaxbandit.config.records import encode_numbers
+from jaxbandit.fingerprint import json_digest
 from jaxbandit.group_run import checkpoint_cadence, run_group
 
 __all__ = ["run", "SweepMismatchError"]
@@ -202,9 +203,8 @@ def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
         return f"{out} was {reason}"
     if manifest.get("fingerprint") != cfg.fingerprint():
         old, new = manifest.get("config", {}), cfg.raw
-        # as the fingerprint reads them: 2 and 2.0 are other text (a cell's label says alpha=2.0)
-        written = lambda value: json.dumps(value, sort_keys=True)
-        changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and written(old.get(k)) != written(new.get(k)))
+        # as the fingerprint reads them (json_digest): 2 and 2.0 are other text (a label says alpha=2.0)
+        changed = sorted(k for k in set(old) | set(new) if k != "checkpoint" and json_digest(old.get(k)) != json_digest(new.get(k)))
         edited = None if changed else _edited_file(cfg, manifest)
         if edited is not None:
             return f"{out} holds results of the same configuration computed otherwise: {edited}"
