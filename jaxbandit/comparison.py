@@ -24,7 +24,7 @@ from jaxbandit.result import standard_error
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PairedDifference", "compare", "format_table", "t_quantile_975"]
+__all__ = ["PairedDifference", "compare", "format_table", "half_width_95", "t_quantile_975"]
 
 _NORMAL_975 = 1.959963984540054
 _SERIES_LIMIT = 100  # degrees of freedom up to which the exact series is summed
@@ -53,6 +53,15 @@ def t_quantile_975(df: int) -> float:
         middle = (low + high) / 2
         low, high = (middle, high) if _central_probability(middle, df) < 0.95 else (low, middle)
     return (low + high) / 2
+
+
+def half_width_95(stderr, runs: int):
+    """The half-width of the 95% interval of a mean of ``runs`` runs whose standard error
+    is ``stderr`` (a number or an array): Student's t with ``runs - 1`` degrees of
+    freedom; NaN for one run."""
+    if runs < 2:
+        return np.full_like(np.asarray(stderr, np.float64), np.nan)[()]
+    return t_quantile_975(runs - 1) * stderr
 
 
 def _central_probability(t: float, df: int) -> float:
@@ -184,7 +193,7 @@ def paired(cells: list, a, b, unfinished: str = "") -> list:
         difference = np.asarray(x.final_regret, np.float64) - np.asarray(y.final_regret, np.float64)
         runs, mean = difference.size, float(difference.mean())
         stderr = float(standard_error(difference, axis=0))
-        half = t_quantile_975(runs - 1) * stderr if runs > 1 else math.nan
+        half = float(half_width_95(stderr, runs))
         rows.append(PairedDifference(
             instance=x.instance, horizon=x.horizon, a=x.label, b=y.label, runs=runs, mean=mean, stderr=stderr,
             low=mean - half, high=mean + half, a_better=float(np.mean(difference < 0)), ties=float(np.mean(difference == 0)),

@@ -61,7 +61,7 @@ def _mean_and_band(ax, cell, times, mean, err, color) -> None:
     for one run."""
     ax.plot(times, mean, color=color, label=cell.resolved_label)
     if cell.runs > 1:
-        half = comparison.t_quantile_975(cell.runs - 1) * err
+        half = comparison.half_width_95(err, cell.runs)
         ax.fill_between(times, mean - half, mean + half, color=color, alpha=0.2, linewidth=0)
 
 

@@ -160,7 +160,7 @@ def plot(curves: dict, args, names: list[str]) -> None:
                 continue
             times, mean, stderr = curves[(inst_name, name)]
             ax.plot(times, mean, color=color, lw=1.2, label=name)
-            half = jb.comparison.t_quantile_975(args.runs - 1) * stderr
+            half = jb.comparison.half_width_95(stderr, args.runs)
             ax.fill_between(times, mean - half, mean + half, color=color, alpha=0.2, lw=0)
         bound = lower_bound_value(available[inst_name])
         if np.isfinite(bound):

@@ -194,13 +194,6 @@ def mean_and_error(values: np.ndarray) -> tuple:
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(values.shape[0])
 
 
-def half_width(error, runs: int):
-    """The half-width of the 95% interval of a mean of ``runs`` runs with standard error
-    ``error`` (Student's t, as the library's figures and ``jb.compare``); NaN for one run
-    (a ``--longer`` sweep may have one)."""
-    return jb.comparison.t_quantile_975(runs - 1) * error if runs > 1 else np.full_like(np.asarray(error, float), np.nan)
-
-
 def theorem51_rows(all_results: dict, every_alpha: bool = False) -> list:
     """Regret / log T at the horizon against the LP bound, per instance and policy
     (``lp_explore`` at Theorem 5.1's alphas only, unless ``every_alpha``)."""
@@ -300,11 +293,11 @@ def figure_theorem51(all_results: dict, path: str, longer: tuple = ()) -> None:
             ratio = cell.regret[:, keep] / np.log(cell.times[keep])
             mean, error = mean_and_error(ratio)
             (line,) = ax.plot(cell.times[keep], mean, label=name)
-            half = half_width(error, cell.runs)
+            half = jb.comparison.half_width_95(error, cell.runs)
             ax.fill_between(cell.times[keep], mean - half, mean + half, color=line.get_color(), alpha=0.2)
             for other in longer_cells.get((instance, name), []):
                 mean, error = mean_and_error(other.regret / np.log(other.times))
-                ax.errorbar(other.times, mean, yerr=half_width(error, other.runs), fmt="o", markersize=3, color=line.get_color())
+                ax.errorbar(other.times, mean, yerr=jb.comparison.half_width_95(error, other.runs), fmt="o", markersize=3, color=line.get_color())
         ax.axhline(lp, color="black", linestyle="--", label="LP bound")
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=max(lp, 1.0))
@@ -331,7 +324,7 @@ def figure_theorem61(rows: list, path: str) -> None:
             if not mine:
                 continue
             ts = np.array([r["t"] for r in mine]) * (1 + 0.04 * (m - 1))
-            ax.errorbar(ts, [r["ratio"] for r in mine], yerr=[half_width(r["standard_error"], r["runs"]) for r in mine],
+            ax.errorbar(ts, [r["ratio"] for r in mine], yerr=[jb.comparison.half_width_95(r["standard_error"], r["runs"]) for r in mine],
                         marker="os^"[m], color=f"C{k}", label=f"{instance}, alpha={alpha:g}", capsize=2)  # fmt: skip
     ax.axhline(1.0, color="black", linestyle="--")
     ax.set_xscale("log")
