@@ -233,10 +233,9 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
 
 
 def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
-    """No gap ``max(mu) - mu`` (``mu`` ``(C, K)``) so large that ``2 / gap**2``, the
-    samples the lower bound's LP asks of that arm, is not a normal number in ``dtype``:
-    rounded to 0 (or to a subnormal), the arm would drop out of the bound and of the
-    LP policies' rounds."""
+    """No gap ``max(mu) - mu`` (``mu`` ``(C, K)``) whose ``2 / gap**2``, the samples the
+    bound's LP asks of the arm, is not a normal number in ``dtype``: the arm would drop
+    out of the bound and of the LP policies' rounds."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         gaps = np.max(mu, axis=-1, keepdims=True) - mu
         requirement = 2 / np.square(np.where(gaps > 0, gaps, np.inf))
@@ -246,8 +245,7 @@ def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> 
 
 
 def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: str) -> None:
-    """A ValueError naming the first gap ``flagged`` (``(C, K)``, as ``gaps``) and its
-    instance's means, saying ``problem``; nothing if none is."""
+    """A ValueError naming the first ``flagged`` gap (``(C, K)``) and saying ``problem``."""
     if flagged.any():
         index = np.argwhere(flagged)[0]
         where = f"instance {index[0]}: " if len(mu) > 1 else ""
