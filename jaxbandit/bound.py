@@ -55,7 +55,8 @@ from jaxbandit.bound_lp import (
     warm_start,
 )
 from jaxbandit.compile_options import Program
-from jaxbandit.instances import Instance, check_instance, check_large_gaps, check_precisions, check_unique_best, refuse_gap
+from jaxbandit.instances import Instance, check_instance, check_unique_best
+from jaxbandit.representable import check_large_gaps, check_precisions, refuse_gap
 
 __all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]
 
@@ -386,7 +387,7 @@ def lower_bound(
 def _check_gaps(mu: np.ndarray, dtype) -> None:
     """Every nonzero gap's ``b_i = 2 / gap**2`` must be finite in float64 (float32's
     overflow is solved in float64) and a normal number in ``dtype``
-    (:func:`~jaxbandit.instances.check_large_gaps`), and every gap must fit in
+    (:func:`~jaxbandit.representable.check_large_gaps`), and every gap must fit in
     ``dtype`` (the results report them)."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         gaps = np.max(mu, axis=-1, keepdims=True) - mu

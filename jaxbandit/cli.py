@@ -143,7 +143,8 @@ def _cmd_check(args) -> int:
     print(f"{args.config}: valid. {len(cfg.instances)} instances, {len(cfg.policies)} policies, "
           f"{cells} cells in {len(groups)} compiled groups, {cfg.runs} runs each.")  # fmt: skip
     for g in groups:
-        print(f"  {g.id}: {g.policy_name} {g.static or ''} K={g.num_arms} T={g.horizon}: {len(g.cells)} cells")
+        noise = g.instance.noise.label
+        print(f"  {g.id}: {g.policy_name} {g.static or ''} K={g.num_arms} T={g.horizon} {noise}: {len(g.cells)} cells")
     return 0
 
 

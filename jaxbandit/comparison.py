@@ -112,7 +112,7 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
     if not isinstance(selection, (str, dict)) or not selection:
         raise ValueError(f"{name} must be a cell or policy label, or a dict of select() criteria, got {selection!r}.")
     if isinstance(selection, dict):
-        check_criteria(name, selection)
+        selection = check_criteria(name, selection)
     picked: dict = {}
     for cell, sweep in cells:
         if cell.matches(selection):

@@ -22,21 +22,18 @@ import reprlib
 
 import numpy as np
 
-from jaxbandit._numbers import ArgumentError, boolean, check_fits, check_nonnegative, first_entry, float_array, integer
+from jaxbandit._numbers import ArgumentError, boolean, check_nonnegative, first_entry, float_array, integer
 from jaxbandit._numbers import is_real, not_a_number, number
 from jaxbandit._types import ArrayLike
 from jaxbandit.feedback_graph import read as read_graph
 from jaxbandit.noise import BERNOULLI_MIN_SIGMA, GAUSSIAN, NoiseFamily
 from jaxbandit.noise import resolve as resolve_noise
+from jaxbandit.representable import check_precisions
 
 __all__ = [
     "Instance",
     "bandit",
     "check_instance",
-    "check_large_gaps",
-    "check_precisions",
-    "refuse_gap",
-    "check_representable",
     "check_unique_best",
     "default_instances",
     "from_networkx",
@@ -165,18 +162,20 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
     return mu_arr, sigma_arr
 
 
-def _check_bernoulli(mu: np.ndarray, sigma: np.ndarray) -> None:
+def _check_bernoulli(mu: np.ndarray, sigma: np.ndarray, names=("mu", "sigma")) -> None:
     """Bernoulli means are probabilities, and a finite ``sigma`` (the scale the policies
-    assume) is one that every ``[0, 1]`` sample satisfies: at least 1/2."""
-    if entry := first_entry("mu", mu, (mu < 0) | (mu > 1), indexed=True):
+    assume) is one that every ``[0, 1]`` sample satisfies: at least 1/2.  ``names``: the
+    arguments that gave ``mu`` and ``sigma`` (arrays, or scalars as 0-d arrays)."""
+    if entry := first_entry(names[0], mu, (mu < 0) | (mu > 1), indexed=mu.ndim > 0):
         raise ArgumentError(
-            f"{entry}: under Bernoulli noise a mean is the probability of a 1, so it must lie in [0, 1].", argument="mu")
-    if entry := first_entry("sigma", sigma, np.isfinite(sigma) & (sigma < BERNOULLI_MIN_SIGMA), indexed=True):
+            f"{entry}: under Bernoulli noise a mean is the probability of a 1, so it must lie in [0, 1].",
+            argument=names[0])
+    if entry := first_entry(names[1], sigma, np.isfinite(sigma) & (sigma < BERNOULLI_MIN_SIGMA), indexed=sigma.ndim > 0):
         raise ArgumentError(
             f"{entry} is below 1/2: under Bernoulli noise sigma is the "
             "sub-Gaussian scale the policies assume, and a [0, 1] sample is sub-Gaussian with scale 1/2 (variance "
             "proxy 1/4, Hoeffding's lemma) but with no smaller one for every mean (a fair coin); use sigma >= 1/2, "
-            "and inf where a play reveals nothing.", argument="sigma")
+            "and inf where a play reveals nothing.", argument=names[1])
 
 
 def check_unique_best(mu: np.ndarray) -> None:
@@ -196,86 +195,6 @@ def check_unique_best(mu: np.ndarray) -> None:
             f"{where}mu has a tie for the best mean: arms {np.flatnonzero(tied[cell]).tolist()} at "
             f"{float(mu[cell].max())!r}, so the regret lower bound and the LP policies' allocations are undefined; "
             "make one of them larger."
-        )
-
-
-def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
-    """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
-    worse arm rounded onto the best mean, no gap whose ``2 / gap**2`` the dtype loses
-    (:func:`check_large_gaps`), and no noise level whose precision ``1 / sigma**2``
-    would vanish or overflow (:func:`check_precisions`).  Errors suggest ``remedy``,
-    the caller's name for a wider dtype.
-
-    Args:
-        mu: ``(C, K)`` means, float64.
-        sigma: ``(C, K, K)`` noise levels, float64.
-    """
-    name = np.dtype(dtype).name
-    check_fits("instance mu", mu, dtype, remedy)
-    cast = mu.astype(dtype)
-    with np.errstate(over="ignore"):
-        exact = mu.max(axis=-1, keepdims=True) - mu
-        gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
-    if entry := first_entry("instance gap (max(mu) - mu)", exact, ~np.isfinite(gaps)):
-        raise ValueError(f"{entry} overflows {name}; rescale it or use {remedy}.")
-    merged = (exact > 0) & (gaps <= 0)
-    if merged.any():
-        # the rounded means tie a worse arm with the best: its plays would count no regret
-        cell, arm = np.argwhere(merged)[0]
-        best = int(np.argmax(mu[cell]))
-        low, high = float(mu[cell, arm]), float(mu[cell, best])
-        raise ValueError(
-            f"instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {name}, which rounds "
-            f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}."
-        )
-    check_large_gaps(mu, dtype, remedy)
-    check_precisions(sigma, dtype, remedy)
-
-
-def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
-    """No gap ``max(mu) - mu`` (``mu`` ``(C, K)``) whose ``2 / gap**2``, the samples the
-    bound's LP asks of the arm, is not a normal number in ``dtype``: the arm would drop
-    out of the bound and of the LP policies' rounds."""
-    with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        gaps = np.max(mu, axis=-1, keepdims=True) - mu
-        requirement = 2 / np.square(np.where(gaps > 0, gaps, np.inf))
-    flagged = (gaps > 0) & np.isfinite(gaps) & (requirement < np.finfo(dtype).tiny)
-    wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
-    refuse_gap(mu, gaps, flagged, f"is so large that 2 / gap**2 underflows {np.dtype(dtype).name}; rescale mu{wider}")
-
-
-def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: str) -> None:
-    """A ValueError naming the first ``flagged`` gap (``(C, K)``) and saying ``problem``."""
-    if flagged.any():
-        index = np.argwhere(flagged)[0]
-        where = f"instance {index[0]}: " if len(mu) > 1 else ""
-        raise ValueError(
-            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} {problem}."
-        )
-
-
-def check_precisions(
-    sigma: np.ndarray, dtype, remedy: str = "dtype='float64'", *, name: str = "instance sigma", indexed: bool = False
-) -> None:
-    """No finite noise level in ``sigma`` (any shape) has a precision ``1 / sigma**2``
-    that vanishes in ``dtype``, and no nonzero one a precision that overflows: that
-    observation would be silently ignored (an estimator that never learns from it, a
-    lower-bound row that looks unobserved) or taken as noise-free.  An
-    :class:`ArgumentError` for ``sigma`` shows the entry as ``name`` (with its index if
-    ``indexed``)."""
-    dtype_name = np.dtype(dtype).name
-    wider = f", or {remedy}" if np.finfo(dtype).bits < 64 else ""
-    with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        precision = 1 / np.square(sigma.astype(dtype))
-    if entry := first_entry(name, sigma, (sigma > 0) & np.isinf(precision), indexed):
-        raise ArgumentError(
-            f"{entry} is nonzero but its precision 1 / sigma**2 overflows {dtype_name} (the sample would count as "
-            f"noise-free); use 0 for a noise-free sample{wider}.", argument="sigma"
-        )
-    if entry := first_entry(name, sigma, np.isfinite(sigma) & (precision == 0), indexed):
-        raise ArgumentError(
-            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name} (the sample would be "
-            f"ignored); use np.inf for no information{wider}.", argument="sigma"
         )
 
 
@@ -397,6 +316,9 @@ def revealing_arm(
     reveal_mean = number("reveal_mean", reveal_mean)
     if not math.isfinite(reveal_mean):
         raise ArgumentError(f"reveal_mean must be finite, got {reveal_mean!r}.", argument="reveal_mean")
+    if resolve_noise(noise).name == "bernoulli":  # the revealing arm's values, named as given
+        _check_bernoulli(np.array(reveal_mean), np.array(sigma), ("reveal_mean", "sigma"))
+        _check_bernoulli(np.array(reveal_mean), np.array(reveal_sigma), ("reveal_mean", "reveal_sigma"))
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, sigma)
     matrix[-1, :] = reveal_sigma
@@ -434,6 +356,8 @@ def random(
     given = log10_sigma_range
     log10_sigma_range = _interval("log10_sigma_range", log10_sigma_range)
     family = resolve_noise(noise)
+    if family.name == "bernoulli":
+        _check_bernoulli(np.array(mean_range), np.array(np.inf), ("mean_range", "sigma"))
     if family.name == "bernoulli" and 10.0 ** log10_sigma_range[0] < BERNOULLI_MIN_SIGMA:
         raise ArgumentError(
             f"log10_sigma_range {log10_sigma_range!r} reaches sigma = {10.0 ** log10_sigma_range[0]!r}, below the 1/2 "

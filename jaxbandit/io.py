@@ -28,6 +28,7 @@ from jaxbandit._numbers import ArgumentError, boolean, integer
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers
 from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
+from jaxbandit.noise import resolve as resolve_noise
 from jaxbandit.result import Result
 
 __all__ = [
@@ -204,7 +205,7 @@ class SweepResults:
         """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``
         (a cell's hyper-parameters: ``params={"alpha": 0.5}``, all of them, or its
         ``label``, ``"ucb_n(alpha=0.5)"``)."""
-        check_criteria("select", criteria)
+        criteria = check_criteria("select", criteria)
         return [c for c in self.cells if c.matches(criteria)]
 
     @property
@@ -253,26 +254,31 @@ class SweepResults:
 _ARRAY_ATTRIBUTES = ("times", "regret", "counts", "diagnostics", "diagnostic_times", "diagnostic_history", "monitor")
 
 
-def check_criteria(name: str, criteria: dict) -> None:
-    """An :class:`ArgumentError` naming a key of ``criteria`` (``name``'s) that no cell
-    has, one that holds arrays, or a value that no cell's can equal: a cell's text
-    attributes are strings (``noise="bernoulli"``, not a
-    :class:`~jaxbandit.noise.Noise`), its counts integers (the one integer rule:
-    ``horizon=2e4`` is 20000)."""
+def check_criteria(name: str, criteria: dict) -> dict:
+    """``criteria`` (``name``'s) as a cell's attributes hold them, or an
+    :class:`ArgumentError` naming a key that no cell has, one that holds arrays, or a
+    value that no cell's can equal: a cell's text attributes are strings, its counts
+    integers (the one integer rule: ``horizon=2e4`` is 20000).  ``noise`` may be a
+    family's name, its label or a :class:`~jaxbandit.noise.NoiseFamily`: it is
+    compared by the family's label (``"student_t(df=3.0)"`` is ``"student_t(df=3)"``)."""
     fields = {f.name: f.type for f in dataclasses.fields(CellResult)} | {"label": "str", "resolved_label": "str", "runs": "int"}
     unknown = sorted(set(criteria) - set(fields))
     if unknown:
         raise ArgumentError(
             f"{name} got {unknown}, which no cell has; a cell has {', '.join(fields)} "
             "(its hyper-parameters are params, or its label).", argument=unknown[0])
+    checked = dict(criteria)
     for key, value in criteria.items():
         if key in _ARRAY_ATTRIBUTES:
             raise ArgumentError(f"{name}: a cell's {key} holds arrays; select cells by another attribute.", argument=key)
-        if fields[key] == "int":
+        if key == "noise":
+            checked[key] = resolve_noise(value).label
+        elif fields[key] == "int":
             integer(key, value, None)
         elif fields[key] in ("str", "dict") and not isinstance(value, str if fields[key] == "str" else dict):
             kind = "a string" if fields[key] == "str" else "a dict"
             raise ArgumentError(f"{name}: a cell's {key} is {kind}, so {key}={value!r} picks no cell.", argument=key)
+    return checked
 
 
 def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells: int | None = None):
@@ -380,10 +386,14 @@ def load(directory) -> SweepResults:
         raise FileNotFoundError(f"{directory} is not a sweep directory: {MANIFEST} not found.")
     manifest = read_json(manifest_path)
     _check_manifest(manifest, manifest_path)
-    instances = {
-        label: Instance(decode_array(entry["mu"]), decode_array(entry["sigma"]), noise=entry.get("noise", "gaussian"))
-        for label, entry in manifest["instances"].items()
-    }
+    instances = {}
+    for label, entry in manifest["instances"].items():
+        try:
+            instances[label] = Instance(
+                decode_array(entry["mu"]), decode_array(entry["sigma"]), noise=entry.get("noise", "gaussian")
+            )
+        except ValueError as err:  # an edited or damaged manifest
+            raise ValueError(f"{manifest_path}: instance {label!r}: {err}") from None
     settings = manifest["resolved_settings"]
     cells, groups, missing = [], {}, []
     for group in manifest["groups"]:

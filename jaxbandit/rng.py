@@ -176,14 +176,23 @@ def student_t(run_key: Array, t: Array, num: int, df: float, dtype=jnp.float32) 
     probability ``P(u < 2**-41)``, as for the normals.
 
     Returns:
-        ``(num,)`` t draws (variance ``df / (df - 2)`` for ``df > 2``); entry ``j``
+        ``(num,)`` t draws (variance ``df / (df - 2)`` for ``df > 2``, less the cut
+        tails: :func:`jaxbandit.noise.cut_variance_share`); entry ``j``
         depends only on (key, t, j).
     """
     dtype = jnp.dtype(dtype).type
     u, turns = _polar(run_key, t, num, dtype)
-    # expm1: u**(-2/df) - 1 loses its digits to cancellation for u near 1
-    radius = jnp.sqrt(dtype(df) * jnp.expm1(dtype(-2.0 / df) * jnp.log(u)))
-    return radius * _cos_turns(turns, dtype)
+    log_u = jnp.log(u)
+    # A df beyond the dtype is drawn as its largest number: the same df -> inf limit to
+    # the dtype's precision.
+    df = min(float(df), float(jnp.finfo(dtype).max))
+    # expm1: u**(-2/df) - 1 loses its digits to cancellation for u near 1.  Where the
+    # exponent is below the smallest normal number (a huge df: flushed to zero), the
+    # radius is its df -> inf limit, Box-Muller's.
+    exponent = dtype(-2.0 / df) * log_u
+    limit = dtype(-2.0) * log_u
+    squared = jnp.where(jnp.abs(exponent) < jnp.finfo(dtype).tiny, limit, dtype(df) * jnp.expm1(exponent))
+    return jnp.sqrt(squared) * _cos_turns(turns, dtype)
 
 
 def uniform(run_key: Array, t: Array, num: int, dtype=jnp.float32) -> Array:

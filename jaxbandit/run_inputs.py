@@ -20,7 +20,8 @@ from jaxbandit._numbers import ArgumentError, check_held, float_array, float_dty
 from jaxbandit.base import OWN_ARM, Context, Policy
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, policy_key
 from jaxbandit.fingerprint import computation_key
-from jaxbandit.instances import Instance, check_instance, check_representable, stack
+from jaxbandit.instances import Instance, check_instance, stack
+from jaxbandit.representable import check_representable
 from jaxbandit.monitors import Monitor
 from jaxbandit.policy_check import PolicyError, check_monitor, check_policy, check_policy_fields
 from jaxbandit.result import check_times, geometric_times

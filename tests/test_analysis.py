@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 import jaxbandit as jb
-from jaxbandit import cli, comparison, frames, plotting, summary, sweep
+from jaxbandit import cli, comparison, frames, io, plotting, summary, sweep
 from tests import sweep_fixtures as fx
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +78,8 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
     assert results.select(params={"alpha": 0.5}) == [c for c in results.cells if c.params == {"alpha": 0.5}] != []
     # a value of another type than the cell's attribute would pick nothing, silently
     for criteria, message in (
-        ({"noise": jb.noise.bernoulli()}, r"select: a cell's noise is a string, so noise=.* picks no cell"),
+        ({"noise": 3}, r"noise must be one of 'gaussian'.* got 3"),
+        ({"noise": "student_t(df=1)"}, r"noise 'student_t\(df=1\)': df must be a finite number > 2"),
         ({"horizon": "1500"}, r"horizon must be an integer, got string '1500'"),
         ({"runs": True}, r"runs must be an integer, got boolean True"),
         ({"times": np.arange(3)}, r"select: a cell's times holds arrays; select cells by another attribute"),
@@ -92,6 +93,10 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
     assert cli._names("lp_explore(alpha=4.5, gamma=0.5), ts_n,") == ["lp_explore(alpha=4.5, gamma=0.5)", "ts_n"]
     for horizon in (np.int64(1500), 1500.0, 1.5e3):  # the integer rule: a whole float is one
         assert results.select(noise="gaussian", horizon=horizon, precision="float32") == list(results.cells)
+    # a family is compared by its label, however it is written
+    assert results.select(noise=jb.noise.gaussian()) == list(results.cells)
+    student = [dataclasses.replace(c, noise="student_t(df=3)") for c in results.cells[:2]]
+    assert [c for c in student if c.matches(io.check_criteria("select", {"noise": "student_t(df=3.0)"}))] == student
     # the views' flags are True or False: "no" would read as True
     for view, flag in ((results.to_pandas, "curves"), (results.to_pandas, "bounds"), (results.to_xarray, "bounds")):
         with pytest.raises(jb.ArgumentError, match=f"{flag} must be True or False, got string 'no'"):

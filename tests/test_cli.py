@@ -31,7 +31,7 @@ def test_check_shows_the_cell_groups(config_path, capsys):
     assert cli.main(["check", str(config_path)]) == 0
     out = capsys.readouterr().out
     assert "valid. 2 instances, 2 policies, 8 cells in 2 compiled groups, 6 runs each." in out
-    assert "g000: test_cases  K=5 T=1500: 6 cells" in out
+    assert "g000: test_cases  K=5 T=1500 gaussian: 6 cells" in out
 
 
 def test_jaxbandits_warnings_are_one_line(tmp_path, capsys, monkeypatch):

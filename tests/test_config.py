@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxbandit import config, instances
+from jaxbandit import config, instances, noise
 from jaxbandit.config import ConfigError
 from jaxbandit.policies.lp_explore import TheoryWarning
 
@@ -182,7 +182,7 @@ BAD = [
     (("[[policies]]\nname = \"ucb_n\"", "[[policies]]\nlabel = \"x\""), "policies[0].name", "missing"),
     (("runs = 10\n", ""), "runs", "missing required key"),
     (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),
-    (("seed = 1", "seed = nan"), "seed", 'NaN is not a value (where sigma means no information, write "inf")'),
+    (("seed = 1", "seed = nan"), "seed", 'NaN is not a value (for sigma\'s "no information", write "inf")'),
     (("seed = 1", "seed = = 1"), "", "invalid TOML"),
 ]
 
@@ -331,10 +331,16 @@ def test_instances_take_a_noise_family():
     assert cfg.instance_table()["graph_star"]["noise"] == "bernoulli" and "noise" not in cfg.instance_table()["bandit"]
     gaussian = config.load({**base, "instances": [entries[0], {**entries[1], "noise": "gaussian"}, entries[2]]})
     assert gaussian.fingerprint() != cfg.fingerprint()
+    # a family object in a dict configuration is its label, as a file writes it
+    families = [{**entries[1], "noise": noise.bernoulli()}, {**entries[2], "noise": noise.student_t(3)}]
+    same = config.load({**base, "instances": [entries[0], *families]})
+    assert [s.instance for s in same.instances] == [s.instance for s in cfg.instances]
     bad = [
         ({**entries[1], "noise": "poisson"}, "instances[1].noise", "must be one of"),
         ({**entries[2], "noise": {"family": "student_t", "df": 2}}, "instances[2].noise", "df must be a finite number > 2"),
-        ({**entries[2], "noise": {"family": "bernoulli", "df": 3}}, "instances[2].noise", "only family student_t takes df"),
+        ({**entries[2], "noise": {"family": "bernoulli", "df": 3}}, "instances[2].noise", 'df goes with family "student_t"'),
+        ({**entries[2], "noise": {"family": "student_t(df=3)", "df": 4}}, "instances[2].noise", "got family 'student_t(df=3)' with df = 4.0"),
+        ({**entries[2], "noise": {"family": "student_t"}}, "instances[2].noise", "'student_t' needs its degrees of freedom"),
         ({**entries[2], "noise": {"family": "uniform", "scale": 3}}, "instances[2].noise.scale", "unknown key; allowed keys: df, family"),
         ({**entries[1], "noise": {"family": "student_t", "dof": 3}}, "instances[1].noise.dof", "unknown key; allowed keys: df, family"),
         ({**entries[2], "mu": [1.5, 0.5], "noise": "bernoulli"}, "instances[2].mu", "under Bernoulli noise a mean is the probability of a 1"),

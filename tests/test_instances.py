@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import instances
+from jaxbandit import instances, representable
 
 INF = np.inf
 
@@ -175,7 +175,13 @@ def test_every_constructor_takes_and_keeps_the_noise_family():
         (lambda: instances.bandit([0.5, 0.2], [0.5, 0.3], noise="bernoulli"), r"sigma\[1, 1\] = 0.3 is below 1/2: .*Hoeffding"),
         (lambda: instances.full_information([0.5, 0.2], 0.0, noise="bernoulli"), r"sigma\[0, 0\] = 0.0 is below 1/2"),
         (lambda: instances.random(0, 3, noise="bernoulli"), r"log10_sigma_range \(-0.5, 0.5\) reaches sigma = 0.316.*np.log10\(0.5\)"),
-        (lambda: instances.random(0, 3, mean_range=(0, 2), log10_sigma_range=(0, 1), noise="bernoulli"), r"under Bernoulli noise a mean"),
+        (lambda: instances.random(0, 3, mean_range=(0, 2), log10_sigma_range=(0, 1), noise="bernoulli"), r"mean_range\[1\] = 2.0: under Bernoulli noise a mean"),
+        # whatever the draws: seed 0 would draw no mean above 1 here
+        (lambda: instances.random(0, 4, mean_range=(0, 1.05), log10_sigma_range=(0, 1), noise="bernoulli"), r"mean_range\[1\] = 1.05:"),
+        # the revealing arm's own values, by the arguments that gave them
+        (lambda: instances.revealing_arm([0.9, 0.5], reveal_mean=1.5, sigma=0.5, noise="bernoulli"), r"^reveal_mean = 1.5: under Bernoulli"),
+        (lambda: instances.revealing_arm([0.9, 0.5], sigma=0.5, reveal_sigma=0.3, noise="bernoulli"), r"^reveal_sigma = 0.3 is below 1/2"),
+        (lambda: instances.revealing_arm([0.9, 0.5], sigma=0.3, noise="bernoulli"), r"^sigma = 0.3 is below 1/2"),
         (
             lambda: instances.stack([instances.bandit([1.0, 0.0]), instances.bandit([1.0, 0.0], noise="uniform")]),
             r"stack needs instances of one noise family: instances\[0\] has noise 'gaussian', instances\[1\] 'uniform'",
@@ -183,8 +189,10 @@ def test_every_constructor_takes_and_keeps_the_noise_family():
     ],
 )
 def test_bad_instances_for_a_noise_family(call, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as caught:
         call()
+    if isinstance(caught.value, jb.ArgumentError) and "stack" not in message:
+        assert str(caught.value).startswith(caught.value.argument), caught.value  # the argument it names
 
 
 def test_the_other_families_take_any_gaussian_instance():
@@ -201,4 +209,4 @@ def test_a_simulation_refuses_gaps_whose_lp_requirement_its_dtype_loses():
     huge = jb.instances.bandit([1e20, 0.0], 1e10)
     with pytest.raises(ValueError, match=r"the gap 1e\+20 of arm 1 is so large that 2 / gap\*\*2 underflows float32; rescale mu or use dtype='float64'"):
         jb.simulate(jb.policies.make("oracle_etc"), huge, 10, 2)
-    instances.check_representable(huge.mu[None], huge.sigma[None], np.float64)  # float64 holds it
+    representable.check_representable(huge.mu[None], huge.sigma[None], np.float64)  # float64 holds it

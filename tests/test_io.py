@@ -119,9 +119,10 @@ def test_manifest_not_json(out):
         (lambda m: m.update(groups={}), r"'groups' must be a JSON list, got dict"),
         (lambda m: m["groups"][0].pop("cells"), r"groups\[0\] lacks 'cells'"),
         (lambda m: m["groups"][0]["cells"][0].pop("policy"), r"groups\[0\]\.cells\[0\] lacks 'policy'"),
+        (lambda m: m["instances"]["b"].update(noise="student_t(df=1)"), r"instance 'b': noise 'student_t\(df=1\)': df must be"),
     ],
 )
-def test_manifest_lacking_a_key(out, damage, message):
+def test_manifest_lacking_a_key_or_holding_a_bad_value(out, damage, message):
     manifest = json.loads((out / "sweep.json").read_text())
     damage(manifest)
     (out / "sweep.json").write_text(json.dumps(manifest))

@@ -76,6 +76,44 @@ def test_student_t_needs_df_above_2(df):
     assert caught.value.argument == "df"
 
 
+def test_student_t_too_close_to_2_is_refused():
+    """Near df = 2 much of the variance lies in tails the 40-bit uniforms cannot reach."""
+    with pytest.raises(jb.ArgumentError, match=r"df = 2.2 is too close to 2: 7.4% of Student's t variance") as caught:
+        jb.noise.student_t(2.2)
+    assert caught.value.argument == "df"
+    assert jb.noise.student_t(2.4).df == 2.4  # 0.84% of it: kept
+
+
+@pytest.mark.parametrize("df", [2.05, 2.4, 3.0, 10.0])
+def test_cut_variance_share_is_that_of_the_draws_grid(df):
+    """The share against the variance of the law the draws follow, summed over the
+    grid of uniforms ``(j + 1/2) 2**-40`` (its first 10**6 cells term by term, the rest
+    by their integral): within 1e-4 of it.  A huge df loses no digits: the share tends
+    to cell 0's, ``2**-40 (1 - log 2)``."""
+    a = 2.0 / df
+    cells = 2.0**40
+    first = np.sum((np.arange(10**6) + 0.5) ** -a)
+    rest = ((cells) ** (1 - a) - (10.0**6) ** (1 - a)) / (1 - a)
+    mean_power = (first + rest) * cells**a / cells  # E[u**-a] on the grid
+    grid_variance = df * (mean_power - 1) / 2  # E[T**2] = E[r**2] / 2, r**2 = df (u**-a - 1)
+    share = 1 - grid_variance / (df / (df - 2))
+    assert jb.noise.cut_variance_share(df) == pytest.approx(share, rel=1e-4)
+    assert jb.noise.cut_variance_share(1e300) == pytest.approx(2.0**-40 * (1 - math.log(2)), rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_student_t_with_a_huge_df_is_its_gaussian_limit(dtype):
+    """A df the exponent -2 log(u) / df underflows in (or that the dtype cannot hold)
+    draws the normals of the same blocks, never 0 or NaN."""
+    with jax.enable_x64(dtype == jnp.float64):
+        key = rng.run_keys(rng.stream_key(0, rng.NOISE_STREAM), 0, 0)
+        rounds = jnp.arange(64)
+        normal = np.asarray(jax.jit(jax.vmap(lambda t: rng.standard_normal(key, t, 64, dtype)))(rounds))
+        for df in (3e38, 1e39, 1e300):
+            t = np.asarray(jax.jit(jax.vmap(lambda t: rng.student_t(key, t, 64, df, dtype)))(rounds))
+            np.testing.assert_allclose(t, normal, rtol=1e-5 if dtype == jnp.float32 else 1e-12, atol=0)
+
+
 # -- the law of the observations ----------------------------------------------------------
 
 # 4 runs x 2**15 rounds: n = 131,072 samples of each arm; every tolerance is 5 standard errors.

@@ -33,7 +33,8 @@ from jaxbandit.config.records import cell_label, encode_array, encode_numbers, p
 from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, stable_digest
-from jaxbandit.instances import Instance, check_representable, check_unique_best
+from jaxbandit.instances import Instance, check_unique_best
+from jaxbandit.representable import check_representable
 from jaxbandit.monitors import Monitor
 from jaxbandit.noise import GAUSSIAN
 from jaxbandit.policy_check import PolicyError

@@ -162,11 +162,12 @@ def _noise(name, value) -> noise_module.NoiseFamily:
     """A noise family: its name (``"bernoulli"``), or a table ``{family = "student_t", df = 3}``."""
     if isinstance(value, dict):
         table = NoiseTable.model_validate(value)
-        if table.family == "student_t":
-            return noise_module.student_t(table.df)
-        if table.df is not None:
-            raise ArgumentError(f"only family student_t takes df, got {value!r}", argument=name)
-        value = table.family
+        if table.df is not None and table.family != "student_t":
+            raise ArgumentError(
+                f"df goes with family \"student_t\" (its name alone), got family {table.family!r} with df = {table.df!r}",
+                argument=name,
+            )
+        value = table.family if table.df is None else noise_module.student_t(table.df)
     return noise_module.resolve(value)
 
 
@@ -276,6 +277,8 @@ def plain(value, key: str = ""):
     cannot hold (dates, NaN, other objects)."""
     if isinstance(value, dict):
         return {k: plain(v, key_path(key, k) if key else k) for k, v in value.items()}
+    if isinstance(value, noise_module.NoiseFamily):
+        return value.label  # a family as a file writes it
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
@@ -283,7 +286,7 @@ def plain(value, key: str = ""):
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and math.isnan(value):
-        raise ConfigError("", key, "NaN is not a value (where sigma means no information, write \"inf\")")
+        raise ConfigError("", key, "NaN is not a value (for sigma's \"no information\", write \"inf\")")
     if isinstance(value, (datetime.date, datetime.time)) or not isinstance(value, (str, int, float, bool)):
         raise ConfigError("", key, f"unsupported value type {type(value).__name__} ({value!r})")
     return value

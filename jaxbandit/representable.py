@@ -1,0 +1,93 @@
+"""Whether an instance means in a working dtype what it means in float64: its means,
+gaps and noise levels, with the samples the lower bound asks of each arm (``2 /
+gap**2``) and the precisions ``1 / sigma**2`` the estimators weigh samples by.  A value
+the dtype cannot hold is refused, naming the entry and a remedy (rescale, or a wider
+dtype), never silently rounded into another instance."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxbandit._numbers import ArgumentError, check_fits, first_entry
+
+__all__ = ["check_large_gaps", "check_precisions", "check_representable", "refuse_gap"]
+
+
+def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
+    worse arm rounded onto the best mean, no gap whose ``2 / gap**2`` the dtype loses
+    (:func:`check_large_gaps`), and no noise level whose precision ``1 / sigma**2``
+    would vanish or overflow (:func:`check_precisions`).  Errors suggest ``remedy``,
+    the caller's name for a wider dtype.
+
+    Args:
+        mu: ``(C, K)`` means, float64.
+        sigma: ``(C, K, K)`` noise levels, float64.
+    """
+    name = np.dtype(dtype).name
+    check_fits("instance mu", mu, dtype, remedy)
+    cast = mu.astype(dtype)
+    with np.errstate(over="ignore"):
+        exact = mu.max(axis=-1, keepdims=True) - mu
+        gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
+    if entry := first_entry("instance gap (max(mu) - mu)", exact, ~np.isfinite(gaps)):
+        raise ValueError(f"{entry} overflows {name}; rescale it or use {remedy}.")
+    merged = (exact > 0) & (gaps <= 0)
+    if merged.any():
+        # the rounded means tie a worse arm with the best: its plays would count no regret
+        cell, arm = np.argwhere(merged)[0]
+        best = int(np.argmax(mu[cell]))
+        low, high = float(mu[cell, arm]), float(mu[cell, best])
+        raise ValueError(
+            f"instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {name}, which rounds "
+            f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}."
+        )
+    check_large_gaps(mu, dtype, remedy)
+    check_precisions(sigma, dtype, remedy)
+
+
+def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """No gap ``max(mu) - mu`` (``mu`` ``(C, K)``) whose ``2 / gap**2``, the samples the
+    bound's LP asks of the arm, is not a normal number in ``dtype``: the arm would drop
+    out of the bound and of the LP policies' rounds."""
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        gaps = np.max(mu, axis=-1, keepdims=True) - mu
+        requirement = 2 / np.square(np.where(gaps > 0, gaps, np.inf))
+    flagged = (gaps > 0) & np.isfinite(gaps) & (requirement < np.finfo(dtype).tiny)
+    wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
+    refuse_gap(mu, gaps, flagged, f"is so large that 2 / gap**2 underflows {np.dtype(dtype).name}; rescale mu{wider}")
+
+
+def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: str) -> None:
+    """A ValueError naming the first ``flagged`` gap (``(C, K)``) and saying ``problem``."""
+    if flagged.any():
+        index = np.argwhere(flagged)[0]
+        where = f"instance {index[0]}: " if len(mu) > 1 else ""
+        raise ValueError(
+            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} {problem}."
+        )
+
+
+def check_precisions(
+    sigma: np.ndarray, dtype, remedy: str = "dtype='float64'", *, name: str = "instance sigma", indexed: bool = False
+) -> None:
+    """No finite noise level in ``sigma`` (any shape) has a precision ``1 / sigma**2``
+    that vanishes in ``dtype``, and no nonzero one a precision that overflows: that
+    observation would be silently ignored (an estimator that never learns from it, a
+    lower-bound row that looks unobserved) or taken as noise-free.  An
+    :class:`ArgumentError` for ``sigma`` shows the entry as ``name`` (with its index if
+    ``indexed``)."""
+    dtype_name = np.dtype(dtype).name
+    wider = f", or {remedy}" if np.finfo(dtype).bits < 64 else ""
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        precision = 1 / np.square(sigma.astype(dtype))
+    if entry := first_entry(name, sigma, (sigma > 0) & np.isinf(precision), indexed):
+        raise ArgumentError(
+            f"{entry} is nonzero but its precision 1 / sigma**2 overflows {dtype_name} (the sample would count as "
+            f"noise-free); use 0 for a noise-free sample{wider}.", argument="sigma"
+        )
+    if entry := first_entry(name, sigma, np.isfinite(sigma) & (precision == 0), indexed):
+        raise ArgumentError(
+            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name} (the sample would be "
+            f"ignored); use np.inf for no information{wider}.", argument="sigma"
+        )
