@@ -401,6 +401,20 @@ def test_oracle_etc_follows_its_schedule_then_commits():
         assert result.diagnostics["lp_status"][run] == 0
 
 
+def test_oracle_etc_observes_every_arm_before_it_commits():
+    """An arm that reveals every arm noise-free: c* = 0, so no quota asks for a play,
+    but a commitment needs a sample of each arm.  Every run plays the revealing arm (its
+    precision on arm 0 is the largest) once, which tells it every mean exactly, then
+    commits to the best arm: regret 1.0, the revealing arm's gap, in every run (before,
+    a run committed on arm 0's single sample, to an arm never observed when it was
+    negative)."""
+    inst = instances.revealing_arm([1.0, 0.8, 0.6, 0.4], reveal_mean=0.0, reveal_sigma=0.0)
+    result = jb.simulate(jb.policies.make("oracle_etc"), inst, 50, 16, seed=0)
+    np.testing.assert_array_equal(result.final_regret, 1.0)
+    np.testing.assert_array_equal(result.diagnostics["committed_arm"], 0)
+    np.testing.assert_array_equal(result.diagnostics["exploration_rounds"], 1)
+
+
 @pytest.mark.slow
 def test_oracle_etc_regret_is_bounded_on_full_information_and_near_the_bound_elsewhere():
     # 200 runs (recorded at 3000 rounds, the other oracle_etc test's shape).  Full

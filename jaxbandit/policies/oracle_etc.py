@@ -4,24 +4,26 @@ Knowing the true means, solve the paper's LP (eq. (3)) once, ``c* = c*(mu)``, th
 
 1. **explore**: play each arm ``i`` exactly ``n_i = ceil(c*_i log T)`` times, in index
    order: round ``t`` plays the smallest arm ``i`` with ``N_i(t) < n_i``;
-2. **commit**: once every quota is met, play for the rest of the horizon the arm with
-   the best weighted estimate ``argmax mu_hat`` (paper eq. (1); smallest index on ties),
-   fixed at the end of the exploration phase.
+2. **observe**: then, while some arm has no sample yet, play the arm that observes the
+   first of them most precisely (the LP asks nothing of an arm that a play observes
+   noise-free, so ``c*`` may leave it unobserved);
+3. **commit**: once every quota is met and every arm observed, play for the rest of the
+   horizon the arm with the best weighted estimate ``argmax mu_hat`` (paper eq. (1);
+   smallest index on ties), fixed at the end of the exploration phase.
 
 The paper shows this schedule pays ``sum_i c*_i Delta_i log T + sum_i Delta_i`` for
 exploration and then errs with small probability: the benchmark an algorithm that
 does not know ``mu`` tries to reach.  It is an *oracle*: it reads the horizon
 ``ctx.horizon`` (``T``) and the true means ``ctx.true_mean`` from its context, which no
-ordinary policy may do.  There are no initial rounds (a feasible ``c*`` observes every
-arm).  ``c*(mu)`` comes from :func:`jaxbandit.bound_lp.solve_lower_bound`, solved
+ordinary policy may do.  ``c*(mu)`` comes from :func:`jaxbandit.bound_lp.solve_lower_bound`, solved
 once per cell at ``init_fn`` with the project's LP solver; the LP status is reported in
 the diagnostics (``lp_status``, 0 = optimal).  If the solve is not optimal (e.g. a tie
 for the best mean, where the LP has no finite solution) the quotas are empty: the
-policy plays arm 0 in round 1 and commits to ``argmax mu_hat`` of what that play
-revealed (among tied arms a sample decides, so runs differ): check ``lp_status``.
+policy observes each arm once and commits to ``argmax mu_hat`` of those samples
+(among tied arms a sample decides, so runs differ): check ``lp_status``.
 
-Diagnostics: ``exploration_rounds`` (rounds spent on quotas), ``committed_arm`` (``-1``
-while exploring), ``lp_status``.
+Diagnostics: ``exploration_rounds`` (rounds spent on quotas and first observations),
+``committed_arm`` (``-1`` while exploring), ``lp_status``.
 """
 
 from __future__ import annotations
@@ -53,10 +55,19 @@ def exploration_quota(c: Array, horizon: Array) -> Array:
     return jnp.ceil(c * log_horizon)
 
 
-def _next_quota_arm(state: ETCState):
-    """``(arm, any_left)``: the smallest arm below its quota, and whether one exists."""
-    below = state.stats.counts.astype(state.quota.dtype) < state.quota
-    return jnp.argmax(below).astype(jnp.int32), jnp.any(below)
+def _left_to_do(stats: estimator.EstimatorState, quota: Array):
+    """``(below, unobserved)``: ``(K,)`` bool, the arms below their quota and those with
+    no sample yet."""
+    return stats.counts.astype(quota.dtype) < quota, estimator.weighted_counts(stats) == 0
+
+
+def _next_exploration_arm(state: ETCState, precision: Array):
+    """``(arm, exploring)``: the smallest arm below its quota; else the arm whose play
+    observes the first unobserved arm most precisely; and whether either exists."""
+    below, unobserved = _left_to_do(state.stats, state.quota)
+    observer = jnp.argmax(precision[:, jnp.argmax(unobserved)])
+    arm = jnp.where(jnp.any(below), jnp.argmax(below), observer)
+    return arm.astype(jnp.int32), jnp.any(below) | jnp.any(unobserved)
 
 
 def oracle_etc() -> Policy:
@@ -83,18 +94,16 @@ def oracle_etc() -> Policy:
 
     def select_fn(key, state: ETCState, t, ctx):
         del key, t  # deterministic; the schedule depends on the counts only
-        arm, exploring = _next_quota_arm(state)
-        # Before the first commit (only when every quota is empty) play argmax mu_hat.
-        fallback = jnp.argmax(estimator.mean(state.stats)).astype(jnp.int32)
-        commit = jnp.where(state.committed_arm >= 0, state.committed_arm, fallback)
-        return play(jnp.where(exploring, arm, commit))
+        arm, exploring = _next_exploration_arm(state, ctx.precision)
+        # Not exploring means committed: the update that ended the exploration chose the arm.
+        return play(jnp.where(exploring, arm, state.committed_arm))
 
     def update_fn(state: ETCState, arm, values, ctx):
-        _, exploring = _next_quota_arm(state)
+        _, exploring = _next_exploration_arm(state, ctx.precision)
         stats = estimator.update(state.stats, arm, values, ctx.precision[arm])
-        below_after = stats.counts.astype(state.quota.dtype) < state.quota
-        # Commit once, on the round that meets the last quota (or the first round if none).
-        decide = (state.committed_arm < 0) & ~jnp.any(below_after)
+        below, unobserved = _left_to_do(stats, state.quota)
+        # Commit once, on the round that meets the last quota or observes the last arm.
+        decide = (state.committed_arm < 0) & ~jnp.any(below) & ~jnp.any(unobserved)
         committed = jnp.where(decide, jnp.argmax(estimator.mean(stats)).astype(jnp.int32), state.committed_arm)
         return ETCState(
             stats=stats,
