@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +38,7 @@ __all__ = [
     "is_real",
     "not_a_number",
     "number",
+    "path",
 ]
 
 _NOT_NUMBERS = (bool, np.bool_, str, bytes, complex, np.complexfloating)
@@ -74,6 +77,15 @@ def boolean(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ArgumentError(f"{name} must be True or False, got {describe(value)}.", argument=name)
     return bool(value)
+
+
+def path(name: str, value) -> Path:
+    """``value`` as a :class:`~pathlib.Path`, or an :class:`ArgumentError` naming
+    ``name``: a string or an ``os.PathLike`` only (``str(3)`` or ``str(None)`` would be
+    a file name)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ArgumentError(f"{name} must be a path (a string or os.PathLike), got {describe(value)}.", argument=name)
+    return Path(value)
 
 
 def is_real(entry) -> bool:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxbandit import frames, summary
-from jaxbandit._numbers import ArgumentError, boolean, integer
+from jaxbandit._numbers import ArgumentError, boolean, integer, path
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers
 from jaxbandit.files import open_npz, read_json, read_npz
 from jaxbandit.instances import Instance
@@ -380,7 +380,7 @@ def load(directory) -> SweepResults:
     Returns:
         A :class:`SweepResults`; ``results.cells[i].regret`` is ``(runs, P)``.
     """
-    directory = Path(directory)
+    directory = path("directory", directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{directory} is not a sweep directory: {MANIFEST} not found.")

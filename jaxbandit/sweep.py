@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from jaxbandit import config as config_module
 from jaxbandit import distributed, files, io, shards, summary
+from jaxbandit._numbers import path
 from jaxbandit.config.records import encode_numbers
 from jaxbandit.fingerprint import json_digest
 from jaxbandit.group_run import checkpoint_cadence, run_group
@@ -79,8 +80,8 @@ def run(
         DistributedMismatchError: the processes of a multi-process run disagree on
             the configuration or the shard (raised in every process).
     """
+    out = path("out_dir", out_dir)
     cfg, shard = _agreed_setup(config, shard)
-    out = Path(out_dir)
     groups = cfg.plan()
     created = []
     distributed.run_on_process_zero(lambda: created.append(_prepare_directory(cfg, groups, out, config)), (SweepMismatchError,))

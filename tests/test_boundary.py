@@ -1683,3 +1683,19 @@ def test_configuration_instance_keys_refuse_bad_values(slot, data):
 @given(data=st.data())
 def test_configuration_policy_keys_refuse_bad_values(slot, data):
     _check_config_slot(slot, data)
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda: jb.load(None), "directory"),
+        (lambda: jb.sweep.run({"runs": 1}, None), "out_dir"),
+        (lambda: jb.sweep.run([1, 2], "out"), "config"),
+        (lambda: jb.config.load(3), "config"),
+    ],
+)
+def test_a_path_argument_that_is_no_path_is_named(call, argument):
+    """Not a traceback from pathlib or os: ``str(None)`` would be a file name."""
+    with pytest.raises(jb.ArgumentError) as caught:
+        call()
+    assert caught.value.argument == argument

@@ -59,6 +59,7 @@ import os
 import sys
 from typing import Union
 
+from jaxbandit._numbers import ArgumentError, describe
 from jaxbandit.config.plan import Cell, Group, InstanceSpec, PolicySpec, SweepConfig, resolve
 from jaxbandit.config.schema import ConfigError, validate
 
@@ -91,6 +92,10 @@ def load(config: Union[str, os.PathLike, dict, SweepConfig]) -> SweepConfig:
         return config
     if isinstance(config, dict):
         return from_dict(config, "<dict>")
+    if not isinstance(config, (str, os.PathLike)):
+        raise ArgumentError(
+            f"config must be a TOML file's path, a dict or a SweepConfig, got {describe(config)}.", argument="config"
+        )
     path = os.fspath(config)
     try:
         with open(path, "rb") as handle:
