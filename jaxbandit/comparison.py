@@ -122,9 +122,18 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
         raise ValueError(f"{name} = {selection!r} matches no cell; the cells are labelled {labels}{unfinished}.")
     for (instance, horizon), found in picked.items():
         if len(found) > 1:
+            labels = [cell.label for cell, _ in found]
+            how = "name one of them"
+            if len(set(labels)) < len(labels):  # labels alone cannot: say what else can
+                differ = {
+                    key: values for key in ("seed", "noise_stream", "precision", "runs", "noise")
+                    if len(set(values := [getattr(cell, key) for cell, _ in found])) > 1
+                }  # fmt: skip
+                told = "; ".join(f"{key} {values}" for key, values in differ.items()) or "nothing: the same sweep twice?"
+                how = f"pick one by a dict of select() criteria, e.g. with one of what tells them apart: {told}"
             raise ValueError(
                 f"{name} = {selection!r} matches {len(found)} cells on instance {instance!r} at T = {horizon}: "
-                f"{', '.join(cell.label for cell, _ in found)}; name one of them."
+                f"{', '.join(labels)}; {how}."
             )
     return {place: found[0] for place, found in picked.items()}
 

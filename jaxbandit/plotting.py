@@ -317,7 +317,9 @@ def _drawn(results, policies, reference) -> list:
             raise ValueError(f"policies names {unknown}, which no cell has; the labels are {', '.join(known)}.")
     drawn = [c for c in results.cells if policies is None or any(c.matches(p) for p in policies)]
     if reference is not None and not any(c.matches(reference) for c in drawn):
-        raise ValueError(f"reference {reference!r} is not among the cells drawn; the labels are {', '.join(known)}.")
+        shown = ", ".join(dict.fromkeys(c.resolved_label for c in drawn))
+        hint = " (add it to the policies drawn)" if any(c.matches(reference) for c in results.cells) else ""
+        raise ValueError(f"reference {reference!r} is not among the cells drawn{hint}; those are {shown}.")
     if reference is not None:  # and it picks one cell per instance and horizon
         comparison.pick_one_per_place([(c, results) for c in drawn], reference, "reference")
     return drawn

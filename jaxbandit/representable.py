@@ -2,15 +2,28 @@
 gaps and noise levels, with the samples the lower bound asks of each arm (``2 /
 gap**2``) and the precisions ``1 / sigma**2`` the estimators weigh samples by.  A value
 the dtype cannot hold is refused, naming the entry and a remedy (rescale, or a wider
-dtype), never silently rounded into another instance."""
+dtype), never silently rounded into another instance; means the dtype holds too
+coarsely for their gaps get a :class:`CoarseMeansWarning`."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
 from jaxbandit._numbers import ArgumentError, check_fits, first_entry
 
-__all__ = ["check_large_gaps", "check_precisions", "check_representable", "refuse_gap"]
+__all__ = ["COARSE_MEANS", "CoarseMeansWarning", "check_large_gaps", "check_precisions", "check_representable", "refuse_gap"]
+
+# The coarsest spacing of the means, relative to the smallest gap, that a simulation
+# runs without a warning: beyond it the estimates of two arms round to one value often
+# enough to change how the policies decide (ties).
+COARSE_MEANS = 2.0**-10
+
+
+class CoarseMeansWarning(UserWarning):
+    """The working dtype spaces the means so coarsely, next to their smallest gap, that
+    estimates of different arms will often tie (a large common offset in float32)."""
 
 
 def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
@@ -43,6 +56,7 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
             f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}."
         )
     check_large_gaps(mu, dtype, remedy)
+    _warn_coarse_means(mu, dtype, remedy)
     check_precisions(sigma, dtype, remedy)
 
 
@@ -90,4 +104,25 @@ def check_precisions(
         raise ArgumentError(
             f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name} (the sample would be "
             f"ignored); use np.inf for no information{wider}.", argument="sigma"
+        )
+
+
+def _warn_coarse_means(mu: np.ndarray, dtype, remedy: str) -> None:
+    """A :class:`CoarseMeansWarning` where the spacing of ``dtype`` at the largest mean
+    magnitude of an instance (``mu`` ``(C, K)``) exceeds :data:`COARSE_MEANS` of its
+    smallest gap."""
+    gaps = np.max(mu, axis=-1, keepdims=True) - mu
+    smallest = np.min(np.where(gaps > 0, gaps, np.inf), axis=-1)
+    spacing = np.spacing(np.max(np.abs(mu), axis=-1).astype(dtype)).astype(np.float64)
+    coarse = spacing > COARSE_MEANS * smallest
+    if coarse.any():
+        i = int(np.argmax(coarse))
+        where = f"instance {i}: " if len(mu) > 1 else ""
+        warnings.warn(
+            f"{where}{np.dtype(dtype).name} holds means near {float(np.max(np.abs(mu[i])))!r} to within "
+            f"{float(spacing[i])!r}, {float(spacing[i] / smallest[i]):.2%} of the smallest gap {float(smallest[i])!r}: "
+            f"estimates of different arms will often round to one value and tie. Subtract a common offset from mu "
+            f"(regret depends on the gaps only) or use {remedy}.",
+            CoarseMeansWarning,
+            stacklevel=3,
         )

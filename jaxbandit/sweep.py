@@ -198,6 +198,10 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
     return False
 
 
+# Settings that change how a sweep runs, never its results (which depend on the seed only)
+_RESULT_FREE = ("chunk_size", "solve_batch")
+
+
 def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
     """Why the directory's manifest is not this configuration's, or None."""
     if reason := io.other_version(manifest):
@@ -210,6 +214,12 @@ def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
         if edited is not None:
             return f"{out} holds results of the same configuration computed otherwise: {edited}"
         detail = f" (changed keys: {', '.join(changed)})" if changed else " (the resolved instances or registered policies differ)"
+        if changed and set(changed) <= set(_RESULT_FREE):
+            was = ", ".join(f"{k} = {old[k]!r}" if k in old else f"no {k}" for k in changed)
+            detail = (
+                f" (changed keys: {', '.join(changed)}; such settings change no results, but a directory keeps those "
+                f"it was started with: resume with {was})"
+            )
         return f"{out} holds results of a different sweep configuration{detail}"
     detail = _resolved_difference(cfg, manifest)
     return None if detail is None else f"{out} holds results of the same configuration computed otherwise: {detail}"

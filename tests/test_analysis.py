@@ -229,6 +229,9 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
     other_seed = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, seed=4) for c in results.cells))
     with pytest.raises(ValueError, match=r"cannot pair .* ran with seed 3, ts_n with 4, so they did not run on the same noise"):
         jb.compare([results, other_seed], {"label": "cases(alpha=0.5)", "seed": 3}, {"policy": "ts_n", "seed": 4})
+    # one label in two sweeps: the message says what tells the cells apart
+    with pytest.raises(ValueError, match=r"b = 'ts_n' matches 2 cells .*: ts_n, ts_n; pick one by a dict of select\(\) criteria, .*: seed \[3, 4\]\.$"):
+        jb.compare([results, other_seed], {"label": "cases(alpha=0.5)", "seed": 3}, "ts_n")
     fewer = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, regret=c.regret[:4], group="fewer") for c in results.cells))
     with pytest.raises(ValueError, match="ran with run count 6, ts_n with 4"):
         jb.compare([results, fewer], {"label": "cases(alpha=0.5)", "runs": 6}, {"policy": "ts_n", "runs": 4})
@@ -283,7 +286,7 @@ def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
     assert stems == {f"{kind}_{inst}" for inst in ("bandit", "graph_star") for kind in ("regret", "regret_log", "final", "case_mix", "paired")}
     with pytest.raises(ValueError, match=r"policies names \['ucb'\], which no cell has; the labels are cases\(alpha=0.5\), "):
         plotting.plot_sweep(results, tmp_path, policies=["ucb"])
-    with pytest.raises(ValueError, match="reference 'cases' is not among the cells drawn"):
+    with pytest.raises(ValueError, match=r"reference 'cases' is not among the cells drawn \(add it to the policies drawn\); those are ts_n\.$"):
         plotting.plot_sweep(results, tmp_path, policies=["ts_n"], reference="cases")
     # a policy label that picks one cell among those drawn: paired among those drawn
     paths = plotting.plot_sweep(results, tmp_path / "one", formats=("png",), policies=["cases(alpha=0.5)", "ts_n"], reference="cases")

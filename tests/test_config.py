@@ -179,6 +179,8 @@ BAD = [
     (('label = "TS-N"', 'label = "ucb_n"'), "policies[1].label", "duplicate policy label"),
     # a distinct entry label, but a cell label of policies[0]'s grid: two cells, one name in results and plots
     (('label = "TS-N"', 'label = "ucb_n(alpha=1)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1)', as one of policies[0] is"),
+    # the label a figure gives policies[0]'s cell (its parameters as resolved)
+    (('label = "TS-N"', 'label = "ucb_n(alpha=1.0)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1.0)', as one of policies[0] is"),
     (("[[policies]]\nname = \"ucb_n\"", "[[policies]]\nlabel = \"x\""), "policies[0].name", "missing"),
     (("runs = 10\n", ""), "runs", "missing required key"),
     (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),

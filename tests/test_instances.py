@@ -210,3 +210,20 @@ def test_a_simulation_refuses_gaps_whose_lp_requirement_its_dtype_loses():
     with pytest.raises(ValueError, match=r"the gap 1e\+20 of arm 1 is so large that 2 / gap\*\*2 underflows float32; rescale mu or use dtype='float64'"):
         jb.simulate(jb.policies.make("oracle_etc"), huge, 10, 2)
     representable.check_representable(huge.mu[None], huge.sigma[None], np.float64)  # float64 holds it
+
+
+def test_means_float32_spaces_coarsely_next_to_their_gaps_are_warned_about():
+    """Gaps of 0.2 at a common offset of 1e5: float32 spaces the means 0.0078 apart
+    there, so estimates of different arms often tie (the LP policies' tie fallback).
+    Warned about, naming the remedy, in a simulation and at a configuration's key; not at
+    an offset of 100 (6e-5 of the gap), nor in float64."""
+    base = np.array([0.0, -0.2, -0.5, -1.0])
+    far = jb.instances.bandit(base + 1e5)
+    with pytest.warns(representable.CoarseMeansWarning, match=r"float32 holds means near 100000.0 to within 0.0078125, 3.91% of the smallest gap .*Subtract a common offset"):
+        jb.SimulationRun(jb.policies.make("ucb_n"), far, 10, 2)
+    entry = {"type": "bandit", "name": "far", "mu": list(base + 1e5)}
+    with pytest.warns(representable.CoarseMeansWarning, match=r"<dict>: instances\[0\] \(far\): float32 .*or use precision = \"float64\""):
+        jb.config.load({"runs": 1, "horizon": 10, "instances": [entry], "policies": [{"name": "ucb_n"}]})
+    representable.check_representable(far.mu[None], far.sigma[None], np.float64)  # warnings are errors in the tests
+    near = jb.instances.bandit(base + 100.0)
+    representable.check_representable(near.mu[None], near.sigma[None], np.float32)

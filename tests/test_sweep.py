@@ -210,6 +210,9 @@ def test_changed_config_is_refused(tmp_path, reference):
     policies = [{**fx.BASE["policies"][0], "alpha": [0.5, 1.0, 2]}, *fx.BASE["policies"][1:]]
     with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: policies\)"):
         sweep.run(fx.base_config(policies=policies), ref_dir, progress=False)
+    # a setting that never changes results: the message says how to resume
+    with pytest.raises(sweep.SweepMismatchError, match=r"\(changed keys: chunk_size; such settings change no results, .*: resume with chunk_size = 128\)"):
+        sweep.run(fx.base_config(chunk_size=64), ref_dir, progress=False)
     assert sorted(p.name for p in ref_dir.rglob("*")) == before
     (tmp_path / "notes.txt").write_text("unrelated")
     with pytest.raises(sweep.SweepMismatchError, match="not empty and is not a sweep directory"):

@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import sys
+import warnings
 from typing import Optional, Union
 
 import jax
@@ -289,7 +290,11 @@ def _instances(fail, entries, precision: str, directory: str) -> list:
             if any(s.label == label for s in specs):
                 fail(f"{key}.name", f"duplicate instance name {label!r}; names must be unique")
             try:
-                check_representable(inst.mu[None], inst.sigma[None], precision, _WIDER)
+                with warnings.catch_warnings(record=True) as caught:  # said again at its key
+                    warnings.simplefilter("always")
+                    check_representable(inst.mu[None], inst.sigma[None], precision, _WIDER)
+                for warning in caught:
+                    warnings.warn(f"{fail.source}: {key} ({label}): {warning.message}", warning.category, stacklevel=2)
                 # a study of a tie has no lower bound, and the LP policies fall back every round
                 check_unique_best(inst.mu)
             except ValueError as err:  # a file's values are named at its path
@@ -311,7 +316,7 @@ def _read_instance(fail, key: str, entry, directory: str) -> tuple:
 
 
 def _policies(fail, entries, precision: str) -> list:
-    specs, cell_labels = [], {}  # cell label -> index of the entry that has it
+    specs, cell_labels = [], {}  # a cell's label or resolved label -> (entry index, cell index)
     for i, entry in enumerate(entries):
         key = f"policies[{i}]"
         try:
@@ -332,13 +337,17 @@ def _policies(fail, entries, precision: str) -> list:
         _check_numeric(fail, key, built, grid, np.dtype(precision))
         if any(s.label == label for s in specs):
             fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
-        for kwargs in grid:  # results and plots tell cells apart by these labels
-            cell = cell_label(label, dict(sorted(kwargs.items())))  # as results store the params
-            if cell_labels.get(cell) == i:
-                fail(key, f"two of its cells would both be labelled {cell!r}; give grid values that print apart")
-            if cell in cell_labels:
-                fail(f"{key}.label", f"a cell labelled {cell!r}, as one of policies[{cell_labels[cell]}] is; give the entry another label")
-            cell_labels[cell] = i
+        # Results, selections and figures tell cells apart by their labels, as given and
+        # as resolved (defaults included, as the figures' legends show them).
+        for j, (kwargs, policy) in enumerate(zip(grid, built)):
+            params = dict(sorted(kwargs.items()))  # as results store them
+            resolved = {**params, **{k: float(v) for k, v in policy.params.items()}}
+            for cell in dict.fromkeys((cell_label(label, params), cell_label(label, resolved))):
+                owner = cell_labels.setdefault(cell, (i, j))
+                if owner[0] == i and owner[1] != j:
+                    fail(key, f"two of its cells would both be labelled {cell!r}; give grid values that print apart")
+                if owner[0] != i:
+                    fail(f"{key}.label", f"a cell labelled {cell!r}, as one of policies[{owner[0]}] is; give the entry another label")
         specs.append(PolicySpec(label=label, name=entry.name, grid=grid, built=tuple(built)))
     return specs
 
