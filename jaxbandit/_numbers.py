@@ -82,9 +82,9 @@ def boolean(name: str, value) -> bool:
 def path(name: str, value) -> Path:
     """``value`` as a :class:`~pathlib.Path`, or an :class:`ArgumentError` naming
     ``name``: a string or an ``os.PathLike`` only (``str(3)`` or ``str(None)`` would be
-    a file name)."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise ArgumentError(f"{name} must be a path (a string or os.PathLike), got {describe(value)}.", argument=name)
+    a file name), and not empty (``Path("")`` is the working directory)."""
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise ArgumentError(f"{name} must be a path (a non-empty string or os.PathLike), got {describe(value)}.", argument=name)
     return Path(value)
 
 

@@ -112,7 +112,7 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
     if not isinstance(selection, (str, dict)) or not selection:
         raise ValueError(f"{name} must be a cell or policy label, or a dict of select() criteria, got {selection!r}.")
     if isinstance(selection, dict):
-        selection = check_criteria(name, selection)
+        check_criteria(name, selection)
     picked: dict = {}
     for cell, sweep in cells:
         if cell.matches(selection):
@@ -125,12 +125,14 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
             labels = [cell.label for cell, _ in found]
             how = "name one of them"
             if len(set(labels)) < len(labels):  # labels alone cannot: say what else can
-                differ = {
-                    key: values for key in ("seed", "noise_stream", "precision", "runs", "noise")
-                    if len(set(values := [getattr(cell, key) for cell, _ in found])) > 1
-                }  # fmt: skip
-                told = "; ".join(f"{key} {values}" for key, values in differ.items()) or "nothing: the same sweep twice?"
-                how = f"pick one by a dict of select() criteria, e.g. with one of what tells them apart: {told}"
+                keys = ("seed", "noise_stream", "precision", "runs", "noise", "policy_name", "params")
+                values = {key: [getattr(cell, key) for cell, _ in found] for key in keys}
+                differ = {key: v for key, v in values.items() if len({repr(x) for x in v}) > 1}
+                told = "; ".join(f"{key} {values}" for key, values in differ.items())
+                how = (
+                    f"pick one by a dict of select() criteria, e.g. with one of what tells them apart: {told}" if told
+                    else "nothing tells them apart (one sweep given twice?): give each sweep once"
+                )
             raise ValueError(
                 f"{name} = {selection!r} matches {len(found)} cells on instance {instance!r} at T = {horizon}: "
                 f"{', '.join(labels)}; {how}."

@@ -144,9 +144,11 @@ class CellResult:
         """Whether ``selection`` picks this cell: a cell label (``"ucb_n(alpha=0.5)"``),
         its resolved label as figures show it (``"ucb_n(alpha=1.0)"`` for a default) or
         its policy label (a string), or attribute values (a dict, as
-        :meth:`SweepResults.select` takes them)."""
+        :meth:`SweepResults.select` takes them; ``noise`` compared as a family, by its
+        label: ``"student_t(df=3.0)"`` is ``"student_t(df=3)"``)."""
         if isinstance(selection, dict):
-            return all(getattr(self, k) == v for k, v in selection.items())
+            label = lambda k, v: resolve_noise(v).label if k == "noise" else v
+            return all(getattr(self, k) == label(k, v) for k, v in selection.items())
         return selection in (self.label, self.resolved_label, self.policy)
 
     # a simulation's, on this cell's (runs, P) regret
@@ -205,7 +207,7 @@ class SweepResults:
         """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``
         (a cell's hyper-parameters: ``params={"alpha": 0.5}``, all of them, or its
         ``label``, ``"ucb_n(alpha=0.5)"``)."""
-        criteria = check_criteria("select", criteria)
+        check_criteria("select", criteria)
         return [c for c in self.cells if c.matches(criteria)]
 
     @property
@@ -254,31 +256,28 @@ class SweepResults:
 _ARRAY_ATTRIBUTES = ("times", "regret", "counts", "diagnostics", "diagnostic_times", "diagnostic_history", "monitor")
 
 
-def check_criteria(name: str, criteria: dict) -> dict:
-    """``criteria`` (``name``'s) as a cell's attributes hold them, or an
-    :class:`ArgumentError` naming a key that no cell has, one that holds arrays, or a
-    value that no cell's can equal: a cell's text attributes are strings, its counts
-    integers (the one integer rule: ``horizon=2e4`` is 20000).  ``noise`` may be a
-    family's name, its label or a :class:`~jaxbandit.noise.NoiseFamily`: it is
-    compared by the family's label (``"student_t(df=3.0)"`` is ``"student_t(df=3)"``)."""
+def check_criteria(name: str, criteria: dict) -> None:
+    """An :class:`ArgumentError` naming a key of ``criteria`` (``name``'s) that no cell
+    has, one that holds arrays, or a value that no cell's can equal: a cell's text
+    attributes are strings, its counts integers (the one integer rule: ``horizon=2e4``
+    is 20000), its noise a family (a name, a label or a
+    :class:`~jaxbandit.noise.NoiseFamily`, compared by :meth:`CellResult.matches`)."""
     fields = {f.name: f.type for f in dataclasses.fields(CellResult)} | {"label": "str", "resolved_label": "str", "runs": "int"}
     unknown = sorted(set(criteria) - set(fields))
     if unknown:
         raise ArgumentError(
             f"{name} got {unknown}, which no cell has; a cell has {', '.join(fields)} "
             "(its hyper-parameters are params, or its label).", argument=unknown[0])
-    checked = dict(criteria)
     for key, value in criteria.items():
         if key in _ARRAY_ATTRIBUTES:
             raise ArgumentError(f"{name}: a cell's {key} holds arrays; select cells by another attribute.", argument=key)
         if key == "noise":
-            checked[key] = resolve_noise(value).label
+            resolve_noise(value)
         elif fields[key] == "int":
             integer(key, value, None)
         elif fields[key] in ("str", "dict") and not isinstance(value, str if fields[key] == "str" else dict):
             kind = "a string" if fields[key] == "str" else "a dict"
             raise ArgumentError(f"{name}: a cell's {key} is {kind}, so {key}={value!r} picks no cell.", argument=key)
-    return checked
 
 
 def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells: int | None = None):

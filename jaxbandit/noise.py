@@ -15,7 +15,8 @@ sample, as in the paper.  ``X`` is the sample, ``mu_j`` its mean, ``s = sigma[i,
   sub-Gaussian scale ``s``.
 * ``student_t(df)``: ``X = mu_j + s T sqrt((df - 2) / df)``, ``T`` Student's t with
   ``df > 2`` degrees of freedom: variance ``s**2`` (less the tails of probability below
-  ``2**-41``, at most 1%: :func:`student_t`), heavy-tailed (not sub-Gaussian).
+  ``2**-41``, at most 1% in a simulation: :func:`check_drawn`), heavy-tailed (not
+  sub-Gaussian).
 
 A family is static: the engine closes over it (one compiled program per family).  Each
 draws one counter-based number per arm and round (:mod:`jaxbandit.rng`), so a run's
@@ -43,6 +44,7 @@ __all__ = [
     "NAMES",
     "NoiseFamily",
     "bernoulli",
+    "check_drawn",
     "cut_variance_share",
     "gaussian",
     "rademacher",
@@ -96,19 +98,30 @@ def rademacher() -> NoiseFamily:
     return NoiseFamily("rademacher")
 
 
+def _degrees_of_freedom(df) -> float:
+    """``df`` as a finite number > 2 (Student's t has a variance only then), or an
+    :class:`ArgumentError` naming ``df``."""
+    value = number("df", df, "> 2")
+    if not (math.isfinite(value) and value > 2):  # NaN included
+        raise ArgumentError(
+            f"df must be a finite number > 2 (Student's t has a variance only then), got {value!r}.", argument="df"
+        )
+    return value
+
+
 def cut_variance_share(df: float) -> float:
     """The share of the variance of Student's t (``df > 2``) that its draws lose to
     their grid: their uniforms ``u`` are the midpoints ``(j + 1/2) 2**-40`` of
     ``2**40`` cells (:mod:`jaxbandit.rng`), and the t radius grows as ``u`` shrinks,
     so the tails of probability below ``2**-41`` are never drawn.  Below ``1e-4`` from
-    ``df = 3``, 13% at ``df = 2.01``.
+    ``df = 3``; at ``df = 2.01`` the draws keep only 13% of the variance.
 
     With ``a = 2 / df`` and ``e = 2**-40``, ``T**2`` has mean ``E[u**-a] / (1 - a)``
     against ``1 / (1 - a)``, so the share is ``e**(1 - a) (1 - a) / a`` times ``sum_j
     (int_j^{j+1} x**-a dx - (j + 1/2)**-a)``: cell 0 in closed form, the others by
     their midpoint rule's error series (written with the factor ``a`` taken out, so
     that a huge ``df`` loses no digits)."""
-    a = 2.0 / df
+    a = 2.0 / _degrees_of_freedom(df)
     first = 1 - (1 - a) * math.expm1(a * math.log(2)) / a  # cell 0, over a
     x = np.arange(1, 1000) + 0.5
     power_sum = lambda s: np.sum(x**-s) + 1000.0 ** (1 - s) / (s - 1)  # sum_{j >= 1} (j + 1/2)**-s
@@ -121,28 +134,34 @@ def cut_variance_share(df: float) -> float:
 # The most of the variance a Student's t family may lose to the tails the draws cannot
 # reach (cut_variance_share): beyond it "variance sigma**2" would not describe the draws.
 MAX_CUT_VARIANCE_SHARE = 0.01
+# The smallest df within it, to the digits a message shows (cut_variance_share(2.383) < 1%).
+_SMALLEST_DRAWN_DF = 2.383
 
 
 def student_t(df: float) -> NoiseFamily:
     """Student's t noise with ``df`` degrees of freedom (a finite number > 2, so that the
     variance exists), scaled to variance ``sigma**2``.  Near 2 most of that variance
-    sits in tails of probability below ``2**-41``, which the draws do not reach:
-    ``df`` must be large enough that they hold at most
-    :data:`MAX_CUT_VARIANCE_SHARE` of it (:func:`cut_variance_share`: ``df`` of about 2.38 or more)."""
-    value = number("df", df, "> 2")
-    if not (math.isfinite(value) and value > 2):  # NaN included
-        raise ArgumentError(
-            f"df must be a finite number > 2 (Student's t has a variance only then), got {value!r}.", argument="df"
-        )
-    share = cut_variance_share(value)
+    sits in tails of probability below ``2**-41``, which the draws do not reach: a
+    simulation needs ``df`` large enough that they hold at most
+    :data:`MAX_CUT_VARIANCE_SHARE` of it (:func:`check_drawn`)."""
+    return NoiseFamily("student_t", _degrees_of_freedom(df))
+
+
+def check_drawn(family: NoiseFamily) -> None:
+    """A family a simulation may draw: for Student's t, the tails its draws cannot
+    reach hold at most :data:`MAX_CUT_VARIANCE_SHARE` of the variance
+    (:func:`cut_variance_share`), else an :class:`ArgumentError` naming ``df``.
+    Checked where a simulation starts, not where results are read back."""
+    if family.name != "student_t":
+        return
+    share = cut_variance_share(family.df)
     if share > MAX_CUT_VARIANCE_SHARE:
         raise ArgumentError(
-            f"df = {value!r} is too close to 2: {share:.1%} of Student's t variance lies in tails of "
-            f"probability below 2**-41, which the draws cannot reach (at most "
-            f"{MAX_CUT_VARIANCE_SHARE:.0%} allowed: df of about 2.38 or more).",
+            f"noise {family.label!r}: df = {family.df!r} is too close to 2: {share:.1%} of Student's t variance lies "
+            f"in tails of probability below 2**-41, which the draws cannot reach (at most "
+            f"{MAX_CUT_VARIANCE_SHARE:.0%} allowed: df >= {_SMALLEST_DRAWN_DF}).",
             argument="df",
         )
-    return NoiseFamily("student_t", value)
 
 
 GAUSSIAN = gaussian()

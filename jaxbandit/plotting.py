@@ -19,7 +19,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from jaxbandit import comparison, io, summary
-from jaxbandit._numbers import boolean, not_a_number
+from jaxbandit._numbers import boolean, not_a_number, path as as_path
 
 __all__ = [
     "plot_sweep",
@@ -280,7 +280,7 @@ def plot_sweep(
         )  # fmt: skip
     drawn = _drawn(results, policies, reference)
     reference = reference if reference is not None else drawn[0].label
-    out = Path(out_dir) if out_dir is not None else results.directory / "plots"
+    out = as_path("out_dir", out_dir) if out_dir is not None else results.directory / "plots"
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir {str(out)!r} exists and is not a directory; figures are written to a directory.")
     out.mkdir(parents=True, exist_ok=True)

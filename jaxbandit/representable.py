@@ -15,15 +15,15 @@ from jaxbandit._numbers import ArgumentError, check_fits, first_entry
 
 __all__ = ["COARSE_MEANS", "CoarseMeansWarning", "check_large_gaps", "check_precisions", "check_representable", "refuse_gap"]
 
-# The coarsest spacing of the means, relative to the smallest gap, that a simulation
-# runs without a warning: beyond it the estimates of two arms round to one value often
-# enough to change how the policies decide (ties).
-COARSE_MEANS = 2.0**-10
+# The coarsest spacing of the best two means, relative to their gap, that a simulation
+# runs without a warning: beyond it their estimates round to one value often enough to
+# change how the policies decide (a tie for the best estimate).
+COARSE_MEANS = 2.0**-7
 
 
 class CoarseMeansWarning(UserWarning):
-    """The working dtype spaces the means so coarsely, next to their smallest gap, that
-    estimates of different arms will often tie (a large common offset in float32)."""
+    """The working dtype spaces the best two means so coarsely, next to their gap, that
+    their estimates will often tie (a large common offset in float32)."""
 
 
 def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
@@ -108,21 +108,24 @@ def check_precisions(
 
 
 def _warn_coarse_means(mu: np.ndarray, dtype, remedy: str) -> None:
-    """A :class:`CoarseMeansWarning` where the spacing of ``dtype`` at the largest mean
-    magnitude of an instance (``mu`` ``(C, K)``) exceeds :data:`COARSE_MEANS` of its
-    smallest gap."""
-    gaps = np.max(mu, axis=-1, keepdims=True) - mu
-    smallest = np.min(np.where(gaps > 0, gaps, np.inf), axis=-1)
-    spacing = np.spacing(np.max(np.abs(mu), axis=-1).astype(dtype)).astype(np.float64)
-    coarse = spacing > COARSE_MEANS * smallest
+    """A :class:`CoarseMeansWarning` where ``dtype`` spaces the best two means of an
+    instance (``mu`` ``(C, K)``) more than :data:`COARSE_MEANS` of their gap apart
+    (the spacing below the larger magnitude: a power of two's own is twice that)."""
+    best = np.max(mu, axis=-1)
+    below = np.where(mu < best[:, None], mu, -np.inf)
+    runner_up = np.max(below, axis=-1)
+    gap = best - runner_up  # inf for one arm, or all tied
+    magnitude = np.maximum(np.abs(best), np.where(np.isfinite(runner_up), np.abs(runner_up), 0)).astype(dtype)
+    spacing = np.spacing(np.nextafter(magnitude, np.zeros_like(magnitude))).astype(np.float64)
+    coarse = spacing > COARSE_MEANS * gap
     if coarse.any():
         i = int(np.argmax(coarse))
         where = f"instance {i}: " if len(mu) > 1 else ""
+        wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
         warnings.warn(
-            f"{where}{np.dtype(dtype).name} holds means near {float(np.max(np.abs(mu[i])))!r} to within "
-            f"{float(spacing[i])!r}, {float(spacing[i] / smallest[i]):.2%} of the smallest gap {float(smallest[i])!r}: "
-            f"estimates of different arms will often round to one value and tie. Subtract a common offset from mu "
-            f"(regret depends on the gaps only) or use {remedy}.",
+            f"{where}{np.dtype(dtype).name} spaces the best two means ({float(best[i])!r}, {float(runner_up[i])!r}) "
+            f"{float(spacing[i])!r} apart, {float(spacing[i] / gap[i]):.1%} of their gap: their estimates will often "
+            f"round to one value and tie. Subtract a common offset from mu (regret depends on the gaps only){wider}.",
             CoarseMeansWarning,
             stacklevel=3,
         )

@@ -21,9 +21,10 @@ from jaxbandit.base import OWN_ARM, Context, Policy
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, policy_key
 from jaxbandit.fingerprint import computation_key
 from jaxbandit.instances import Instance, check_instance, stack
-from jaxbandit.representable import check_representable
 from jaxbandit.monitors import Monitor
+from jaxbandit.noise import check_drawn
 from jaxbandit.policy_check import PolicyError, check_monitor, check_policy, check_policy_fields
+from jaxbandit.representable import check_representable
 from jaxbandit.result import check_times, geometric_times
 
 __all__ = [
@@ -122,6 +123,7 @@ def check_inputs(
     times = geometric_times(horizon) if times is None else check_times(times, horizon)
     mu, sigma = np.atleast_2d(instance.mu), instance.sigma.reshape((-1,) + instance.sigma.shape[-2:])
     check_representable(mu, sigma, dtype)
+    check_drawn(instance.noise)
     num_cells = mu.shape[0]
     if params is not None and not isinstance(params, dict):
         raise ArgumentError(f"params must be a dict of the policy's hyper-parameters, got {params!r}.", argument="params")

@@ -22,6 +22,7 @@ from typing import Optional
 import numpy as np
 
 from jaxbandit import instances as instances_module
+from jaxbandit._numbers import path as as_path
 from jaxbandit.bound import BOUND_FAMILIES, bound_kind, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.files import save_text
@@ -119,7 +120,7 @@ def write_summary_csv(results, path: Optional[os.PathLike] = None) -> Path:
     """Write ``summary.csv`` of a :class:`~jaxbandit.io.SweepResults` (default: in its
     directory) atomically; an empty field where a row has no value (None, or NaN: the
     standard error of one run, the bound of an LP not solved)."""
-    path = Path(path) if path is not None else results.directory / "summary.csv"
+    path = as_path("path", path) if path is not None else results.directory / "summary.csv"
     rows = results.summary()
     fields = list(dict.fromkeys(key for row in rows for key in row))
     buffer = io.StringIO()

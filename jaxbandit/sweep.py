@@ -215,7 +215,7 @@ def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
             return f"{out} holds results of the same configuration computed otherwise: {edited}"
         detail = f" (changed keys: {', '.join(changed)})" if changed else " (the resolved instances or registered policies differ)"
         if changed and set(changed) <= set(_RESULT_FREE):
-            was = ", ".join(f"{k} = {old[k]!r}" if k in old else f"no {k}" for k in changed)
+            was = ", ".join(f"{k} = {old[k]!r}" if k in old else f"{k} left out" for k in changed)
             detail = (
                 f" (changed keys: {', '.join(changed)}; such settings change no results, but a directory keeps those "
                 f"it was started with: resume with {was})"

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 import jaxbandit as jb
-from jaxbandit import cli, comparison, frames, io, plotting, summary, sweep
+from jaxbandit import cli, comparison, frames, plotting, summary, sweep
 from tests import sweep_fixtures as fx
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,7 +96,9 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
     # a family is compared by its label, however it is written
     assert results.select(noise=jb.noise.gaussian()) == list(results.cells)
     student = [dataclasses.replace(c, noise="student_t(df=3)") for c in results.cells[:2]]
-    assert [c for c in student if c.matches(io.check_criteria("select", {"noise": "student_t(df=3.0)"}))] == student
+    assert [c for c in student if c.matches({"noise": "student_t(df=3.0)"})] == student
+    # in a figure's selection too
+    assert plotting._drawn(results, None, {"policy": "ts_n", "noise": jb.noise.gaussian()}) == list(results.cells)
     # the views' flags are True or False: "no" would read as True
     for view, flag in ((results.to_pandas, "curves"), (results.to_pandas, "bounds"), (results.to_xarray, "bounds")):
         with pytest.raises(jb.ArgumentError, match=f"{flag} must be True or False, got string 'no'"):
@@ -232,6 +234,8 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
     # one label in two sweeps: the message says what tells the cells apart
     with pytest.raises(ValueError, match=r"b = 'ts_n' matches 2 cells .*: ts_n, ts_n; pick one by a dict of select\(\) criteria, .*: seed \[3, 4\]\.$"):
         jb.compare([results, other_seed], {"label": "cases(alpha=0.5)", "seed": 3}, "ts_n")
+    with pytest.raises(ValueError, match=r"nothing tells them apart \(one sweep given twice\?\): give each sweep once\.$"):
+        jb.compare([results, results], "cases(alpha=0.5)", "ts_n")
     fewer = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, regret=c.regret[:4], group="fewer") for c in results.cells))
     with pytest.raises(ValueError, match="ran with run count 6, ts_n with 4"):
         jb.compare([results, fewer], {"label": "cases(alpha=0.5)", "runs": 6}, {"policy": "ts_n", "runs": 4})

@@ -1692,6 +1692,7 @@ def test_configuration_policy_keys_refuse_bad_values(slot, data):
         (lambda: jb.sweep.run({"runs": 1}, None), "out_dir"),
         (lambda: jb.sweep.run([1, 2], "out"), "config"),
         (lambda: jb.config.load(3), "config"),
+        (lambda: jb.load(""), "directory"),  # Path("") is the working directory
     ],
 )
 def test_a_path_argument_that_is_no_path_is_named(call, argument):

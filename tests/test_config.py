@@ -181,6 +181,9 @@ BAD = [
     (('label = "TS-N"', 'label = "ucb_n(alpha=1)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1)', as one of policies[0] is"),
     # the label a figure gives policies[0]'s cell (its parameters as resolved)
     (('label = "TS-N"', 'label = "ucb_n(alpha=1.0)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1.0)', as one of policies[0] is"),
+    # a factory's defaults in another order than the records' (ucb_lp returns c, alpha)
+    (('name = "ucb_n"\nalpha = [0.25, 1, 4.01]\n\n[[policies]]\nname = "ts_n"\nlabel = "TS-N"', 'name = "ucb_lp"\n\n[[policies]]\nname = "ts_n"\nlabel = "ucb_lp(alpha=1.0, c=1.0)"'),
+     "policies[1].label", "a cell labelled 'ucb_lp(alpha=1.0, c=1.0)', as one of policies[0] is"),
     (("[[policies]]\nname = \"ucb_n\"", "[[policies]]\nlabel = \"x\""), "policies[0].name", "missing"),
     (("runs = 10\n", ""), "runs", "missing required key"),
     (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),

@@ -214,16 +214,20 @@ def test_a_simulation_refuses_gaps_whose_lp_requirement_its_dtype_loses():
 
 def test_means_float32_spaces_coarsely_next_to_their_gaps_are_warned_about():
     """Gaps of 0.2 at a common offset of 1e5: float32 spaces the means 0.0078 apart
-    there, so estimates of different arms often tie (the LP policies' tie fallback).
-    Warned about, naming the remedy, in a simulation and at a configuration's key; not at
-    an offset of 100 (6e-5 of the gap), nor in float64."""
+    there, so estimates of the best two arms often tie (the LP policies' tie fallback).
+    Warned about, naming the remedy, in a simulation and at a configuration's key; not
+    at an offset of 100, for a far arm beside two close ones near 1, for the gaps of a
+    random K = 1000 instance, nor in float64 (whose own remedy is not "use float64")."""
     base = np.array([0.0, -0.2, -0.5, -1.0])
     far = jb.instances.bandit(base + 1e5)
-    with pytest.warns(representable.CoarseMeansWarning, match=r"float32 holds means near 100000.0 to within 0.0078125, 3.91% of the smallest gap .*Subtract a common offset"):
+    with pytest.warns(representable.CoarseMeansWarning, match=r"float32 spaces the best two means \(100000.0, 99999.8\) 0.0078125 apart, 3.9% of their gap: .*Subtract a common offset .* or use dtype='float64'\.$"):
         jb.SimulationRun(jb.policies.make("ucb_n"), far, 10, 2)
     entry = {"type": "bandit", "name": "far", "mu": list(base + 1e5)}
     with pytest.warns(representable.CoarseMeansWarning, match=r"<dict>: instances\[0\] \(far\): float32 .*or use precision = \"float64\""):
         jb.config.load({"runs": 1, "horizon": 10, "instances": [entry], "policies": [{"name": "ucb_n"}]})
-    representable.check_representable(far.mu[None], far.sigma[None], np.float64)  # warnings are errors in the tests
-    near = jb.instances.bandit(base + 100.0)
-    representable.check_representable(near.mu[None], near.sigma[None], np.float32)
+    check = lambda mu, dtype: representable.check_representable(np.atleast_2d(mu), np.ones((1, len(mu), len(mu))), dtype)
+    for quiet in (base + 100.0, np.array([1.0, 0.99, -1000.0]), jb.instances.random(0, 1000).mu):
+        check(quiet, np.float32)  # warnings are errors in the tests
+    check(far.mu, np.float64)
+    with pytest.warns(representable.CoarseMeansWarning, match=r"float64 .*regret depends on the gaps only\)\.$"):
+        check(np.array([1e5, 1e5 - 1e-9]), np.float64)

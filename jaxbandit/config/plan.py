@@ -35,10 +35,10 @@ from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_pa
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, stable_digest
 from jaxbandit.instances import Instance, check_unique_best
-from jaxbandit.representable import check_representable
 from jaxbandit.monitors import Monitor
-from jaxbandit.noise import GAUSSIAN
+from jaxbandit.noise import GAUSSIAN, check_drawn
 from jaxbandit.policy_check import PolicyError
+from jaxbandit.representable import check_representable
 from jaxbandit.result import DEFAULT_POINTS, geometric_times
 from jaxbandit.run_inputs import RunInputs, check_contract, check_feedback, check_param_columns, check_param_values
 
@@ -295,6 +295,7 @@ def _instances(fail, entries, precision: str, directory: str) -> list:
                     check_representable(inst.mu[None], inst.sigma[None], precision, _WIDER)
                 for warning in caught:
                     warnings.warn(f"{fail.source}: {key} ({label}): {warning.message}", warning.category, stacklevel=2)
+                check_drawn(inst.noise)
                 # a study of a tie has no lower bound, and the LP policies fall back every round
                 check_unique_best(inst.mu)
             except ValueError as err:  # a file's values are named at its path
@@ -341,7 +342,8 @@ def _policies(fail, entries, precision: str) -> list:
         # as resolved (defaults included, as the figures' legends show them).
         for j, (kwargs, policy) in enumerate(zip(grid, built)):
             params = dict(sorted(kwargs.items()))  # as results store them
-            resolved = {**params, **{k: float(v) for k, v in policy.params.items()}}
+            # keys in the order a loaded cell has them (records are written with sorted keys)
+            resolved = {**params, **dict(sorted((k, float(v)) for k, v in policy.params.items()))}
             for cell in dict.fromkeys((cell_label(label, params), cell_label(label, resolved))):
                 owner = cell_labels.setdefault(cell, (i, j))
                 if owner[0] == i and owner[1] != j:
