@@ -15,7 +15,9 @@ import io
 import json
 import os
 import tempfile
+import uuid
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +105,19 @@ def create_exclusive_json(path, obj) -> bool:
         return True
 
 
+def running_marker(directory) -> Path:
+    """An empty hidden file in ``directory`` that says a run uses it, until the run
+    removes it (one a killed run leaves says so for ever: the safe side)."""
+    marker = Path(directory) / f".running-{uuid.uuid4().hex}.tmp"
+    marker.touch()
+    return marker
+
+
+def others_running(directory, marker: Path) -> bool:
+    """Whether another run's :func:`running_marker` is in ``directory``."""
+    return any(p != marker for p in Path(directory).glob(".running-*.tmp"))
+
+
 def visible_entries(directory) -> list:
     """Names in ``directory`` other than the temporary files of atomic writes
     (``[]`` if it does not exist)."""
@@ -123,6 +138,20 @@ def read_json(path):
 
 def _not_npz(path, why) -> ValueError:
     return ValueError(f"{path} is not a readable .npz file ({why}).")
+
+
+def npz_names(path) -> list:
+    """The names of the arrays in the ``.npz`` at ``path``, every member's checksum
+    verified first (a ValueError naming the file if one is damaged), without parsing
+    the arrays."""
+    with open_npz(path) as data:
+        try:
+            damaged = data.zip.testzip()
+        except (*_NPZ_ERRORS, zlib.error) as err:
+            raise _not_npz(path, err) from err
+        if damaged is not None:
+            raise _not_npz(path, f"member {damaged!r} fails its checksum")
+        return list(data.files)
 
 
 def read_npz(path, content: bytes | None = None) -> dict:

@@ -26,7 +26,7 @@ import numpy as np
 from jaxbandit import frames, summary
 from jaxbandit._numbers import ArgumentError, boolean, integer, path
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers
-from jaxbandit.files import open_npz, read_json, read_npz
+from jaxbandit.files import npz_names, read_json, read_npz
 from jaxbandit.instances import Instance
 from jaxbandit.noise import resolve as resolve_noise
 from jaxbandit.result import Result
@@ -294,8 +294,7 @@ def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells:
     if meta.get("fingerprint") != fingerprint:
         return None
     if num_cells is None:
-        with open_npz(data_path) as data:  # reads the list of arrays only
-            arrays = data.files
+        arrays = npz_names(data_path)  # checksums verified, arrays not parsed
     else:
         arrays = read_npz(data_path)
     required = [*_GROUP_WIDE, *_PER_CELL] + [f"{p}/{k}" for k in meta.get("diagnostics", []) for p in _PER_COUNTER]
@@ -318,7 +317,8 @@ def group_finished(directory, group_id: str, fingerprint: str) -> bool:
     """True if the sweep in ``directory`` holds finished results of the group
     ``group_id`` with ``fingerprint`` (what :func:`load` returns as finished).
 
-    A group whose files are damaged (unreadable, arrays missing) is not finished,
+    A group whose files are damaged (unreadable, a member failing its checksum,
+    arrays missing) is not finished,
     so that running the sweep again computes it anew.
     """
     try:

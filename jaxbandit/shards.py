@@ -26,7 +26,7 @@ __all__ = ["Shard", "parse", "estimated_cost", "assign", "select"]
 # benchmarks/README.md); the split only needs the order of magnitude.
 LP_POLICY_FACTOR = 4.0
 
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_SPEC = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]+)\s*$")  # ASCII digits only
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +37,8 @@ class Shard:
     count: int
 
     def __post_init__(self):
-        for name in ("index", "count"):
-            integer(f"shard {name}", getattr(self, name), None)
+        for name in ("index", "count"):  # stored as the int the integer rule reads (2.0 is 2)
+            object.__setattr__(self, name, integer(f"shard {name}", getattr(self, name), None))
         if self.count < 1 or not 0 <= self.index < self.count:
             raise ValueError(
                 f"shard must be I/N with 0 <= I < N (0-based, as SLURM_ARRAY_TASK_ID with "
@@ -65,11 +65,9 @@ def parse(spec: Union[str, Shard, Sequence[int]]) -> Shard:
                 f"with --array=0-(N-1)), got {spec!r}."
             )
         return Shard(int(match.group(1)), int(match.group(2)))
-    try:
-        index, count = spec
-    except (TypeError, ValueError):
-        raise ValueError(f"shard must be 'I/N' or a pair (I, N), got {spec!r}.") from None
-    return Shard(index, count)
+    if not (isinstance(spec, (tuple, list)) and len(spec) == 2):  # a dict would give its keys
+        raise ValueError(f"shard must be 'I/N' or a pair (I, N), got {spec!r}.")
+    return Shard(*spec)
 
 
 def estimated_cost(group, runs: int) -> float:

@@ -97,13 +97,17 @@ def run(
     total_cells, cells_done = sum(len(g.cells) for g in mine), 0
     # A single unsharded run that stops before any result leaves no manifest behind: the
     # same directory then serves the corrected configuration (a shard or a process of
-    # several cannot tell whether others are running under it).
+    # several cannot tell whether others are running under it, and nor can a run that
+    # finds another's marker: it may be computing its first result).
     alone = created == [True] and shard is None and not distributed.is_multiprocess()
+    marker = files.running_marker(out)
     try:
         for number, (group, done) in enumerate(zip(mine, finished)):
             if done:
                 bar.update(len(group.cells) * cfg.runs * group.horizon)
                 logger.info("group %s (%s) already finished; skipped", group.id, group.policy_name)
+                if distributed.is_writer():  # left by a run stopped between the results and its removal
+                    io.checkpoint_file(out, group.id).unlink(missing_ok=True)
             else:
                 run_group(cfg, group, out, bar, after_chunk, f"cells {cells_done}/{total_cells}")
             cells_done += len(group.cells)
@@ -111,12 +115,14 @@ def run(
             if not done:
                 logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
     except BaseException:
-        if alone and not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS)):
+        unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
+        if alone and unused and not files.others_running(out, marker):
             for name in (io.MANIFEST, "config.toml"):
                 (out / name).unlink(missing_ok=True)
         raise
     finally:
         bar.close()
+        marker.unlink(missing_ok=True)
     distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
     results = io.load(out)
     if distributed.is_writer():
@@ -198,8 +204,9 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
     return False
 
 
-# Settings that change how a sweep runs, never its results (which depend on the seed only)
-_RESULT_FREE = ("chunk_size", "solve_batch")
+# Settings that change how a sweep runs, never what it records (chunk_size does: the
+# diagnostics' history is taken at chunk boundaries)
+_RESULT_FREE = ("solve_batch",)
 
 
 def _mismatch(cfg, manifest, out: Path) -> Optional[str]:

@@ -285,6 +285,15 @@ def test_bad_shard_specs_name_the_value(spec):
     assert str(error.value).endswith((f", got {spec!r}.", f", got {spec}.")), str(error.value)
 
 
+def test_a_shard_pair_is_two_integers():
+    """A whole float is an integer (the one integer rule), stored as one; a dict, whose
+    keys a pair would unpack, and digits of other scripts are refused."""
+    assert shards.parse((0, 2.0)) == shards.Shard(0, 2) and isinstance(shards.parse((0, 2.0)).count, int)
+    for spec in ({0: 1, 2: 3}, "\u0660/\u0662", "\uff10/\uff12", (0, 2.5)):
+        with pytest.raises(ValueError):
+            shards.parse(spec)
+
+
 def test_bad_shard_on_the_command_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["run", "any.toml", "--out", str(tmp_path / "out"), "--shard", "3/2"])

@@ -3,6 +3,7 @@ and a rerun of the sweep that computes the damaged group anew."""
 
 import json
 import shutil
+import zipfile
 
 import numpy as np
 import pytest
@@ -140,6 +141,33 @@ def test_rerun_computes_a_damaged_group_anew(out, finished):
     assert sorted(actual) == sorted(expected)
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_a_group_whose_array_fails_its_checksum_is_computed_anew(out, finished):
+    """One flipped bit in an array's bytes (the archive itself intact): not finished, so
+    that a rerun computes the group anew rather than skipping it for ever."""
+    path = out / "groups" / "g000.npz"
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("regret.npy")
+    offset = info.header_offset
+    start = offset + 30 + int.from_bytes(data[offset + 26 : offset + 28], "little") + int.from_bytes(data[offset + 28 : offset + 30], "little")
+    data[start + info.compress_size - 1] ^= 1  # the last byte of the member's data
+    path.write_bytes(bytes(data))
+    fingerprint = files.read_json(out / "groups" / "g000.json")["fingerprint"]
+    assert not io.group_finished(out, "g000", fingerprint)
+    assert sweep.run(CONFIG, out, progress=False).complete
+    np.testing.assert_array_equal(files.read_npz(path)["regret"], files.read_npz(finished / "groups" / "g000.npz")["regret"])
+
+
+def test_a_finished_group_s_stale_checkpoint_is_removed(out):
+    """A run stopped after a group's results, before it removed the group's checkpoint:
+    the next run skips the group and removes it."""
+    stale = io.checkpoint_file(out, "g000")
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_bytes(b"")
+    assert sweep.run(CONFIG, out, progress=False).complete
+    assert not stale.exists()
 
 
 def test_cli_reports_a_damaged_directory(out, capsys):

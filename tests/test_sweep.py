@@ -211,8 +211,8 @@ def test_changed_config_is_refused(tmp_path, reference):
     with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: policies\)"):
         sweep.run(fx.base_config(policies=policies), ref_dir, progress=False)
     # a setting that never changes results: the message says how to resume
-    with pytest.raises(sweep.SweepMismatchError, match=r"\(changed keys: chunk_size; such settings change no results, .*: resume with chunk_size = 128\)"):
-        sweep.run(fx.base_config(chunk_size=64), ref_dir, progress=False)
+    with pytest.raises(sweep.SweepMismatchError, match=r"\(changed keys: solve_batch; such settings change no results, .*: resume with solve_batch left out\)"):
+        sweep.run(fx.base_config(solve_batch=4), ref_dir, progress=False)
     assert sorted(p.name for p in ref_dir.rglob("*")) == before
     (tmp_path / "notes.txt").write_text("unrelated")
     with pytest.raises(sweep.SweepMismatchError, match="not empty and is not a sweep directory"):
@@ -314,6 +314,14 @@ def test_a_run_that_failed_before_any_result_does_not_lock_its_directory(tmp_pat
     assert files.visible_entries(out) == []
     monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.fixed_arm(0))
     assert sweep.run(cfg, out, progress=False).complete
+    # not while another run uses the directory (it may be computing its first result)
+    out = tmp_path / "shared"
+    out.mkdir()
+    files.running_marker(out)  # another run's, which has not written anything yet
+    monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.arm_out_of_range(3))
+    with pytest.raises(jb.InvalidArmError):
+        sweep.run(cfg, out, progress=False)
+    assert (out / "sweep.json").is_file()
 
 
 def test_a_sweep_records_each_instance_s_noise_family(tmp_path):
