@@ -62,7 +62,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["array_digest", "computation_key", "json_digest", "stable_digest"]
+__all__ = ["array_digest", "computation_key", "json_digest", "source_digest", "stable_digest"]
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -120,6 +120,26 @@ def stable_digest(key: tuple) -> str:
     so another Python version gives another digest.
     """
     return hashlib.sha256(repr(_portable(key)).encode()).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=None)
+def source_digest() -> str:
+    """A digest of what computes a result besides its inputs and the policy's own code:
+    every source file of jaxbandit (the environment, the estimator, the engine, the
+    LP, ...) and the versions of jax and jaxlib (XLA).  Results recorded under another
+    digest may differ, so a resumed sweep or a restored checkpoint checks it."""
+    import jaxlib
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256(f"jax {jax.__version__} jaxlib {jaxlib.__version__}".encode())
+    for folder, subfolders, names in sorted(os.walk(root)):
+        subfolders.sort()
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as handle:
+                digest.update(handle.read())
+    return digest.hexdigest()[:16]
 
 
 def json_digest(value) -> str:

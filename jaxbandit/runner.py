@@ -22,7 +22,7 @@ from jaxbandit._numbers import integer
 from jaxbandit.base import Policy, options_record
 from jaxbandit.compile_options import compiles_quickly
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, make_context, policy_code
-from jaxbandit.fingerprint import array_digest, computation_key, stable_digest
+from jaxbandit.fingerprint import array_digest, computation_key, source_digest, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.placement import Placement, to_host
@@ -235,8 +235,9 @@ class SimulationRun:
     def identity(self) -> dict:
         """What determines this simulation's results, as a JSON-able dict: scalars (and
         the noise family's label) as they are, arrays (instance, parameters, noise
-        indices, times) and the code of the policy and the monitor
-        (:func:`~jaxbandit.engine.policy_code`) as digests.
+        indices, times), the code of the policy and the monitor
+        (:func:`~jaxbandit.engine.policy_code`) and jaxbandit's own
+        (:func:`~jaxbandit.fingerprint.source_digest`) as digests.
         Chunk size, solve buffer and devices are left out: they never change results."""
         return {
             "policy": self.policy.name,
@@ -254,6 +255,7 @@ class SimulationRun:
             "dtype": self.dtype.name,
             "monitor": None if self.monitor is None else self.monitor.name,
             "monitor_code": None if self.monitor is None else stable_digest(computation_key(self.monitor)),
+            "code": source_digest(),
         }
 
     def checkpoint(self) -> dict:

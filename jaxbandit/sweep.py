@@ -263,7 +263,10 @@ def _resolved_difference(cfg, manifest: dict) -> Optional[str]:
     recorded, resolved = manifest.get("resolved_settings") or {}, cfg.resolved_settings()
     changed = sorted(k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k))
     if changed:
-        causes = {"monitor": "the monitor's code (an edited monitor, or another jaxbandit or Python version)"}
+        causes = {
+            "monitor": "the monitor's code (an edited monitor, or another jaxbandit or Python version)",
+            "code": "the code that computes the results (another jaxbandit, jax or jaxlib version, or an edited jaxbandit source file)",
+        }
         return "; ".join(causes.get(k, f"its {k}, resolved from a default that changed (another jaxbandit version?)") for k in changed) + " differ"
     return None
 

@@ -10,6 +10,7 @@ import pytest
 
 import jaxbandit as jb
 from jaxbandit import config, engine, files, io, policies, sweep
+from jaxbandit.config import plan as config_plan
 from jaxbandit.runner import SimulationRun
 from tests import sweep_fixtures as fx
 from tests import user_policies
@@ -201,7 +202,7 @@ def test_checkpoint_of_another_engine_layout_starts_the_group_over(tmp_path, ref
     fx.assert_identical(fx.result_arrays(damaged), fx.result_arrays(ref_dir))
 
 
-def test_changed_config_is_refused(tmp_path, reference):
+def test_changed_config_is_refused(tmp_path, reference, monkeypatch):
     ref_dir, _ = reference
     before = sorted(p.name for p in ref_dir.rglob("*"))
     with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: runs, seed\)"):
@@ -210,6 +211,11 @@ def test_changed_config_is_refused(tmp_path, reference):
     policies = [{**fx.BASE["policies"][0], "alpha": [0.5, 1.0, 2]}, *fx.BASE["policies"][1:]]
     with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: policies\)"):
         sweep.run(fx.base_config(policies=policies), ref_dir, progress=False)
+    # the same configuration under other code (an edited engine, another jax): refused
+    with monkeypatch.context() as patch:
+        patch.setattr(config_plan, "source_digest", lambda: "another")
+        with pytest.raises(sweep.SweepMismatchError, match=r"computed otherwise: the code that computes the results \(another jaxbandit, jax or jaxlib version, or an edited jaxbandit source file\) differ"):
+            sweep.run(fx.base_config(), ref_dir, progress=False)
     # a setting that never changes results: the message says how to resume
     with pytest.raises(sweep.SweepMismatchError, match=r"\(changed keys: solve_batch; such settings change no results, .*: resume with solve_batch left out\)"):
         sweep.run(fx.base_config(solve_batch=4), ref_dir, progress=False)

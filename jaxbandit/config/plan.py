@@ -33,7 +33,7 @@ from jaxbandit.config.instance_file import read as read_instance_file
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record
 from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
-from jaxbandit.fingerprint import computation_key, json_digest, stable_digest
+from jaxbandit.fingerprint import computation_key, json_digest, source_digest, stable_digest
 from jaxbandit.instances import Instance, check_unique_best
 from jaxbandit.monitors import Monitor
 from jaxbandit.noise import GAUSSIAN, check_drawn
@@ -145,7 +145,8 @@ class SweepConfig:
 
     def resolved_settings(self) -> dict:
         """The run settings as they resolve, defaults included: seed, runs, precision,
-        each horizon's recording times and the monitor (its name and code digest)."""
+        each horizon's recording times, the monitor (its name and code digest) and the
+        code that computes every result (:func:`~jaxbandit.fingerprint.source_digest`)."""
         return self._settings_record
 
     @functools.cached_property
@@ -164,6 +165,7 @@ class SweepConfig:
             "precision": self.precision,
             "times": {str(h): self.times_for(h).tolist() for h in self.horizons},
             "monitor": None if monitor is None else {"name": monitor.name, "code": stable_digest(computation_key(monitor))},
+            "code": source_digest(),
         }
 
     def instance_table(self) -> dict:
