@@ -122,24 +122,30 @@ def stable_digest(key: tuple) -> str:
     return hashlib.sha256(repr(_portable(key)).encode()).hexdigest()[:32]
 
 
-@functools.lru_cache(maxsize=None)
-def source_digest() -> str:
-    """A digest of what computes a result besides its inputs and the policy's own code:
-    every source file of jaxbandit (the environment, the estimator, the engine, the
-    LP, ...) and the versions of jax and jaxlib (XLA).  Results recorded under another
-    digest may differ, so a resumed sweep or a restored checkpoint checks it."""
+def _sources_digest() -> str:
+    """The digest :func:`source_digest` returns, read from the files."""
     import jaxlib
 
     root = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256(f"jax {jax.__version__} jaxlib {jaxlib.__version__}".encode())
-    for folder, subfolders, names in sorted(os.walk(root)):
-        subfolders.sort()
-        for name in sorted(n for n in names if n.endswith(".py")):
+    for folder, subfolders, names in os.walk(root):
+        subfolders.sort()  # os.walk descends in this order
+        for name in sorted(names):
             path = os.path.join(folder, name)
-            digest.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as handle:
-                digest.update(handle.read())
+            if name.endswith(".py") and os.path.isfile(path):  # not an editor's dangling lock link
+                digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
+                with open(path, "rb") as handle:
+                    digest.update(handle.read())
     return digest.hexdigest()[:16]
+
+
+def source_digest() -> str:
+    """A digest of what computes a result besides its inputs and the policy's own code:
+    every source file of jaxbandit (the environment, the estimator, the engine, the
+    LP, ...) as it was when jaxbandit was imported, and the versions of jax and jaxlib
+    (XLA).  Results recorded under another digest may differ, so a resumed sweep or a
+    restored checkpoint checks it.  Not covered: the backend and XLA's flags."""
+    return _SOURCE_DIGEST
 
 
 def json_digest(value) -> str:
@@ -464,3 +470,6 @@ def _names(code: types.CodeType) -> tuple:
             used |= inner_used
             imported |= inner_imported
     return frozenset(loaded), frozenset(used), frozenset(imported)
+
+
+_SOURCE_DIGEST = _sources_digest()  # read at import: the code that runs, not later edits

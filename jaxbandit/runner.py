@@ -68,7 +68,7 @@ def _recording_times(times: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(times, np.int32), np.full(size - len(times), never, np.int32)])
 
 
-_SCALAR_IDENTITY = ("policy", "options", "noise", "seed", "horizon", "runs", "first_run", "dtype", "monitor")
+_SCALAR_IDENTITY = ("policy", "options", "noise", "seed", "horizon", "runs", "first_run", "dtype", "monitor", "code")
 
 
 def _fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:

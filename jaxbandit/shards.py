@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping, Set
 from typing import Sequence, Union
 
 from jaxbandit._numbers import integer
@@ -65,7 +66,9 @@ def parse(spec: Union[str, Shard, Sequence[int]]) -> Shard:
                 f"with --array=0-(N-1)), got {spec!r}."
             )
         return Shard(int(match.group(1)), int(match.group(2)))
-    if not (isinstance(spec, (tuple, list)) and len(spec) == 2):  # a dict would give its keys
+    # a sequence of two (tuple, list, array, range); a dict or a set would give its keys
+    # in their own order
+    if isinstance(spec, (Mapping, Set)) or not hasattr(spec, "__len__") or len(spec) != 2:
         raise ValueError(f"shard must be 'I/N' or a pair (I, N), got {spec!r}.")
     return Shard(*spec)
 

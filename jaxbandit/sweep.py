@@ -100,7 +100,7 @@ def run(
     # several cannot tell whether others are running under it, and nor can a run that
     # finds another's marker: it may be computing its first result).
     alone = created == [True] and shard is None and not distributed.is_multiprocess()
-    marker = files.running_marker(out)
+    marker = files.running_marker(out) if distributed.is_writer() else None
     try:
         for number, (group, done) in enumerate(zip(mine, finished)):
             if done:
@@ -116,13 +116,14 @@ def run(
                 logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
     except BaseException:
         unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
-        if alone and unused and not files.others_running(out, marker):
+        if alone and unused and not files.others_running(out, marker):  # alone: the writer, so marked
             for name in (io.MANIFEST, "config.toml"):
                 (out / name).unlink(missing_ok=True)
         raise
     finally:
         bar.close()
-        marker.unlink(missing_ok=True)
+        if marker is not None:
+            marker.unlink(missing_ok=True)
     distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
     results = io.load(out)
     if distributed.is_writer():
@@ -194,7 +195,7 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
             _save_config_text(out, config)
             return True
     manifest = files.read_json(manifest_path)
-    problem = _mismatch(cfg, manifest, out)
+    problem = _mismatch(cfg, manifest, out, groups)
     if problem is not None:
         raise SweepMismatchError(
             f"{problem}. Refusing to mix them: use another output directory, or delete {out} to start over."
@@ -209,8 +210,10 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
 _RESULT_FREE = ("solve_batch",)
 
 
-def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
-    """Why the directory's manifest is not this configuration's, or None."""
+def _mismatch(cfg, manifest, out: Path, groups) -> Optional[str]:
+    """Why the directory's manifest is not this configuration's, or None.  The code
+    that computes the results counts only while some group is left to compute: a
+    finished sweep is read back under any code."""
     if reason := io.other_version(manifest):
         return f"{out} was {reason}"
     if manifest.get("fingerprint") != cfg.fingerprint():
@@ -228,7 +231,8 @@ def _mismatch(cfg, manifest, out: Path) -> Optional[str]:
                 f"it was started with: resume with {was})"
             )
         return f"{out} holds results of a different sweep configuration{detail}"
-    detail = _resolved_difference(cfg, manifest)
+    unfinished = any(not io.group_finished(out, g.id, g.fingerprint) for g in groups)
+    detail = _resolved_difference(cfg, manifest, compare_code=unfinished)
     return None if detail is None else f"{out} holds results of the same configuration computed otherwise: {detail}"
 
 
@@ -245,7 +249,7 @@ def _edited_file(cfg, manifest: dict) -> Optional[str]:
     return None
 
 
-def _resolved_difference(cfg, manifest: dict) -> Optional[str]:
+def _resolved_difference(cfg, manifest: dict, compare_code: bool) -> Optional[str]:
     """What resolved otherwise than the manifest records, or None: a policy's
     parameters, options or code (a factory default that changed, an edited function,
     another jaxbandit or Python version), or a run setting resolved from a default."""
@@ -261,11 +265,16 @@ def _resolved_difference(cfg, manifest: dict) -> Optional[str]:
                 return f"{label} resolved to {_without_code(before)}, now to {_without_code(now)} (a factory default changed?)"
         return "the policies differ"
     recorded, resolved = manifest.get("resolved_settings") or {}, cfg.resolved_settings()
-    changed = sorted(k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k))
+    changed = sorted(
+        k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k) and (compare_code or k != "code")
+    )
     if changed:
         causes = {
             "monitor": "the monitor's code (an edited monitor, or another jaxbandit or Python version)",
-            "code": "the code that computes the results (another jaxbandit, jax or jaxlib version, or an edited jaxbandit source file)",
+            "code": (
+                "the code that computes the results (another jaxbandit, jax or jaxlib version, or an edited jaxbandit "
+                "source file; the finished groups still load)"
+            ),
         }
         return "; ".join(causes.get(k, f"its {k}, resolved from a default that changed (another jaxbandit version?)") for k in changed) + " differ"
     return None

@@ -289,7 +289,8 @@ def test_a_shard_pair_is_two_integers():
     """A whole float is an integer (the one integer rule), stored as one; a dict, whose
     keys a pair would unpack, and digits of other scripts are refused."""
     assert shards.parse((0, 2.0)) == shards.Shard(0, 2) and isinstance(shards.parse((0, 2.0)).count, int)
-    for spec in ({0: 1, 2: 3}, "\u0660/\u0662", "\uff10/\uff12", (0, 2.5)):
+    assert shards.parse(np.array([1, 2])) == shards.parse(range(1, 3)) == shards.Shard(1, 2)
+    for spec in ({0: 1, 2: 3}, {0, 2}, "\u0660/\u0662", "\uff10/\uff12", (0, 2.5)):
         with pytest.raises(ValueError):
             shards.parse(spec)
 

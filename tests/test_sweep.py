@@ -212,10 +212,16 @@ def test_changed_config_is_refused(tmp_path, reference, monkeypatch):
     with pytest.raises(sweep.SweepMismatchError, match=r"different sweep configuration \(changed keys: policies\)"):
         sweep.run(fx.base_config(policies=policies), ref_dir, progress=False)
     # the same configuration under other code (an edited engine, another jax): refused
+    # while a group is left to compute; a finished sweep reads back under any code
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(ref_dir, unfinished)
+    for path in (unfinished / "groups").glob("g000.*"):
+        path.unlink()
     with monkeypatch.context() as patch:
         patch.setattr(config_plan, "source_digest", lambda: "another")
-        with pytest.raises(sweep.SweepMismatchError, match=r"computed otherwise: the code that computes the results \(another jaxbandit, jax or jaxlib version, or an edited jaxbandit source file\) differ"):
-            sweep.run(fx.base_config(), ref_dir, progress=False)
+        with pytest.raises(sweep.SweepMismatchError, match=r"computed otherwise: the code that computes the results \(another jaxbandit, jax or jaxlib version, or an edited jaxbandit source file; the finished groups still load\) differ"):
+            sweep.run(fx.base_config(), unfinished, progress=False)
+        assert sweep.run(fx.base_config(), ref_dir, progress=False).complete
     # a setting that never changes results: the message says how to resume
     with pytest.raises(sweep.SweepMismatchError, match=r"\(changed keys: solve_batch; such settings change no results, .*: resume with solve_batch left out\)"):
         sweep.run(fx.base_config(solve_batch=4), ref_dir, progress=False)
