@@ -27,13 +27,16 @@ import argparse
 import csv
 import json
 import math
+import os
 import pathlib
 import sys
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's jaxbandit
 
-import jaxbandit as jb
-from jaxbandit import instances
+import numpy as np  # noqa: E402
+
+import jaxbandit as jb  # noqa: E402
+from jaxbandit import instances  # noqa: E402
 
 
 def lower_bound_value(inst: jb.Instance) -> float:

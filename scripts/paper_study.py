@@ -4,7 +4,11 @@ concentrates under adaptive sampling), up to T = 10^7.
 
     python scripts/paper_study.py                      # T = 10^7, 100 runs (hours on a CPU)
     python scripts/paper_study.py --horizon 100000 --runs 20 --out quick_study
-    python scripts/paper_study.py --horizon 1000000 --parts   # what README and docs/ show
+    python scripts/paper_study.py --horizon 1000000 --parts --report docs/paper_study.md --figures docs/figures
+                                                       # what README and docs/ show
+
+The report and its figures go to ``OUT/paper_study.md`` and ``OUT/figures`` unless
+``--report`` and ``--figures`` say otherwise.
 
 Two sweeps (resumable: run the same command again after an interruption), each with
 the estimator-deviation monitor (:mod:`jaxbandit.monitors`) on every cell:
@@ -508,12 +512,11 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
         "|---|---|--:|--:|--:|--:|--:|",
     ]
     for r in (r for r in rows42 if r["policy"] in ("ucb_n", "lp_explore(alpha=4.5)")):
-        for t in (10**3, 10**5, r["times"][-1]):
-            where = np.flatnonzero(r["times"] >= t)
-            if where.size:
-                i = where[0]
-                lines.append(f"| {r['sweep']} | {r['policy']} | {r['alpha']:g} | {r['times'][i]} | "
-                             f"{r['fraction_of_rounds'][i]:.2e} | {r['runs_ever_outside'][i]:.3f} | {r['bound'][i]:.2e} |")  # fmt: skip
+        # each recording time once (10**3 or 10**5 may be the last one)
+        shown = [int(np.flatnonzero(r["times"] >= t)[0]) for t in (10**3, 10**5, r["times"][-1]) if r["times"][-1] >= t]
+        for i in dict.fromkeys(shown):
+            lines.append(f"| {r['sweep']} | {r['policy']} | {r['alpha']:g} | {r['times'][i]} | "
+                         f"{r['fraction_of_rounds'][i]:.2e} | {r['runs_ever_outside'][i]:.3f} | {r['bound'][i]:.2e} |")  # fmt: skip
     lines += ["", "## lp_explore's case mix over time", "", f"![case mix]({rel(names['case_mix'])})", ""]
     lines += _case_mix_lines(longer)
     with open(path, "w", encoding="utf-8") as handle:
@@ -529,12 +532,14 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="paper_study", help="the sweeps' directory")
-    parser.add_argument("--figures", default=os.path.join("docs", "figures"))
-    parser.add_argument("--report", default=os.path.join("docs", "paper_study.md"))
+    parser.add_argument("--figures", help="the figures' directory (default OUT/figures)")
+    parser.add_argument("--report", help="the report (default OUT/paper_study.md)")
     parser.add_argument("--report-only", action="store_true", help="redraw from finished sweeps")
     parser.add_argument("--longer", nargs="+", action="extend", default=[], metavar="DIR", help="finished sweeps to a longer horizon")
     parser.add_argument("--parts", action="store_true", help="also run the parts to T = 10^7 (scripts/configs/paper_study_1e7_*.toml) into OUT/longer and add them as --longer")
     args = parser.parse_args(argv)
+    args.figures = args.figures or os.path.join(args.out, "figures")
+    args.report = args.report or os.path.join(args.out, "paper_study.md")
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
     output_directories(parser, args.report, args.figures)

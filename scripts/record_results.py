@@ -18,9 +18,11 @@ import argparse
 import os
 import sys
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's jaxbandit
 
-import jaxbandit as jb
+import numpy as np  # noqa: E402
+
+import jaxbandit as jb  # noqa: E402
 
 CASES_SEED = 20261128
 
@@ -62,18 +64,21 @@ def main(argv=None) -> int:
             parser.error(f"--out: expected a file name in an existing directory, got {args.out!r}")
         # np.savez_compressed would add the suffix itself: the path printed is the one written.
         out = args.out if args.out.endswith(".npz") else args.out + ".npz"
+        if os.path.exists(out):
+            parser.error(f"--out: {out!r} exists; give another file (a recording is not overwritten)")
     else:
         try:
-            open(args.compare, "rb").close()
+            with np.load(args.compare, allow_pickle=False) as saved:
+                before = {k: saved[k] for k in saved.files}
         except OSError as err:
             parser.error(f"--compare: cannot read {args.compare!r} ({err.strerror})")
+        except (ValueError, TypeError, AttributeError, EOFError) as err:  # not an .npz of arrays (a lone .npy: no context)
+            parser.error(f"--compare: {args.compare!r} is not a recording of this script ({err})")
     arrays = record()
     if args.out is not None:
         np.savez_compressed(out, **arrays)
         print(f"{len(arrays)} arrays written to {out}")
         return 0
-    with np.load(args.compare) as saved:
-        before = {k: saved[k] for k in saved.files}
     differ = [k for k in sorted(set(before) | set(arrays)) if k not in before or k not in arrays or not np.array_equal(before[k], arrays[k])]
     for key in differ:
         print(f"differs: {key}")

@@ -2,8 +2,12 @@
 Bernoulli, uniform, Rademacher or Student's t, against the bound of the family where
 one is known (Gaussian, Bernoulli) and the Gaussian LP at sigma (a reference) where not.
 
-    python scripts/robustness_study.py                          # T = 10^5, 100 runs
+    python scripts/robustness_study.py --report docs/robustness_study.md --figures docs/figures
+                                                                # T = 10^5, 100 runs: what README and docs/ show
     python scripts/robustness_study.py --horizon 10000 --runs 20 --out quick_robustness
+
+The report and its figure go to ``OUT/robustness_study.md`` and ``OUT/figures`` unless
+``--report`` and ``--figures`` say otherwise.
 
 One sweep per noise family (resumable: run the same command again after an
 interruption), each the built-in instances (K = 5) and the K = 20 feedback graph of the
@@ -175,12 +179,14 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="robustness_study", help="the sweeps' directory")
-    parser.add_argument("--figures", default=os.path.join("docs", "figures"))
-    parser.add_argument("--report", default=os.path.join("docs", "robustness_study.md"))
+    parser.add_argument("--figures", help="the figure's directory (default OUT/figures)")
+    parser.add_argument("--report", help="the report (default OUT/robustness_study.md)")
     parser.add_argument("--report-only", action="store_true", help="redraw from finished sweeps")
     args = parser.parse_args(argv)
     if args.horizon < 2 or args.runs < 2:
         parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    args.figures = args.figures or os.path.join(args.out, "figures")
+    args.report = args.report or os.path.join(args.out, "robustness_study.md")
     output_directories(parser, args.report, args.figures)
     jb.compile_cache.enable()
     results = run_or_load(parser, sweep_configs(args.horizon, args.runs, args.seed), args.out, args.report_only)
