@@ -137,7 +137,12 @@ def main(argv=None) -> int:
         "(after the start-up, where Case C rounds re-use the last check)",
     )
     args = parser.parse_args(argv)
-    # Every list is checked before anything runs.
+    # Every value is checked before anything runs.
+    for option in ("rounds", "numpy_runs", "numpy_rounds", "long_runs"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')}: must be >= 1, got {getattr(args, option)}")
+    if args.long_horizon < 0:
+        parser.error(f"--long-horizon: must be >= 0 (0: no long run), got {args.long_horizon}")
     run_counts = int_list(parser, "--runs", args.runs, 1)
     if not run_counts:
         parser.error("--runs: give at least one run count")

@@ -133,7 +133,10 @@ def finished_or_run(parser: argparse.ArgumentParser, option: str, configs: dict,
     configuration, which the report would describe with these arguments) or run (or
     resumed)."""
     if not report_only:
-        return run_sweeps(configs, out)
+        try:
+            return run_sweeps(configs, out)
+        except jb.sweep.SweepMismatchError as error:  # --out holds sweeps of other arguments
+            parser.error(f"--out: {error}")
     loaded = {}
     for name, config in configs.items():
         directory = os.path.join(out, name)

@@ -316,3 +316,12 @@ def test_scale_benchmark():
     seconds = timing["seconds_per_round"]
     _positive(seconds, "ucb_n", "lp_explore")
     assert timing["ratio_vs_ucb_n"] == {"lp_explore": pytest.approx(seconds["lp_explore"] / seconds["ucb_n"])}
+
+
+def test_lp_explore_benchmark_refuses_bad_counts_before_running(capsys):
+    from benchmarks import lp_explore
+
+    for argv, message in ((["--rounds", "0"], "--rounds: must be >= 1, got 0"), (["--long-horizon", "-5"], "--long-horizon: must be >= 0")):
+        with pytest.raises(SystemExit):
+            lp_explore.main(argv)
+        assert message in capsys.readouterr().err

@@ -122,3 +122,18 @@ def test_check_gpu_compile_refuses_bad_options_before_compiling(tmp_path, capsys
         (["--target", str(tmp_path / "none.pbtxt")], f"--target: no such file {str(tmp_path / 'none.pbtxt')!r}"),
     ):
         assert message in _refused(main, argv, capsys), argv
+
+
+def test_a_study_s_out_holding_other_sweeps_is_a_usage_error(tmp_path, capsys):
+    """A study run again with other arguments into the same --out: refused naming
+    --out, before anything is computed (a SweepMismatchError traceback before)."""
+    import argparse
+
+    study = _script("paper_study")
+    tiny = {"seed": 0, "runs": 2, "horizon": 10, "instances": [{"type": "bandit", "mu": [1.0, 0.5]}], "policies": [{"name": "ucb_n"}]}
+    study.jb.sweep.run(tiny, tmp_path / "out" / "k5", progress=False)
+    parser = argparse.ArgumentParser(prog="paper_study.py")
+    with pytest.raises(SystemExit):
+        study.finished_or_run(parser, "--report-only", {"k5": {**tiny, "runs": 3}}, str(tmp_path / "out"), False)
+    err = capsys.readouterr().err
+    assert "--out: " in err and "different sweep configuration (changed keys: runs)" in err
