@@ -231,7 +231,8 @@ def _mismatch(cfg, manifest, out: Path, groups) -> Optional[str]:
                 f"it was started with: resume with {was})"
             )
         return f"{out} holds results of a different sweep configuration{detail}"
-    unfinished = any(not io.group_finished(out, g.id, g.fingerprint) for g in groups)
+    code_differs = (manifest.get("resolved_settings") or {}).get("code") != cfg.resolved_settings()["code"]
+    unfinished = code_differs and any(not io.group_finished(out, g.id, g.fingerprint) for g in groups)  # reads them
     detail = _resolved_difference(cfg, manifest, compare_code=unfinished)
     return None if detail is None else f"{out} holds results of the same configuration computed otherwise: {detail}"
 
