@@ -154,7 +154,8 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
             f"{prefix}arm {arm} is observed by no row of sigma (sigma[:, {arm}] is all inf), "
             "so its mean can never be estimated.", argument="sigma")
     if family.name == "bernoulli":
-        _check_bernoulli(mu_arr, sigma_arr)
+        _bernoulli_means("mu", mu_arr)
+        _bernoulli_sigmas("sigma", sigma_arr)
     if not allow_ties:
         check_unique_best(mu_arr)
     mu_arr.setflags(write=False)
@@ -162,20 +163,24 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
     return mu_arr, sigma_arr
 
 
-def _check_bernoulli(mu: np.ndarray, sigma: np.ndarray, names=("mu", "sigma")) -> None:
-    """Bernoulli means are probabilities, and a finite ``sigma`` (the scale the policies
-    assume) is one that every ``[0, 1]`` sample satisfies: at least 1/2.  ``names``: the
-    arguments that gave ``mu`` and ``sigma`` (arrays, or scalars as 0-d arrays)."""
-    if entry := first_entry(names[0], mu, (mu < 0) | (mu > 1), indexed=mu.ndim > 0):
+def _bernoulli_means(name: str, mu: np.ndarray) -> None:
+    """Bernoulli means are probabilities: in ``[0, 1]`` (``mu`` an array or a 0-d
+    array for a scalar, given as the argument ``name``)."""
+    if entry := first_entry(name, mu, (mu < 0) | (mu > 1), indexed=mu.ndim > 0):
         raise ArgumentError(
             f"{entry}: under Bernoulli noise a mean is the probability of a 1, so it must lie in [0, 1].",
-            argument=names[0])
-    if entry := first_entry(names[1], sigma, np.isfinite(sigma) & (sigma < BERNOULLI_MIN_SIGMA), indexed=sigma.ndim > 0):
+            argument=name)
+
+
+def _bernoulli_sigmas(name: str, sigma: np.ndarray) -> None:
+    """A finite Bernoulli ``sigma`` (the scale the policies assume) is one that every
+    ``[0, 1]`` sample satisfies: at least 1/2."""
+    if entry := first_entry(name, sigma, np.isfinite(sigma) & (sigma < BERNOULLI_MIN_SIGMA), indexed=sigma.ndim > 0):
         raise ArgumentError(
             f"{entry} is below 1/2: under Bernoulli noise sigma is the "
             "sub-Gaussian scale the policies assume, and a [0, 1] sample is sub-Gaussian with scale 1/2 (variance "
             "proxy 1/4, Hoeffding's lemma) but with no smaller one for every mean (a fair coin); use sigma >= 1/2, "
-            "and inf where a play reveals nothing.", argument=names[1])
+            "and inf where a play reveals nothing.", argument=name)
 
 
 def check_unique_best(mu: np.ndarray) -> None:
@@ -317,8 +322,9 @@ def revealing_arm(
     if not math.isfinite(reveal_mean):
         raise ArgumentError(f"reveal_mean must be finite, got {reveal_mean!r}.", argument="reveal_mean")
     if resolve_noise(noise).name == "bernoulli":  # the revealing arm's values, named as given
-        _check_bernoulli(np.array(reveal_mean), np.array(sigma), ("reveal_mean", "sigma"))
-        _check_bernoulli(np.array(reveal_mean), np.array(reveal_sigma), ("reveal_mean", "reveal_sigma"))
+        _bernoulli_means("reveal_mean", np.array(reveal_mean))
+        _bernoulli_sigmas("sigma", np.array(sigma))
+        _bernoulli_sigmas("reveal_sigma", np.array(reveal_sigma))
     matrix = np.full((k, k), np.inf)
     np.fill_diagonal(matrix, sigma)
     matrix[-1, :] = reveal_sigma
@@ -357,7 +363,7 @@ def random(
     log10_sigma_range = _interval("log10_sigma_range", log10_sigma_range)
     family = resolve_noise(noise)
     if family.name == "bernoulli":
-        _check_bernoulli(np.array(mean_range), np.array(np.inf), ("mean_range", "sigma"))
+        _bernoulli_means("mean_range", np.array(mean_range))
     if family.name == "bernoulli" and 10.0 ** log10_sigma_range[0] < BERNOULLI_MIN_SIGMA:
         raise ArgumentError(
             f"log10_sigma_range {log10_sigma_range!r} reaches sigma = {10.0 ** log10_sigma_range[0]!r}, below the 1/2 "
