@@ -128,7 +128,7 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
                 keys = ("seed", "noise_stream", "precision", "runs", "noise", "policy_name", "params")
                 values = {key: [getattr(cell, key) for cell, _ in found] for key in keys}
                 differ = {key: v for key, v in values.items() if len({repr(x) for x in v}) > 1}
-                told = "; ".join(f"{key} {values}" for key, values in differ.items())
+                told = "; ".join(f"{key} {seen}" for key, seen in differ.items())
                 how = (
                     f"pick one by a dict of select() criteria, e.g. with one of what tells them apart: {told}" if told
                     else "nothing tells them apart (one sweep given twice?): give each sweep once"

@@ -364,11 +364,11 @@ def random(
     family = resolve_noise(noise)
     if family.name == "bernoulli":
         _bernoulli_means("mean_range", np.array(mean_range))
-    if family.name == "bernoulli" and 10.0 ** log10_sigma_range[0] < BERNOULLI_MIN_SIGMA:
-        raise ArgumentError(
-            f"log10_sigma_range {log10_sigma_range!r} reaches sigma = {10.0 ** log10_sigma_range[0]!r}, below the 1/2 "
-            "that Bernoulli noise needs (the sub-Gaussian scale of a [0, 1] sample); start it at "
-            "np.log10(0.5) or above.", argument="log10_sigma_range")
+        if 10.0 ** log10_sigma_range[0] < BERNOULLI_MIN_SIGMA:
+            raise ArgumentError(
+                f"log10_sigma_range {log10_sigma_range!r} reaches sigma = {10.0 ** log10_sigma_range[0]!r}, below the "
+                "1/2 that Bernoulli noise needs (the sub-Gaussian scale of a [0, 1] sample); start it at "
+                "np.log10(0.5) or above.", argument="log10_sigma_range")
     shape = () if num_instances is None else (integer("num_instances", num_instances, 1),)
     if max(abs(x) for x in log10_sigma_range) > _LOG10_SIGMA_LIMIT:
         raise ArgumentError(
