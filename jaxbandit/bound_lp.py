@@ -123,9 +123,10 @@ class WarmAnchor(NamedTuple):
         values: ``(K,)`` the refined basic values there (basis order).
         value_error: ``(K,)`` a bound on their error (:func:`jaxbandit.lp.value_error`).
         value_size: ``(K,)`` ``|B^-1| |b|`` there, the scale of the check's tolerance.
-        cost_room: ``((K,), (K,))`` the basis stays the canonical optimum for every
-            ``mu`` with the same ``i*`` at which it stays primal feasible and whose
-            gaps move each nonbasic reduced cost by less than its room
+        cost_room: ``(fall, rise)``, each ``((K,), (K,))``: the basis stays the
+            canonical optimum for every ``mu`` with the same ``i*`` at which it stays
+            primal feasible and whose gaps move each nonbasic reduced cost by less
+            than its rooms
             (:attr:`jaxbandit.lp.BasisSensitivity.cost_room`); zeros when there is no
             certificate (no passing check since the basis changed).
     """
@@ -309,7 +310,7 @@ def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
         values=zeros,
         value_error=zeros,
         value_size=zeros,
-        cost_room=(zeros, zeros),
+        cost_room=((zeros, zeros), (zeros, zeros)),
     )
     factor = lp.factor_basis(_information_matrix(precision), basis)
     placed = factor.basis[:, None] == jnp.arange(num_arms, dtype=jnp.int32)[None, :]
@@ -353,7 +354,7 @@ def anchor_warm_start(
         mu: ``(K,)`` the means of that check.
         precision: ``(K, K)``.
         values, cost_room: the check's ``sensitivity.values`` ``(K,)`` and
-            ``sensitivity.cost_room`` ``((K,), (K,))`` (the tolerance's scale is
+            ``sensitivity.cost_room`` (the tolerance's scale is
             computed here, so a policy need not carry it through the engine's answers).
     """
     problem = lower_bound_problem(mu, precision)
@@ -368,7 +369,7 @@ def anchor_warm_start(
         values=jnp.asarray(values),
         value_error=lp.value_error(warm.factor, values, problem.b),
         value_size=value_size,
-        cost_room=tuple(jnp.where(optimal, jnp.asarray(part), 0).astype(problem.b.dtype) for part in cost_room),
+        cost_room=jax.tree.map(lambda part: jnp.where(optimal, jnp.asarray(part), 0).astype(problem.b.dtype), cost_room),
     )
     return warm._replace(anchor=anchor)
 
@@ -404,16 +405,16 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tu
     degenerate = (jnp.abs(values) <= 2 * error) & (error <= tolerance * largest)
     accurate = ~structural | (error <= tolerance * jnp.abs(values)) | degenerate
     # Inside the certified region: the gaps' moves from the anchor's (with i* the same
-    # arm, the costs' moves) move no nonbasic reduced cost out of its room.  The tests
+    # arm, the costs' moves) move no nonbasic reduced cost out of its rooms.  The tests
     # are per arm, so that all share one reduction (each costs a pass under vmap); the
-    # bound LP has as many surplus columns as structural ones.  The trade: two more
-    # K x K products in every re-use, for fewer checks (a few products with
-    # extra-precise refinement each): a room per column lets through moves that one
-    # radius for every gap, the largest move against the smallest room, would refuse.
-    abs_matrix = jnp.abs(_information_matrix(precision))
-    structural_moves, surplus_moves = lp.reduced_cost_moves(warm.factor, gaps - anchor.gaps, abs_matrix)
-    structural_room, surplus_room = anchor.cost_room
-    inside = (structural_moves < structural_room) & (surplus_moves < surplus_room)
+    # bound LP has as many surplus columns as structural ones.  The trade: four K x K
+    # products in every re-use, for fewer checks (a few products with extra-precise
+    # refinement each): a room per column, and signed moves that spend no room on a
+    # reduced cost moving away from zero, let through moves that one radius for every
+    # gap, the largest move against the smallest room, would refuse.
+    falls, rises = lp.reduced_cost_moves(warm.factor, gaps - anchor.gaps, _information_matrix(precision))
+    fall_room, rise_room = anchor.cost_room
+    inside = (falls[0] < fall_room[0]) & (falls[1] < fall_room[1]) & (rises[0] < rise_room[0]) & (rises[1] < rise_room[1])
     ok = all_true(feasible & accurate & inside) & (best_arm == anchor.best_arm)
     c = jnp.concatenate([jnp.maximum(values, 0), jnp.zeros((1,), dtype)])[warm.positions]
     return ok, jnp.where(ok, c, 0).astype(dtype)
@@ -423,9 +424,9 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
     """The canonical optimum near the anchor of ``warm``, without any check: ``O(K^2)``.
 
     While ``i*`` is the same arm and the gaps' moves from the anchor's move each
-    nonbasic reduced cost by less than its room (``warm.anchor.cost_room``,
-    :func:`jaxbandit.lp.reduced_cost_moves`: two ``K x K`` products of non-negative
-    terms), the basis stays the canonical optimum as long as it stays primal feasible
+    nonbasic reduced cost by less than its rooms (``warm.anchor.cost_room``,
+    :func:`jaxbandit.lp.reduced_cost_moves`: four ``K x K`` products), the basis stays
+    the canonical optimum as long as it stays primal feasible
     (:class:`jaxbandit.lp.BasisSensitivity`), so
     ``c*(mu) = c*(anchor) + B^-1 (b(mu) - b(anchor))`` on the basic variables: one
     ``K x K`` product, and a second of non-negative terms for the error bound (the

@@ -442,6 +442,48 @@ def test_shifted_values_bound_their_error():
             assert np.max(bound) <= 1e-3 * np.max(np.abs(exact)), (k, relative, bound)
 
 
+def test_reduced_cost_moves_bound_the_exact_moves_by_sign():
+    """``lp.reduced_cost_moves`` bounds how far each reduced cost falls and rises: on the
+    optimal bases of 8 random float32 lower-bound LPs (K = 6), for 6 random cost changes
+    each, from 1e-6 to 1 relative to the costs, the exact moves ``delta_j - (delta_B
+    B^-1) M_j`` of the nonbasic columns (float64) lie within ``[-fall, rise]`` (up to
+    float32's rounding of the largest move); a fall
+    (rise) exceeds the exact one by at most a sixth of ``|delta_j| + |delta_B| |B^-1|
+    |M_j|``, so a move in a reduced cost's favour spends almost none of its room."""
+    rng = np.random.default_rng(11)
+    batch = jb_instances.random(4, 6, num_instances=8)
+
+    @Program
+    def factor_of(mu, precision):
+        solved = bound_lp.solve_lower_bound(mu, precision)
+        problem = bound_lp.lower_bound_problem(mu, precision)
+        return solved, bound_lp.warm_start(precision, solved.basis).factor, problem.A, problem.cost
+
+    moves = Program(lp.reduced_cost_moves)
+    for k in range(8):
+        solved, factor, matrix, cost = factor_of(np.asarray(batch.mu[k], np.float32), np.asarray(batch.precision[k], np.float32))
+        assert int(solved.status) == lp.LPStatus.OPTIMAL
+        m, n = matrix.shape
+        basis = np.asarray(factor.basis)
+        columns = np.concatenate([np.asarray(matrix, np.float64), -np.eye(m)], axis=1)  # M = [A, -I]
+        inverse = np.linalg.inv(columns[:, basis])
+        for relative in (1e-6, 1e-4, 1e-2, 0.1, 0.5, 1.0):
+            change = (relative * np.asarray(cost) * rng.uniform(-1, 1, n)).astype(np.float32)
+            fall, rise = moves(factor, change, matrix)
+            full_change = np.concatenate([change.astype(np.float64), np.zeros(m)])
+            exact = full_change - (full_change[basis] @ inverse) @ columns
+            size = np.abs(full_change) + (np.abs(full_change[basis]) @ np.abs(inverse)) @ np.abs(columns)
+            nonbasic = ~np.isin(np.arange(n + m), basis)  # a basic column's reduced cost stays 0
+            fall, rise = (np.concatenate([np.asarray(part, np.float64) for part in pair])[nonbasic] for pair in (fall, rise))
+            exact, size = exact[nonbasic], size[nonbasic]
+            # The factor drops B^-1's rounding residues as the structural zeros they stand
+            # for: a move through one is below float32's rounding of the largest move.
+            rounding = np.finfo(np.float32).eps * np.max(size)
+            assert np.all(-fall - rounding <= exact) and np.all(exact <= rise + rounding), (k, relative)
+            assert np.all(fall - np.maximum(-exact, 0) <= size / 6), (k, relative)
+            assert np.all(rise - np.maximum(exact, 0) <= size / 6), (k, relative)
+
+
 def test_basis_gauss_jordan_solves_with_the_basis_matrix():
     """``basis_gauss_jordan`` against ``numpy.linalg.solve`` with ``B = [A, -I][:, basis]``
     on 20 random float64 bases of a 6 x 5 ``A`` (from all-structural to all-surplus,

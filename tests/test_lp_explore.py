@@ -201,7 +201,7 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     decision = _select(state, 200, ctx)
     assert int(decision.request.case) == Case.C
     full, state = _later_stages(decision, _reuse(decision.request, state, ctx), state, ctx)
-    no_anchor = lambda warm: not np.any(np.concatenate(jax.tree.map(np.asarray, warm.anchor.cost_room)))
+    no_anchor = lambda warm: not np.any(np.concatenate(jax.tree.leaves(jax.tree.map(np.asarray, warm.anchor.cost_room))))
     assert bool(full.full_solve) and no_anchor(state.warm)  # a new basis: no anchor
     decision = _select(state, 200, ctx)  # the same means, the new warm start
     checked, state = _later_stages(decision, _reuse(decision.request, state, ctx), state, ctx)
@@ -220,9 +220,17 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     cold = SOLVE[2](decision.request, moved, ctx)[0]
     np.testing.assert_array_equal(reused.basis, cold.basis)
     np.testing.assert_allclose(reused.c, cold.c, rtol=1e-5, atol=1e-5 * float(jnp.max(cold.c)))
-    # gaps moved beyond the radius: no re-use (the check decides) ...
-    far = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius * np.linspace(-1, 1, 3)).stats)
-    assert bool(_reuse(_select(far, 200, ctx).request, far, ctx).needs_fallback)
+    # gaps moved twice the radius: one way the nonbasic reduced costs rise, which uses
+    # none of their room (re-use, the cold solution); the other way the optimal basis
+    # changes, and the re-use declines (the check decides) ...
+    for sign, reusable in ((1, True), (-1, False)):
+        far = moved._replace(stats=_state(inst, counts, inst.mu + sign * 2 * radius * np.linspace(-1, 1, 3)).stats)
+        request = _select(far, 200, ctx).request
+        answer, cold = _reuse(request, far, ctx), SOLVE[2](request, far, ctx)[0]
+        assert bool(answer.reused) == reusable and bool(answer.needs_fallback) != reusable
+        assert np.array_equal(np.sort(cold.basis), np.sort(state.warm.basis)) == reusable
+        if reusable:
+            np.testing.assert_allclose(answer.c, cold.c, rtol=1e-5, atol=1e-5 * float(jnp.max(cold.c)))
     # ... but means that all moved alike leave the gaps (up to rounding): re-use
     shifted = moved._replace(stats=_state(inst, counts, inst.mu + 2 * radius).stats)
     assert bool(_reuse(_select(shifted, 200, ctx).request, shifted, ctx).reused)
@@ -298,7 +306,7 @@ def _dummy_answer(num_arms):
         arm=jnp.int32(0), no_arm=jnp.asarray(False),
         c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),
-        anchor_values=jnp.zeros(num_arms), cost_room=(jnp.zeros(num_arms), jnp.zeros(num_arms)),
+        anchor_values=jnp.zeros(num_arms), cost_room=((jnp.zeros(num_arms),) * 2,) * 2,
     )
 
 

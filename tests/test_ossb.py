@@ -138,7 +138,7 @@ def test_exploration_solves_and_plays_the_arm_furthest_behind_its_allocation():
     state = state._replace(warm=Program(warm_start)(ctx.precision, jnp.arange(3, dtype=jnp.int32)))
     answer, state = _serve(decision, state, ctx)
     assert not bool(answer.full_solve) and not bool(answer.reused)
-    assert np.any(np.concatenate(state.warm.anchor.cost_room) > 0)
+    assert np.any(np.concatenate(jax.tree.leaves(state.warm.anchor.cost_room)) > 0)
     assert int(answer.status) == lp.LPStatus.OPTIMAL
     # standard bandit: c_i = 2 / Delta_i^2, and c_{i*} = 2 / Delta_min^2
     np.testing.assert_allclose(answer.c, [8.0, 8.0, 2.0], rtol=1e-5)
@@ -204,7 +204,7 @@ def _dummy_answer(num_arms):
         arm=jnp.int32(0), no_arm=jnp.asarray(False),
         c=jnp.zeros(num_arms), status=jnp.int32(0), basis=lp.surplus_basis(num_arms, num_arms),
         needs_fallback=jnp.asarray(False), reused=jnp.asarray(False), full_solve=jnp.asarray(False),
-        anchor_values=jnp.zeros(num_arms), cost_room=(jnp.zeros(num_arms), jnp.zeros(num_arms)),
+        anchor_values=jnp.zeros(num_arms), cost_room=((jnp.zeros(num_arms),) * 2,) * 2,
     )  # fmt: skip
 
 

@@ -79,13 +79,14 @@ class BasisSensitivity(NamedTuple):
             a change cannot move (zero, with a positive reduced cost of ``sum(x)``).
             ``0`` when a nonbasic reduced cost that can move is within its rounding
             error of zero, or the check failed.
-        cost_room: ``((n,), (m,))`` over the (structural, surplus) columns: the basis
-            stays the canonical optimum for every such cost ``c'`` whose move of each
-            nonbasic reduced cost (bounded by
-            :func:`~jaxbandit.lp.warm_start.reduced_cost_moves`) is below its room
+        cost_room: ``(fall, rise)``, each ``((n,), (m,))`` over the (structural,
+            surplus) columns: the basis stays the canonical optimum for every such cost
+            ``c'`` whose fall and rise of each nonbasic reduced cost (bounded by
+            :func:`~jaxbandit.lp.warm_start.reduced_cost_moves`) are below its rooms
             here, at any ``b`` where it stays primal feasible; ``inf`` where a column is
-            basic or cannot move, zeros where the check failed.  A finer test than
-            ``cost_radius``, which every cost inside the radius passes.
+            basic or cannot move (and a strictly positive one's room to rise), zeros
+            where the check failed.  A finer test than ``cost_radius``, which every
+            cost inside the radius passes.
     """
 
     values: Array

@@ -304,41 +304,42 @@ def quick_check(
     sensitivity = BasisSensitivity(
         values=jnp.where(ok, values, jnp.zeros_like(values)),
         cost_radius=jnp.where(ok, radius, jnp.zeros_like(radius)),
-        cost_room=tuple(jnp.where(ok, part, jnp.zeros_like(part)) for part in room),
+        cost_room=jax.tree.map(lambda part: jnp.where(ok, part, jnp.zeros_like(part)), room),
     )
     solution = LPSolution(x, objective, status, jnp.int32(0), basis.astype(jnp.int32))
     return BasisCheck(ok, solution, sensitivity)
 
 
 def _cost_room(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs_inverse, abs_matrix):
-    """How far each nonbasic reduced cost of the cost objective may move with the
-    check's verdict on it unchanged (its room), and the max-norm radius of the nonzero
-    structural costs that keeps them all (``0`` if none holds).
+    """How far each nonbasic reduced cost of the cost objective may fall, and rise, with
+    the check's verdict on it unchanged (its rooms), and the max-norm radius of the
+    nonzero structural costs that keeps them all (``0`` if none holds).
 
     A cost change ``delta`` moves the duals by ``delta_B B^-1``, so reduced cost ``j``
     moves by at most ``|delta_j| + |delta_B| |B^-1| |M_j|``
     (:func:`reduced_cost_moves`), at most ``|delta|_inf`` times its gain
     ``1[j has a moving cost] + v |M_j|``, ``v = |B^-1|^T 1[basic with a moving cost]``.
-    Its room: for a strictly positive one, what it exceeds ``noise + slack`` by; for a
-    tied one (within ``noise - slack`` of zero, decided by the ``sum(x)`` objective,
-    which does not move), what it may grow before it is no longer tied.  Ties are
-    common here: a constraint that the free best arm covers has a zero dual, and its
-    surplus column a zero reduced cost and a zero gain once the rounding residues of
-    ``B^-1`` are dropped.  Rooms and radius are halved: the bounds use the computed
-    ``B^-1``, which is itself off by up to ``eps cond(B)`` (at most
-    ``CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
+    A strictly positive one may fall by what it exceeds ``noise + slack`` by and rise
+    without limit; a tied one (within ``noise - slack`` of zero, decided by the
+    ``sum(x)`` objective, which does not move) may move either way by what keeps it
+    tied.  Ties are common here: a constraint that the free best arm covers has a zero
+    dual, and its surplus column a zero reduced cost and a zero gain once the rounding
+    residues of ``B^-1`` are dropped.  Rooms and radius are halved: the moves are
+    computed with the computed ``B^-1``, which is itself off by up to ``eps cond(B)``
+    (at most ``CONDITION_LIMIT``), and ``noise`` moves a little with the costs.
 
     Shapes: ``reduced``, ``noise``, ``slack``, ``nonbasic`` pairs of ``(n,)`` (structural
     columns) and ``(m,)`` (surplus columns); ``moving_cost`` ``(n,)``; ``moving_basic``
     ``(m,)``; ``abs_inverse`` ``(m, m)`` (:attr:`BasisFactor.abs_inverse`, the residues
-    dropped); ``abs_matrix`` ``(m, n)``.  Returns ``(radius, room)``: ``()``, ``inf``
-    when no reduced cost can move, and a ``((n,), (m,))`` pair of halved rooms, ``inf``
-    where a column is basic or cannot move.
+    dropped); ``abs_matrix`` ``(m, n)``.  Returns ``(radius, (fall, rise))``: ``()``,
+    ``inf`` when no reduced cost can move, and two ``((n,), (m,))`` pairs of halved
+    rooms, ``inf`` where a column is basic or cannot move (or, for ``rise``, is strictly
+    positive).
     """
     dtype = abs_matrix.dtype
     dual_gain = dot(moving_basic.astype(dtype), abs_inverse)  # v, (m,)
     gains = (moving_cost.astype(dtype) + dot(dual_gain, abs_matrix), dual_gain)
-    smallest, roomy, rooms = jnp.asarray(jnp.inf, dtype), jnp.bool_(True), []
+    smallest, roomy, falls, rises = jnp.asarray(jnp.inf, dtype), jnp.bool_(True), [], []
     for d, d_noise, d_slack, free, gain in zip(reduced, noise, slack, nonbasic, gains):
         positive = d > d_noise + d_slack
         room = jnp.where(positive, d - (d_noise + d_slack), (d_noise - d_slack) - jnp.abs(d))
@@ -347,32 +348,46 @@ def _cost_room(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs_i
         smallest = jnp.minimum(smallest, jnp.min(ratio))
         roomy = roomy & jnp.all(~constrained | (room > 0))
         half = jnp.where(constrained, 0.5 * room, jnp.inf)
-        rooms.append(jnp.where(jnp.isnan(half), 0, half).astype(dtype))
+        half = jnp.where(jnp.isnan(half), 0, half).astype(dtype)
+        falls.append(half)
+        rises.append(jnp.where(positive, jnp.asarray(jnp.inf, dtype), half))
     radius = jnp.where(roomy, 0.5 * smallest, 0)
-    return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype), tuple(rooms)
+    return jnp.where(jnp.isnan(radius), 0, radius).astype(dtype), (tuple(falls), tuple(rises))
 
 
-def reduced_cost_moves(factor: BasisFactor, cost_change: ArrayLike, abs_matrix: ArrayLike):
-    """A bound on how far each reduced cost of ``factor``'s basis moves when the costs
-    change by ``cost_change``: ``|delta_j| + |delta_B| |B^-1| |M_j|``, ``M = [A, -I]``,
-    two ``m x m`` products of non-negative terms (scaled up by their rounding), to
-    compare with :attr:`BasisSensitivity.cost_room`.
+def reduced_cost_moves(factor: BasisFactor, cost_change: ArrayLike, matrix: ArrayLike):
+    """How far each reduced cost of ``factor``'s basis falls and rises when the costs
+    change by ``cost_change``, to compare with :attr:`BasisSensitivity.cost_room`.
+
+    The move is ``Delta_j = delta_j - (delta_B X) M_j``, ``M = [A, -I]``, computed
+    signed with the computed inverse ``X``; what that misses of the exact move (``X``
+    off by at most ``CONDITION_LIMIT`` relative, the products' rounding) is bounded by
+    an eighth of ``|delta_j| + |delta_B| |X| |M_j|`` (two products of non-negative terms,
+    scaled up by their rounding), added to the fall ``max(-Delta_j, 0)`` and to the rise
+    ``max(Delta_j, 0)``.  A move that a cost change makes in a reduced cost's favour
+    then uses none of its room, where a bound on ``|Delta_j|`` would use it all.
 
     Args:
         factor: the :class:`BasisFactor` the check used.
         cost_change: ``(n,)`` the change of the structural costs (zero where they were).
-        abs_matrix: ``(m, n)`` ``|A|`` (non-finite entries read as 0).
+        matrix: ``(m, n)`` ``A`` (non-finite entries read as 0).
 
     Returns:
-        A ``((n,), (m,))`` pair over the (structural, surplus) columns.
+        ``(fall, rise)``, each a ``((n,), (m,))`` pair over the (structural, surplus)
+        columns.
     """
-    abs_change = jnp.abs(jnp.asarray(cost_change))
-    m, n = abs_matrix.shape
-    dtype = abs_change.dtype
-    basic_change = _basic_part(abs_change, factor.basis, n)
+    change = jnp.asarray(cost_change)
+    matrix = jnp.where(jnp.isfinite(matrix), matrix, 0)
+    m, n = matrix.shape
+    dtype = change.dtype
     rounding = 1 + (2 * m + 2) * jnp.finfo(dtype).eps
-    dual_move = rounding * dot(basic_change, factor.abs_inverse)
-    return rounding * (abs_change + dot(dual_move, abs_matrix)), dual_move
+    dual_bound = rounding * dot(jnp.abs(_basic_part(change, factor.basis, n)), factor.abs_inverse)
+    missed = (rounding / 8 * (jnp.abs(change) + dot(dual_bound, jnp.abs(matrix))), rounding / 8 * dual_bound)
+    dual = dot(_basic_part(change, factor.basis, n), factor.inverse)
+    moves = (change - dot(dual, matrix), dual)  # the surplus column -e_i moves by dual_i
+    fall = tuple(jnp.maximum(-move, 0) + error for move, error in zip(moves, missed))
+    rise = tuple(jnp.maximum(move, 0) + error for move, error in zip(moves, missed))
+    return fall, rise
 
 
 def value_size(factor: BasisFactor, rhs: ArrayLike) -> Array:

@@ -9,9 +9,9 @@ goes through:
 
 1. *re-use* (:func:`jaxbandit.bound_lp.reuse_warm_start_at`): while ``i*`` is the same
    arm and the gaps' (the LP's costs') moves from the anchor's keep every nonbasic
-   reduced cost within its certified room, the basis stays optimal as long as it stays
+   reduced cost within its certified rooms, the basis stays optimal as long as it stays
    primal feasible, so ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound:
-   four ``K x K`` products (the bounds' from what the basis's factorisation keeps);
+   six ``K x K`` products (the bounds' from what the basis's factorisation keeps);
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
 3. the full simplex, from that basis (a few pivots as a rule, else cold), whose new
@@ -63,7 +63,7 @@ class LPAnswer(NamedTuple):
     reused: Array  # bool: this answer re-used the warm start's certified region
     full_solve: Array  # bool: this answer came from the full solve
     anchor_values: Array  # (K,) the check's basic values, to anchor the warm start
-    cost_room: tuple  # ((K,), (K,)) the check's room of each reduced cost (zeros unless it passed)
+    cost_room: tuple  # (fall, rise) pairs of (K,): the check's rooms of each reduced cost (zeros unless it passed)
 
 
 class RoundTests(NamedTuple):
@@ -152,7 +152,7 @@ def allocation_stages(choose_arm: Callable) -> tuple:
             reused=jnp.asarray(reused),
             full_solve=jnp.asarray(full_solve),
             anchor_values=zeros if anchor_values is None else anchor_values,
-            cost_room=(zeros, zeros) if cost_room is None else cost_room,
+            cost_room=((zeros, zeros), (zeros, zeros)) if cost_room is None else cost_room,
         )
 
     def reuse(request, state, ctx: Context):
