@@ -52,8 +52,6 @@ __all__ = [
     "initial_warm_start",
     "lower_bound_problem",
     "noise_free_arms",
-    "previous_warm_start",
-    "replace_basis",
     "reuse_warm_start",
     "reuse_warm_start_at",
     "right_hand_side",
@@ -143,16 +141,13 @@ class WarmAnchor(NamedTuple):
 
 
 class LPWarmStart(NamedTuple):
-    """State a policy carries between solves: the last optimal basis, factorised, and
-    the one it replaced.
+    """State a policy carries between solves: the last optimal basis, factorised.
 
     The LP's constraint matrix ``A = W^T`` does not depend on the means, so the inverse
     of the basis matrix stays valid from one solve to the next; re-checking the basis
     at new means is then a few ``K x K`` products (:func:`check_warm_start`), and while
     the gaps stay near those of the last passing check no check is needed at all
-    (:func:`reuse_warm_start`).  As the estimates move, a run's optimal basis often
-    moves back to the one it just left: checking that one too
-    (:func:`previous_warm_start`) spares a full solve.
+    (:func:`reuse_warm_start`).
 
     Attributes:
         factor: a :class:`jaxbandit.lp.BasisFactor` (``basis`` ``(K,)``, ``inverse``
@@ -160,14 +155,11 @@ class LPWarmStart(NamedTuple):
         anchor: a :class:`WarmAnchor`.
         positions: ``(K,)`` int32, where each ``c_j`` sits among the basic values
             (``K``: not basic), so that placing them is a gather, not a one-hot sum.
-        previous: the :class:`jaxbandit.lp.BasisFactor` of the basis ``factor``
-            replaced (``factor`` itself before any replacement).
     """
 
     factor: lp.BasisFactor
     anchor: WarmAnchor
     positions: Array
-    previous: lp.BasisFactor
 
     @property
     def basis(self) -> Array:
@@ -298,10 +290,20 @@ def solve_lower_bound(
     return _finish(problem, solution)
 
 
-def _no_anchor(num_arms: int, dtype) -> WarmAnchor:
-    """The anchor of a basis no check has passed yet: no room, so no re-use."""
-    zeros = jnp.zeros((num_arms,), dtype)
-    return WarmAnchor(
+def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
+    """Factorise ``basis`` of the LP with this ``precision`` (one ``K x K`` inversion).
+
+    The result has no anchor yet: the first :func:`check_warm_start` that passes gives
+    it one (:func:`anchor_warm_start`).
+
+    Args:
+        precision: ``(K, K)`` ``1 / sigma**2``.
+        basis: ``(K,)`` int, e.g. :attr:`LowerBoundSolution.basis`.
+    """
+    precision = jnp.asarray(precision)
+    num_arms = precision.shape[-1]
+    zeros = jnp.zeros((num_arms,), precision.dtype)
+    anchor = WarmAnchor(
         gaps=zeros,
         rhs=zeros,
         best_arm=jnp.zeros((), jnp.int32),
@@ -310,40 +312,10 @@ def _no_anchor(num_arms: int, dtype) -> WarmAnchor:
         value_size=zeros,
         cost_room=((zeros, zeros), (zeros, zeros)),
     )
-
-
-def _warm(factor: lp.BasisFactor, previous: lp.BasisFactor) -> LPWarmStart:
-    """``factor`` as the current basis, not anchored, ``previous`` kept beside it."""
-    num_arms = factor.basis.shape[0]
+    factor = lp.factor_basis(_information_matrix(precision), basis)
     placed = factor.basis[:, None] == jnp.arange(num_arms, dtype=jnp.int32)[None, :]
     positions = jnp.where(jnp.any(placed, axis=0), jnp.argmax(placed, axis=0), num_arms).astype(jnp.int32)
-    return LPWarmStart(factor, _no_anchor(num_arms, factor.inverse.dtype), positions, previous)
-
-
-def warm_start(precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
-    """Factorise ``basis`` of the LP with this ``precision`` (one ``K x K`` inversion).
-
-    The result has no anchor yet: the first :func:`check_warm_start` that passes gives
-    it one (:func:`anchor_warm_start`).  Its previous basis is ``basis`` itself.
-
-    Args:
-        precision: ``(K, K)`` ``1 / sigma**2``.
-        basis: ``(K,)`` int, e.g. :attr:`LowerBoundSolution.basis`.
-    """
-    factor = lp.factor_basis(_information_matrix(jnp.asarray(precision)), basis)
-    return _warm(factor, factor)
-
-
-def replace_basis(warm: LPWarmStart, precision: ArrayLike, basis: ArrayLike) -> LPWarmStart:
-    """:func:`warm_start` of a new ``basis`` that keeps ``warm``'s basis as the previous one."""
-    return _warm(warm_start(precision, basis).factor, warm.factor)
-
-
-def previous_warm_start(warm: LPWarmStart) -> LPWarmStart:
-    """The previous basis of ``warm`` as the current one (not anchored), and the
-    current as the previous: check it with :func:`check_warm_start`, anchor it with
-    :func:`anchor_warm_start` if it passes."""
-    return _warm(warm.previous, warm.factor)
+    return LPWarmStart(factor, anchor, positions)
 
 
 def initial_warm_start(precision: ArrayLike) -> LPWarmStart:
@@ -483,8 +455,7 @@ def reuse_warm_start(mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart) -> 
 def solve_lower_bound_warm(
     mu: ArrayLike, precision: ArrayLike, warm: LPWarmStart
 ) -> tuple[LowerBoundSolution, LPWarmStart, Array]:
-    """Re-use, else check, else check the previous basis, else fully solve; return the
-    new warm start.
+    """Re-use, else check, else fully solve; return the new warm start.
 
     Under ``vmap`` every branch runs for every lane (``lax.cond`` becomes a select);
     use :func:`reuse_warm_start` and :func:`check_warm_start` plus a compacted
@@ -496,20 +467,22 @@ def solve_lower_bound_warm(
     """
     reused_ok, reused = reuse_warm_start(mu, precision, warm)
 
-    def checked(candidate: LPWarmStart, otherwise):
-        ok, solution, sensitivity = check_warm_start(mu, precision, candidate)
+    def check():
+        ok, checked, sensitivity = check_warm_start(mu, precision, warm)
+
+        def full_solve():
+            solution = solve_lower_bound(mu, precision)
+            optimal = solution.status == LowerBoundStatus.OPTIMAL
+            new_warm = jax.tree.map(
+                lambda a, b: jnp.where(optimal, a, b), warm_start(precision, solution.basis), warm
+            )
+            return solution, new_warm, jnp.asarray(True)
+
         anchored = lambda: (
-            solution,
-            anchor_warm_start(candidate, mu, precision, sensitivity.values, sensitivity.cost_room),
+            checked,
+            anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_room),
             jnp.asarray(False),
         )
-        return jax.lax.cond(ok, anchored, otherwise)
+        return jax.lax.cond(ok, anchored, full_solve)
 
-    def full_solve():
-        solution = solve_lower_bound(mu, precision)
-        optimal = solution.status == LowerBoundStatus.OPTIMAL
-        new_warm = jax.tree.map(lambda a, b: jnp.where(optimal, a, b), replace_basis(warm, precision, solution.basis), warm)
-        return solution, new_warm, jnp.asarray(True)
-
-    check = lambda: checked(warm, lambda: checked(previous_warm_start(warm), full_solve))
     return jax.lax.cond(reused_ok, lambda: (reused, warm, jnp.asarray(False)), check)

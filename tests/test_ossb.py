@@ -29,7 +29,7 @@ INF = np.inf
 POLICY = jb.policies.make("ossb")
 SELECT = jax.jit(POLICY.select_fn)
 FINISH = jax.jit(POLICY.solver.finish_fn)
-SOLVE = [Program(stage.solve_fn) for stage in POLICY.solver.stages]  # re-use, check, previous, full solve
+SOLVE = [Program(stage.solve_fn) for stage in POLICY.solver.stages]  # re-use, check, full solve
 FOLD = [None if stage.fold_fn is None else Program(stage.fold_fn) for stage in POLICY.solver.stages]
 INITIAL_WARM_START = Program(initial_warm_start)  # one compile per K, not per operation
 

@@ -1,11 +1,11 @@
 """The LP allocation ``c*(mu_hat)`` for policies built on the paper's LP (``lp_explore``,
-``ossb``): the per-round tests that decide whether a run needs it, and the four
+``ossb``): the per-round tests that decide whether a run needs it, and the three
 :class:`~jaxbandit.base.Stage` s that compute it for just the runs that do.
 
 Each run keeps the optimal basis of its last solve with the inverse of its basis
 matrix (the LP's matrix ``W^T`` does not depend on the means, so the inverse stays
-valid), anchored at the gaps of its last passing check, and the basis that one
-replaced, factorised too.  A run that needs ``c*`` goes through:
+valid), anchored at the gaps of its last passing check.  A run that needs ``c*``
+goes through:
 
 1. *re-use* (:func:`jaxbandit.bound_lp.reuse_warm_start_at`): while ``i*`` is the same
    arm and the gaps' (the LP's costs') moves from the anchor's keep every nonbasic
@@ -14,10 +14,8 @@ replaced, factorised too.  A run that needs ``c*`` goes through:
    six ``K x K`` products (the bounds' from what the basis's factorisation keeps);
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
-3. the same check of the previous basis: as the estimates move, a run's optimal basis
-   often moves back to the one it just left; a pass makes it the current basis;
-4. the full simplex, from the current basis (a few pivots as a rule, else cold), whose
-   new basis is factorised for the next checks.
+3. the full simplex, from that basis (a few pivots as a rule, else cold), whose new
+   basis is factorised for the next checks.
 
 The answer is the canonical optimum whichever stage gives it (the same basis; ``c*``
 equal up to rounding, or within a certified relative 1e-5 in float32 and 1e-9 in
@@ -44,11 +42,10 @@ from jaxbandit.bound_lp import (
     anchor_warm_start,
     check_warm_start,
     noise_free_arms,
-    previous_warm_start,
-    replace_basis,
     reuse_warm_start_at,
     right_hand_side,
     solve_lower_bound,
+    warm_start,
 )
 
 __all__ = ["LPAnswer", "RoundTests", "round_tests", "allocation_stages"]
@@ -129,8 +126,7 @@ def round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
 
 
 def allocation_stages(choose_arm: Callable) -> tuple:
-    """The re-use, check, check of the previous basis and full-solve stages of
-    ``c*(request.mean)``.
+    """The re-use, check and full-solve stages of ``c*(request.mean)``.
 
     Args:
         choose_arm: ``(solution, request, counts) -> (arm, no_arm)``: the arm to play
@@ -138,7 +134,7 @@ def allocation_stages(choose_arm: Callable) -> tuple:
             its ``(K,)`` int32 plays.
 
     Returns:
-        Four :class:`~jaxbandit.base.Stage` s answering :class:`LPAnswer` s.
+        Three :class:`~jaxbandit.base.Stage` s answering :class:`LPAnswer` s.
     """
 
     def answer(
@@ -183,23 +179,6 @@ def allocation_stages(choose_arm: Callable) -> tuple:
         new_anchor = jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored.anchor, state.warm.anchor)
         return state._replace(warm=state.warm._replace(anchor=new_anchor))
 
-    # The trade of this stage: one more check compiled into the program (about a fifth
-    # more to compile), for a full simplex spared whenever the basis moves back.
-    def check_previous(request, state, ctx: Context):
-        ok, solution, sensitivity = check_warm_start(request.mean, ctx.precision, previous_warm_start(state.warm))
-        checked = answer(
-            request, state, solution, ~ok, anchor_values=sensitivity.values, cost_room=sensitivity.cost_room
-        )
-        return checked, ok
-
-    def back_to_previous(state, checked: LPAnswer, ctx: Context):
-        # A passing check of the previous basis makes it the current one, anchored.
-        mean = estimator.mean(state.stats)
-        previous = previous_warm_start(state.warm)
-        anchored = anchor_warm_start(previous, mean, ctx.precision, checked.anchor_values, checked.cost_room)
-        passed = ~checked.needs_fallback
-        return state._replace(warm=jax.tree.map(lambda a, b: jnp.where(passed, a, b), anchored, state.warm))
-
     def full_solve(request, state, ctx: Context):
         # From the run's basis, a few pivots away from the new optimum as a rule; the
         # canonical answer is the cold solve's whatever the start.
@@ -207,15 +186,13 @@ def allocation_stages(choose_arm: Callable) -> tuple:
         return answer(request, state, solution, False, full_solve=True), jnp.asarray(True)
 
     def new_basis(state, solved: LPAnswer, ctx: Context):
-        # Only an optimal full solve changes the basis: factorise it for the next
-        # checks, keeping the one it replaces.
+        # Only an optimal full solve changes the basis: factorise it for the next checks.
         optimal = solved.status == lp.LPStatus.OPTIMAL
-        new = replace_basis(state.warm, ctx.precision, solved.basis)
+        new = warm_start(ctx.precision, solved.basis)
         return state._replace(warm=jax.tree.map(lambda a, b: jnp.where(optimal, a, b), new, state.warm))
 
     return (
         Stage(reuse, batching="single_pass"),
         Stage(check, fold_fn=anchor),
-        Stage(check_previous, fold_fn=back_to_previous),
         Stage(full_solve, fold_fn=new_basis, batching="rare"),
     )

@@ -28,10 +28,9 @@ Corner cases (never NaN; each is counted in the diagnostics):
 
 LP solves use the canonical optimum of :mod:`jaxbandit.lp` (smallest ``sum c`` among the
 optima), so the algorithm is deterministic.  A Case C round computes ``c*`` with the
-four stages of :mod:`jaxbandit.policies._allocation` (re-use of a certified warm start,
-``lp_reuses``; a check of the warm basis, or of the basis it replaced,
-``lp_warm_solves``; the full simplex, ``lp_full_solves``), served by the engine only to
-the runs in Case C.
+three stages of :mod:`jaxbandit.policies._allocation` (re-use of a certified warm start,
+``lp_reuses``; a check of the warm basis, ``lp_warm_solves``; the full simplex,
+``lp_full_solves``), served by the engine only to the runs in Case C.
 
 Defaults: ``alpha = 4.5`` (the theorem needs ``alpha > 4``; smaller values explore less
 and often do better in practice, but void the guarantee and emit a

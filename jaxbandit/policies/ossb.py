@@ -62,9 +62,9 @@ Corner cases (never NaN; each is counted in the diagnostics):
   then exploitation holds): ``argmax mu_hat``, counted in ``no_arm_fallbacks``.
 
 The LP work is ``lp_explore``'s (see :mod:`jaxbandit.policies.lp_explore`): the canonical
-optimum of :mod:`jaxbandit.lp`, each run's factorised warm start, and four stages served
+optimum of :mod:`jaxbandit.lp`, each run's factorised warm start, and three stages served
 only to the runs in an exploration round — re-use of the certified warm start, a check
-of the warm basis, a check of the basis it replaced, a full simplex solve.
+of the warm basis, a full simplex solve.
 
 Defaults ``epsilon = gamma = 0``: the limit in which Theorem 2's factor tends to 1,
 and the values public re-implementations of the paper's experiments use.  With
