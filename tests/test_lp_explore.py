@@ -220,11 +220,12 @@ def test_a_passing_check_anchors_the_warm_start_and_nearby_means_reuse_it():
     cold = SOLVE[2](decision.request, moved, ctx)[0]
     np.testing.assert_array_equal(reused.basis, cold.basis)
     np.testing.assert_allclose(reused.c, cold.c, rtol=1e-5, atol=1e-5 * float(jnp.max(cold.c)))
-    # gaps moved twice the radius: one way the nonbasic reduced costs rise, which uses
-    # none of their room (re-use, the cold solution); the other way the optimal basis
-    # changes, and the re-use declines (the check decides) ...
-    for sign, reusable in ((1, True), (-1, False)):
-        far = moved._replace(stats=_state(inst, counts, inst.mu + sign * 2 * radius * np.linspace(-1, 1, 3)).stats)
+    # gaps moved beyond the radius: one way the nonbasic reduced costs rise, which spends
+    # at most half their room (re-use, the cold solution; an unsigned bound on the
+    # moves refuses it); further the other way the optimal basis changes, and the
+    # re-use declines (the check decides) ...
+    for scale, reusable in ((0.75, True), (-1.25, False)):
+        far = moved._replace(stats=_state(inst, counts, inst.mu + scale * radius * np.linspace(-1, 1, 3)).stats)
         request = _select(far, 200, ctx).request
         answer, cold = _reuse(request, far, ctx), SOLVE[2](request, far, ctx)[0]
         assert bool(answer.reused) == reusable and bool(answer.needs_fallback) != reusable

@@ -316,8 +316,8 @@ def _cost_room(reduced, noise, slack, nonbasic, moving_cost, moving_basic, abs_i
     nonzero structural costs that keeps them all (``0`` if none holds).
 
     A cost change ``delta`` moves the duals by ``delta_B B^-1``, so reduced cost ``j``
-    moves by at most ``|delta_j| + |delta_B| |B^-1| |M_j|``
-    (:func:`reduced_cost_moves`), at most ``|delta|_inf`` times its gain
+    moves by at most ``|delta_j| + |delta_B| |B^-1| |M_j|`` (the most
+    :func:`reduced_cost_moves` counts), at most ``|delta|_inf`` times its gain
     ``1[j has a moving cost] + v |M_j|``, ``v = |B^-1|^T 1[basic with a moving cost]``.
     A strictly positive one may fall by what it exceeds ``noise + slack`` by and rise
     without limit; a tied one (within ``noise - slack`` of zero, decided by the
@@ -360,12 +360,13 @@ def reduced_cost_moves(factor: BasisFactor, cost_change: ArrayLike, matrix: Arra
     change by ``cost_change``, to compare with :attr:`BasisSensitivity.cost_room`.
 
     The move is ``Delta_j = delta_j - (delta_B X) M_j``, ``M = [A, -I]``, computed
-    signed with the computed inverse ``X``; what that misses of the exact move (``X``
-    off by at most ``CONDITION_LIMIT`` relative, the products' rounding) is bounded by
-    an eighth of ``|delta_j| + |delta_B| |X| |M_j|`` (two products of non-negative terms,
-    scaled up by their rounding), added to the fall ``max(-Delta_j, 0)`` and to the rise
-    ``max(Delta_j, 0)``.  A move that a cost change makes in a reduced cost's favour
-    then uses none of its room, where a bound on ``|Delta_j|`` would use it all.
+    signed with the computed inverse ``X``, and bounded by ``|delta_j| + |delta_B| |X|
+    |M_j|`` (two products of non-negative terms, scaled up by their rounding).  A fall
+    is ``min(bound, max(-Delta_j, 0) + bound / 2)``, a rise the same with ``Delta_j``:
+    half the bound is the allowance for what the computed move may miss (``X`` off by
+    up to ``eps cond(B) <= CONDITION_LIMIT``, the products' rounding), so a fall is
+    never counted larger than the unsigned bound, and a move in a reduced cost's favour
+    spends at most half of it.
 
     Args:
         factor: the :class:`BasisFactor` the check used.
@@ -382,11 +383,12 @@ def reduced_cost_moves(factor: BasisFactor, cost_change: ArrayLike, matrix: Arra
     dtype = change.dtype
     rounding = 1 + (2 * m + 2) * jnp.finfo(dtype).eps
     dual_bound = rounding * dot(jnp.abs(_basic_part(change, factor.basis, n)), factor.abs_inverse)
-    missed = (rounding / 8 * (jnp.abs(change) + dot(dual_bound, jnp.abs(matrix))), rounding / 8 * dual_bound)
+    bounds = (rounding * (jnp.abs(change) + dot(dual_bound, jnp.abs(matrix))), dual_bound)
     dual = dot(_basic_part(change, factor.basis, n), factor.inverse)
     moves = (change - dot(dual, matrix), dual)  # the surplus column -e_i moves by dual_i
-    fall = tuple(jnp.maximum(-move, 0) + error for move, error in zip(moves, missed))
-    rise = tuple(jnp.maximum(move, 0) + error for move, error in zip(moves, missed))
+    counted = lambda move, bound: jnp.minimum(bound, jnp.maximum(move, 0) + bound / 2)
+    fall = tuple(counted(-move, bound) for move, bound in zip(moves, bounds))
+    rise = tuple(counted(move, bound) for move, bound in zip(moves, bounds))
     return fall, rise
 
 
