@@ -409,9 +409,9 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tu
     # are per arm, so that all share one reduction (each costs a pass under vmap); the
     # bound LP has as many surplus columns as structural ones.  The trade: four K x K
     # products in every re-use, for fewer checks (a few products with extra-precise
-    # refinement each): a room per column, and signed moves that spend no room on a
-    # reduced cost moving away from zero, let through moves that one radius for every
-    # gap, the largest move against the smallest room, would refuse.
+    # refinement each): a room per column, and signed moves that spend at most half
+    # the room on a reduced cost moving away from zero, let through moves that one
+    # radius for every gap, the largest move against the smallest room, would refuse.
     falls, rises = lp.reduced_cost_moves(warm.factor, gaps - anchor.gaps, _information_matrix(precision))
     fall_room, rise_room = anchor.cost_room
     inside = (falls[0] < fall_room[0]) & (falls[1] < fall_room[1]) & (rises[0] < rise_room[0]) & (rises[1] < rise_room[1])
