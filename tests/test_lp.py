@@ -25,7 +25,7 @@ from scipy.optimize import linprog
 from jaxbandit import bound_lp, lp
 from jaxbandit.compile_options import Program
 from jaxbandit import instances as jb_instances
-from jaxbandit.lp import numerics, pivoting
+from jaxbandit.lp import numerics, pivoting, warm_start
 from jaxbandit.lp import tableau as lp_tableau
 from tests.approximate_division import approximate_division
 
@@ -484,6 +484,30 @@ def test_reduced_cost_moves_bound_the_exact_moves_by_sign():
             assert np.all(fall <= cap) and np.all(rise <= cap), (k, relative)
             assert np.all(fall - np.maximum(-exact, 0) <= cap / 2), (k, relative)
             assert np.all(rise - np.maximum(exact, 0) <= cap / 2), (k, relative)
+
+
+def test_cost_rooms_to_fall_and_to_rise():
+    """The check's rooms (``warm_start._cost_room``), by hand: a strictly positive
+    reduced cost may fall by half what it exceeds ``noise + slack`` by and rise without
+    limit; a tied one (within ``noise - slack`` of zero) may move half its tie band
+    either way; a NaN one has no room; a basic column, or one no cost change can move
+    (zero gain), is never limited."""
+    f32 = lambda *values: jnp.asarray(values, jnp.float32)
+    reduced = (f32(1.0, 0.0, np.nan, 1.0), f32(0.5, 0.2))
+    noise, slack = (f32(0.01, 0.01, 0.01, 0.01), f32(0.01, 0.01)), (f32(1e-3, 1e-3, 1e-3, 1e-3), f32(1e-3, 1e-3))
+    nonbasic = (jnp.asarray([True, True, True, True]), jnp.asarray([True, False]))
+    moving_cost = jnp.asarray([True, True, True, False])
+    moving_basic = jnp.asarray([True, False])
+    abs_matrix = jnp.asarray([[1, 1, 1, 0], [1, 1, 1, 0]], jnp.float32)  # the last column: zero gain
+    radius, (fall, rise) = jax.jit(warm_start._cost_room)(
+        reduced, noise, slack, nonbasic, moving_cost, moving_basic, jnp.eye(2, dtype=jnp.float32), abs_matrix
+    )
+    inf = np.inf
+    np.testing.assert_allclose(fall[0], [0.5 * 0.989, 0.5 * 0.009, 0, inf], rtol=1e-6)
+    np.testing.assert_allclose(rise[0], [inf, 0.5 * 0.009, 0, inf], rtol=1e-6)
+    np.testing.assert_allclose(fall[1], [0.5 * 0.489, inf], rtol=1e-6)
+    np.testing.assert_allclose(rise[1], [inf, inf], rtol=1e-6)
+    assert float(radius) == 0  # a NaN reduced cost that can move: no radius
 
 
 def test_basis_gauss_jordan_solves_with_the_basis_matrix():
