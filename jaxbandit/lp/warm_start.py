@@ -382,9 +382,10 @@ def reduced_cost_moves(factor: BasisFactor, cost_change: ArrayLike, matrix: Arra
     m, n = matrix.shape
     dtype = change.dtype
     rounding = 1 + (2 * m + 2) * jnp.finfo(dtype).eps
-    dual_bound = rounding * dot(jnp.abs(_basic_part(change, factor.basis, n)), factor.abs_inverse)
+    basic_change = _basic_part(change, factor.basis, n)
+    dual_bound = rounding * dot(jnp.abs(basic_change), factor.abs_inverse)
     bounds = (rounding * (jnp.abs(change) + dot(dual_bound, jnp.abs(matrix))), dual_bound)
-    dual = dot(_basic_part(change, factor.basis, n), factor.inverse)
+    dual = dot(basic_change, factor.inverse)
     moves = (change - dot(dual, matrix), dual)  # the surplus column -e_i moves by dual_i
     counted = lambda move, bound: jnp.minimum(bound, jnp.maximum(move, 0) + bound / 2)
     fall = tuple(counted(-move, bound) for move, bound in zip(moves, bounds))
