@@ -14,6 +14,7 @@ engine's chunk step, which runs the solver under either (by the simulation's len
 ``test_engine.py``), is checked by the policies' reference-loop tests.
 """
 
+import functools
 from fractions import Fraction
 
 import jax
@@ -309,7 +310,10 @@ def test_loops_beyond_the_unroll_limit_give_the_same_bits(monkeypatch):
     means = jnp.asarray(instance.mu[None] + 0.05 * rng.standard_normal((32, 12)), jnp.float32)
 
     def compute():
-        residuals = Program(lambda: (numerics.residual(matrix, x, rhs), numerics.transposed_residual(matrix, x, rhs)))()
+        # float32 residuals on a CPU are one float64 product: the error-free steps (the
+        # other platforms' form) are called as such
+        two_sum = lambda column: numerics._two_sum_residual(column, matrix, x, rhs)
+        residuals = Program(lambda: (two_sum(lambda a, j: a[:, j]), two_sum(lambda a, j: a[j])))()
         solved = Program(jax.vmap(lambda mu: bound_lp.solve_lower_bound(mu, precision)))(means)
         warm = Program(jax.vmap(lambda basis: bound_lp.warm_start(precision, basis)))(solved.basis)
         check = Program(jax.vmap(lambda mu, w: bound_lp.check_warm_start(mu + 1e-4, precision, w)))(means, warm)
@@ -537,18 +541,26 @@ def test_basis_gauss_jordan_solves_with_the_basis_matrix():
         assert not np.all(np.isfinite(np.asarray(solve(matrix, basis, basis, n))))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_residual_stays_within_its_rounding_bound(dtype):
+_TWO_SUM_RESIDUAL = functools.partial(numerics._two_sum_residual, lambda a, j: a[:, j])
+
+
+@pytest.mark.parametrize(
+    "dtype, form",
+    [(np.float32, numerics.residual), (np.float32, _TWO_SUM_RESIDUAL), (np.float64, numerics.residual)],
+    ids=["float32", "float32-two-sum", "float64"],
+)
+def test_the_residual_stays_within_its_rounding_bound(dtype, form):
     """The extra-precise residual ``rhs - M x`` against the exact one (rational
     arithmetic) on 32 random systems each of m = 6, 16 (written out) and 24 (a loop),
     entries spanning four decades and ``rhs`` the float-rounded ``M x``, so that the
     residual cancels: every error within ``u |r| + residual_rounding(m) |M| |x|``.  A
     bound of Dot2's ``gamma_{2m+2}^2`` instead fails here: the half-length cross terms
-    are summed plainly."""
+    are summed plainly.  Float32 in both forms: summed in float64 (a CPU's) and by
+    error-free steps (other platforms')."""
     rng = np.random.default_rng(12)
     unit = np.finfo(dtype).eps / 2
     with jax.enable_x64(dtype == np.float64):
-        computed = Program(jax.vmap(numerics.residual))
+        computed = Program(jax.vmap(form))
         for m in (6, 16, 24):
             matrix = (rng.standard_normal((32, m, m)) * 10.0 ** rng.integers(-2, 3, (32, m, m))).astype(dtype)
             x = rng.standard_normal((32, m)).astype(dtype)
@@ -570,13 +582,16 @@ def test_basis_residual_is_the_residual_bit_for_bit(dtype):
     """``basis_residual`` (the loop over structural columns only) against ``residual``
     (every column) for 12 random sorted bases of a 20 x 20 ``A`` (beyond the unroll
     limit), values spanning six decades: the same bits; for the same bases unsorted, the
-    same values to a few units of the working precision."""
+    same values to a few units of the working precision.  In float32 the error-free
+    steps are called as such (a CPU sums float32 in float64, one product either way)."""
     rng = np.random.default_rng(5)
     m = n = 20
     assert m > numerics.UNROLL_LIMIT
-    both = Program(
-        lambda b, x, r, basis: (numerics.basis_residual(b, x, r, basis, n), numerics.residual(b, x, r))
-    )
+    if dtype == np.float32:
+        loop, every = numerics._basis_two_sum_residual, _TWO_SUM_RESIDUAL
+    else:
+        loop, every = numerics.basis_residual, numerics.residual
+    both = Program(lambda b, x, r, basis: (loop(b, x, r, basis, n), every(b, x, r)))
     with jax.enable_x64(dtype == np.float64):
         for trial in range(12):
             matrix = np.concatenate([rng.normal(size=(m, n)), -np.eye(m)], axis=1).astype(dtype)

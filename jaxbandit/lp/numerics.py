@@ -3,7 +3,10 @@
 Error-free transformations (:func:`_two_sum`, :func:`split`) give residuals in about
 twice the working precision (:func:`residual`), which iterative refinement
 (:func:`refined_values`) turns into basic values accurate to about ``eps`` even when
-they cancel.  Every division goes through :func:`divide`, and every power of two is
+they cancel.  On a CPU a float32 residual is summed in float64 instead
+(:func:`_wide_residual`): one product kernel rather than a loop of error-free steps,
+and more accurate.  Elsewhere float64 is slow (most GPUs) or absent (TPUs), so there,
+and for float64 data, the error-free transformations serve.  Every division goes through :func:`divide`, and every power of two is
 built from its bits, so CPU and GPU compute the same thing.  Loops over small axes (up
 to ``UNROLL_LIMIT``) are unrolled on purpose: under ``vmap`` XLA on CPU runs small
 batched products and middle-axis reductions as library kernels much slower than one
@@ -123,10 +126,11 @@ def _accumulated(high, low, x_high, x_low, x, carry):
     return total, errors + error - (high * x_low + low * x)
 
 
-def _residual_by(column, matrix, x, rhs):
+def _two_sum_residual(column, matrix, x, rhs):
     """``rhs - sum_j column(matrix, j) * x[j]`` in about twice the working precision
-    (after Ogita-Rump-Oishi): the core of :func:`residual` and :func:`transposed_residual`,
-    which differ only in how a column is read (``column(a, j)``, ``a[:, j]`` or ``a[j]``).
+    (after Ogita-Rump-Oishi): :func:`residual` and :func:`transposed_residual` in
+    float64 and off a CPU, which differ only in how a column is read (``column(a, j)``,
+    ``a[:, j]`` or ``a[j]``).
 
     The basic solution of a covering LP often has one huge component (a free arm) next
     to small ones that are differences of large terms; a residual in working precision
@@ -160,6 +164,34 @@ def _residual_by(column, matrix, x, rhs):
     return total + errors
 
 
+def _wide_residual(contracted, matrix, x, rhs):
+    """``rhs - M x`` of float32 data summed in float64 and rounded once: every product
+    of two float32 numbers is exact in float64, and the sum's rounding, at most
+    ``gamma_{m+1}`` of ``|rhs| + |M||x|`` with float64's unit, is far below
+    :func:`residual_rounding`'s.  ``contracted``: the axis of ``matrix`` that ``x``
+    multiplies (1 for ``M x``, 0 for ``x M``).  Built from ``lax`` primitives: a
+    ``jax.numpy`` function, itself jitted, would not see the float64 switched on here.
+    """
+    with jax.enable_x64(True):
+        wide = lambda a: jax.lax.convert_element_type(a, jnp.float64)
+        # split's halves add up to their float32 exactly
+        full = jax.lax.add(*(wide(half) for half in matrix)) if isinstance(matrix, tuple) else wide(matrix)
+        dimensions = (((contracted,), (0,)), ((), ()))
+        product = jax.lax.dot_general(full, wide(x), dimensions, precision=jax.lax.Precision.HIGHEST)
+        return jax.lax.convert_element_type(jax.lax.sub(wide(rhs), product), jnp.float32)
+
+
+def _residual_by(column, contracted, matrix, x, rhs):
+    """:func:`_wide_residual` for float32 data on a CPU, else :func:`_two_sum_residual`."""
+    x, rhs = jnp.asarray(x), jnp.asarray(rhs)
+    two_sum = functools.partial(_two_sum_residual, column)
+    if x.dtype != jnp.float32:
+        return two_sum(matrix, x, rhs)
+    return jax.lax.platform_dependent(
+        matrix, x, rhs, cpu=functools.partial(_wide_residual, contracted), default=two_sum
+    )
+
+
 @jax.jit
 def residual(matrix, x, rhs):
     """``rhs - matrix @ x`` in about twice the working precision (:func:`_residual_by`).
@@ -167,7 +199,7 @@ def residual(matrix, x, rhs):
     Shapes: ``matrix`` ``(m, k)`` (or its :func:`split` halves), ``x`` ``(k,)``, ``rhs``
     ``(m,)``.  Returns ``(m,)``.
     """
-    return _residual_by(lambda a, j: a[:, j], matrix, x, rhs)
+    return _residual_by(lambda a, j: a[:, j], 1, matrix, x, rhs)
 
 
 def residual_rounding(m: int, dtype):
@@ -184,6 +216,12 @@ def residual_rounding(m: int, dtype):
     |r|``: ``2.02 gamma_{2m} gamma_m``.  The 1.01 covers the second-order rest.  So
     ``rho`` is of the order of ``4 m u eta`` (about ``m 2^-34`` in float32), far above the
     ``m^2 u^2`` of a Dot2 whose every product is split.
+
+    On a CPU a float32 residual is summed in float64 (:func:`_wide_residual`): beyond
+    its final rounding, ``u |computed|``, it errs by at most ``gamma_{m+1} (|rhs| +
+    |M||x|)`` in float64's unit, some ``2^-18`` of this ``rho |M||x|`` and ``m 2^-29``
+    of ``u |r|`` (as small as the two-sum form's second-order rest): this bound serves
+    both forms.
     """
     info = jnp.finfo(dtype)
     unit = info.eps / 2
@@ -200,7 +238,7 @@ def transposed_residual(matrix, x, rhs):
     Shapes: ``matrix`` ``(k, m)`` (or its :func:`split` halves), ``x`` ``(k,)``, ``rhs``
     ``(m,)``.  Returns ``(m,)``.
     """
-    return _residual_by(lambda a, j: a[j], matrix, x, rhs)
+    return _residual_by(lambda a, j: a[j], 0, matrix, x, rhs)
 
 
 def _structural_first(structural):
@@ -218,16 +256,25 @@ def basis_residual(matrix, x, rhs, basis, num_variables: int):
     zeros elsewhere, so after the loop one elementwise step takes every row's own
     surplus term.  For a sorted ``basis`` (structural columns first) these are the
     steps of :func:`residual` in its order: the same result, bit for bit (but for the
-    sign of a zero, and where ``x`` is not finite).  Up to ``UNROLL_LIMIT`` columns it
-    is :func:`residual` itself, one fused pass.
+    sign of a zero, and where ``x`` is not finite).  Up to ``UNROLL_LIMIT`` columns, and
+    for float32 data on a CPU (one product: :func:`_wide_residual`), it is
+    :func:`residual` itself.
 
     Shapes: ``matrix`` ``(m, m)``, ``x`` and ``rhs`` ``(m,)``, ``basis`` ``(m,)`` int.
     Returns ``(m,)``.
     """
     x, rhs = jnp.asarray(x), jnp.asarray(rhs)
-    m = x.shape[0]
-    if m <= UNROLL_LIMIT:
+    if x.shape[0] <= UNROLL_LIMIT:
         return residual(matrix, x, rhs)
+    loop = functools.partial(_basis_two_sum_residual, basis=basis, num_variables=num_variables)
+    if x.dtype != jnp.float32:
+        return loop(matrix, x, rhs)
+    return jax.lax.platform_dependent(matrix, x, rhs, cpu=residual, default=loop)
+
+
+def _basis_two_sum_residual(matrix, x, rhs, basis, num_variables: int):
+    """:func:`basis_residual`'s loop over the structural columns, of error-free steps."""
+    m = x.shape[0]
     matrix_high, matrix_low = _halves(matrix)
     x_high, x_low = split(x)
     order, count = _structural_first(basis < num_variables)
