@@ -577,6 +577,27 @@ def test_the_residual_stays_within_its_rounding_bound(dtype, form):
                 assert np.all(error <= unit * np.abs(got[k].astype(np.float64)) + rho * size), (m, k)
 
 
+def test_a_cpus_float32_residuals_are_one_float64_product():
+    """Every float32 residual form (``M x``, ``x M``, a basis's beyond the unroll limit)
+    lowers for a CPU to a float64 product and no loop, and for a GPU to the error-free
+    steps in float32 (the basis's a loop)."""
+    m = numerics.UNROLL_LIMIT + 4
+    matrix, x = np.ones((m, m), np.float32), np.ones(m, np.float32)
+    forms = {
+        "residual": lambda a, v: numerics.residual(a, v, v),
+        "transposed": lambda a, v: numerics.transposed_residual(a, v, v),
+        "basis": lambda a, v: numerics.basis_residual(a, v, v, jnp.arange(m, dtype=jnp.int32), m),
+    }
+    for name, form in forms.items():
+        lowered = {
+            platform: jax.export.export(jax.jit(form), platforms=(platform,))(matrix, x).mlir_module()
+            for platform in ("cpu", "cuda")
+        }
+        assert "xf64>" in lowered["cpu"] and "dot_general" in lowered["cpu"] and "while" not in lowered["cpu"], name
+        assert "f64" not in lowered["cuda"], name
+    assert "while" in lowered["cuda"]  # the basis form's loop over its structural columns
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_basis_residual_is_the_residual_bit_for_bit(dtype):
     """``basis_residual`` (the loop over structural columns only) against ``residual``

@@ -6,8 +6,9 @@ twice the working precision (:func:`residual`), which iterative refinement
 they cancel.  On a CPU a float32 residual is summed in float64 instead
 (:func:`_wide_residual`): one product kernel rather than a loop of error-free steps,
 and more accurate.  Elsewhere float64 is slow (most GPUs) or absent (TPUs), so there,
-and for float64 data, the error-free transformations serve.  Every division goes through :func:`divide`, and every power of two is
-built from its bits, so CPU and GPU compute the same thing.  Loops over small axes (up
+and for float64 data, the error-free transformations serve.  Every division goes
+through :func:`divide`, and every power of two is built from its bits, so CPU and GPU
+compute the same thing.  Loops over small axes (up
 to ``UNROLL_LIMIT``) are unrolled on purpose: under ``vmap`` XLA on CPU runs small
 batched products and middle-axis reductions as library kernels much slower than one
 fused elementwise pass.  Longer ones are ``fori_loop`` s over the same steps, so that
