@@ -577,6 +577,34 @@ def test_the_residual_stays_within_its_rounding_bound(dtype, form):
                 assert np.all(error <= unit * np.abs(got[k].astype(np.float64)) + rho * size), (m, k)
 
 
+def test_a_cpus_float32_residual_is_the_float64_one_rounded():
+    """The CPU's float32 form against rational arithmetic on a 5 x 7 ``M`` (every form:
+    ``M x``, ``x M``, from ``M`` or its split halves): the exact residual rounded to
+    float32, but for the float64 subtraction's own rounding before it (its ``2^-53``,
+    which decides a tie); and on a tie built by hand, the error of both forms just
+    beyond ``u |r| + rho |M||x|``, within the ``u |r|`` more that the bounds built on a
+    residual add."""
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((5, 7)).astype(np.float32)
+    halves = tuple(np.asarray(h) for h in numerics.split(matrix))
+    exact_f = lambda a, v, r: [Fraction(float(ri)) - sum(Fraction(float(p)) * Fraction(float(q)) for p, q in zip(row, v)) for row, ri in zip(a, r)]
+    x, rhs = rng.standard_normal(7).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    y, rhs_t = rng.standard_normal(5).astype(np.float32), rng.standard_normal(7).astype(np.float32)
+    expected = np.float32([float(e) for e in exact_f(matrix, x, rhs)])
+    expected_t = np.float32([float(e) for e in exact_f(matrix.T, y, rhs_t)])
+    for given in (matrix, halves):
+        np.testing.assert_array_equal(np.asarray(numerics.residual(given, x, rhs)), expected)
+        np.testing.assert_array_equal(np.asarray(numerics.transposed_residual(given, y, rhs_t)), expected_t)
+    # r = 1 + 2^-24 + 2^-55: float64 rounds it to 1 + 2^-24, a tie that float32 rounds to 1
+    tie = (np.float32([[2.0**-24, -(2.0**-55)]]), np.float32([1.0, 1.0]), np.float32([1.0 + 2.0**-23]))
+    unit, rho = 2.0**-24, float(numerics.residual_rounding(2, np.float32))
+    size = 2.0**-24 + 2.0**-55
+    for form in (numerics.residual, _TWO_SUM_RESIDUAL):
+        got = float(np.asarray(form(*tie))[0])
+        error = abs(Fraction(got) - exact_f(*tie)[0])
+        assert unit * abs(got) + rho * size < error <= 2 * unit * abs(got) + rho * size
+
+
 def test_a_cpus_float32_residuals_are_one_float64_product():
     """Every float32 residual form (``M x``, ``x M``, a basis's beyond the unroll limit)
     lowers for a CPU to a float64 product and no loop, and for a GPU to the error-free

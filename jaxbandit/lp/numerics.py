@@ -8,7 +8,7 @@ they cancel.  On a CPU a float32 residual is summed in float64 instead
 and more accurate.  Elsewhere float64 is slow (most GPUs) or absent (TPUs), so there,
 and for float64 data, the error-free transformations serve.  Every division goes
 through :func:`divide`, and every power of two is built from its bits, so CPU and GPU
-compute the same thing.  Loops over small axes (up
+differ only in the form of a float32 residual.  Loops over small axes (up
 to ``UNROLL_LIMIT``) are unrolled on purpose: under ``vmap`` XLA on CPU runs small
 batched products and middle-axis reductions as library kernels much slower than one
 fused elementwise pass.  Longer ones are ``fori_loop`` s over the same steps, so that
@@ -166,12 +166,13 @@ def _two_sum_residual(column, matrix, x, rhs):
 
 
 def _wide_residual(contracted, matrix, x, rhs):
-    """``rhs - M x`` of float32 data summed in float64 and rounded once: every product
-    of two float32 numbers is exact in float64, and the sum's rounding, at most
-    ``gamma_{m+1}`` of ``|rhs| + |M||x|`` with float64's unit, is far below
-    :func:`residual_rounding`'s.  ``contracted``: the axis of ``matrix`` that ``x``
-    multiplies (1 for ``M x``, 0 for ``x M``).  Built from ``lax`` primitives: a
-    ``jax.numpy`` function, itself jitted, would not see the float64 switched on here.
+    """``rhs - M x`` of float32 data in float64, rounded to float32 once: every product
+    of two float32 numbers is exact in float64, the product ``M x`` rounds by at most
+    ``gamma_m |M||x|`` and the subtraction by ``2^-53`` of its result, in float64's
+    unit (:func:`residual_rounding` bounds both).  ``contracted``: the axis of
+    ``matrix`` that ``x`` multiplies (1 for ``M x``, 0 for ``x M``).  Built from ``lax``
+    primitives, whose dtypes are the ones given (a ``jax.numpy`` product traced inside
+    ``jax.eval_shape`` came out float32 here).
     """
     with jax.enable_x64(True):
         wide = lambda a: jax.lax.convert_element_type(a, jnp.float64)
@@ -182,15 +183,20 @@ def _wide_residual(contracted, matrix, x, rhs):
         return jax.lax.convert_element_type(jax.lax.sub(wide(rhs), product), jnp.float32)
 
 
+def _platform_form(cpu, default, *args):
+    """``cpu(*args)`` in a program for a CPU, else ``default(*args)``: the one place a
+    float32 residual's form is chosen (``tests/test_lower_bound.py`` traces a GPU's
+    form through it on a CPU)."""
+    return jax.lax.platform_dependent(*args, cpu=cpu, default=default)
+
+
 def _residual_by(column, contracted, matrix, x, rhs):
     """:func:`_wide_residual` for float32 data on a CPU, else :func:`_two_sum_residual`."""
     x, rhs = jnp.asarray(x), jnp.asarray(rhs)
     two_sum = functools.partial(_two_sum_residual, column)
     if x.dtype != jnp.float32:
         return two_sum(matrix, x, rhs)
-    return jax.lax.platform_dependent(
-        matrix, x, rhs, cpu=functools.partial(_wide_residual, contracted), default=two_sum
-    )
+    return _platform_form(functools.partial(_wide_residual, contracted), two_sum, matrix, x, rhs)
 
 
 @jax.jit
@@ -218,11 +224,14 @@ def residual_rounding(m: int, dtype):
     ``rho`` is of the order of ``4 m u eta`` (about ``m 2^-34`` in float32), far above the
     ``m^2 u^2`` of a Dot2 whose every product is split.
 
-    On a CPU a float32 residual is summed in float64 (:func:`_wide_residual`): beyond
-    its final rounding, ``u |computed|``, it errs by at most ``gamma_{m+1} (|rhs| +
-    |M||x|)`` in float64's unit, some ``2^-18`` of this ``rho |M||x|`` and ``m 2^-29``
-    of ``u |r|`` (as small as the two-sum form's second-order rest): this bound serves
-    both forms.
+    On a CPU a float32 residual is computed in float64 (:func:`_wide_residual`): beyond
+    its final rounding, ``u |computed|``, it errs by at most ``gamma_m |M||x|`` in
+    float64's unit (some ``2^-18`` of this ``rho |M||x|``) and ``2^-53`` of its float64
+    result.  That last term, like the error-free form's second-order rest (of order
+    ``gamma_m^2 |r|``), lies outside ``u |computed| + rho |M||x|`` where the final
+    rounding is a tie; both are far below the further ``u |computed|`` that the bounds
+    built on a residual add (``(1 + 2u) |r|``: :func:`~jaxbandit.lp.warm_start.value_error`,
+    the factor's shift bounds).
     """
     info = jnp.finfo(dtype)
     unit = info.eps / 2
@@ -270,7 +279,7 @@ def basis_residual(matrix, x, rhs, basis, num_variables: int):
     loop = functools.partial(_basis_two_sum_residual, basis=basis, num_variables=num_variables)
     if x.dtype != jnp.float32:
         return loop(matrix, x, rhs)
-    return jax.lax.platform_dependent(matrix, x, rhs, cpu=residual, default=loop)
+    return _platform_form(residual, loop, matrix, x, rhs)
 
 
 def _basis_two_sum_residual(matrix, x, rhs, basis, num_variables: int):
