@@ -902,7 +902,8 @@ def _float32_chunk_traced():
         numerics._platform_form = lambda cpu, default, *args: default(*args)
         jax.clear_caches()
         try:
-            _TRACED["float32"] = jax.jit(jax.vmap(lp.solve)).trace(*(jax.ShapeDtypeStruct(s, np.float32) for s in shapes))
+            abstract = (jax.ShapeDtypeStruct(s, np.float32) for s in shapes)
+            _TRACED["float32"] = jax.jit(jax.vmap(lp.solve)).trace(*abstract)
         finally:
             numerics._platform_form = on_a_cpu
             jax.clear_caches()

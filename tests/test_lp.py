@@ -587,7 +587,11 @@ def test_a_cpus_float32_residual_is_the_float64_one_rounded():
     rng = np.random.default_rng(3)
     matrix = rng.standard_normal((5, 7)).astype(np.float32)
     halves = tuple(np.asarray(h) for h in numerics.split(matrix))
-    exact_f = lambda a, v, r: [Fraction(float(ri)) - sum(Fraction(float(p)) * Fraction(float(q)) for p, q in zip(row, v)) for row, ri in zip(a, r)]
+
+    def exact_f(a, v, r):
+        dot_f = lambda row: sum(Fraction(float(p)) * Fraction(float(q)) for p, q in zip(row, v))
+        return [Fraction(float(ri)) - dot_f(row) for row, ri in zip(a, r)]
+
     x, rhs = rng.standard_normal(7).astype(np.float32), rng.standard_normal(5).astype(np.float32)
     y, rhs_t = rng.standard_normal(5).astype(np.float32), rng.standard_normal(7).astype(np.float32)
     expected = np.float32([float(e) for e in exact_f(matrix, x, rhs)])
