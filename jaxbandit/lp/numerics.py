@@ -183,20 +183,19 @@ def _wide_residual(contracted, matrix, x, rhs):
         return jax.lax.convert_element_type(jax.lax.sub(wide(rhs), product), jnp.float32)
 
 
-def _platform_form(cpu, default, *args):
-    """``cpu(*args)`` in a program for a CPU, else ``default(*args)``: the one place a
-    float32 residual's form is chosen (``tests/test_lower_bound.py`` traces a GPU's
-    form through it on a CPU)."""
-    return jax.lax.platform_dependent(*args, cpu=cpu, default=default)
+def _platform_form(cpu, default, matrix, x, rhs):
+    """``cpu(matrix, x, rhs)`` for float32 data in a program for a CPU, else
+    ``default(matrix, x, rhs)``: the one place a residual's form is chosen
+    (``tests/test_lower_bound.py`` traces a GPU's form through it on a CPU)."""
+    if x.dtype != jnp.float32:
+        return default(matrix, x, rhs)
+    return jax.lax.platform_dependent(matrix, x, rhs, cpu=cpu, default=default)
 
 
 def _residual_by(column, contracted, matrix, x, rhs):
     """:func:`_wide_residual` for float32 data on a CPU, else :func:`_two_sum_residual`."""
-    x, rhs = jnp.asarray(x), jnp.asarray(rhs)
-    two_sum = functools.partial(_two_sum_residual, column)
-    if x.dtype != jnp.float32:
-        return two_sum(matrix, x, rhs)
-    return _platform_form(functools.partial(_wide_residual, contracted), two_sum, matrix, x, rhs)
+    wide, two_sum = functools.partial(_wide_residual, contracted), functools.partial(_two_sum_residual, column)
+    return _platform_form(wide, two_sum, matrix, jnp.asarray(x), jnp.asarray(rhs))
 
 
 @jax.jit
@@ -277,8 +276,6 @@ def basis_residual(matrix, x, rhs, basis, num_variables: int):
     if x.shape[0] <= UNROLL_LIMIT:
         return residual(matrix, x, rhs)
     loop = functools.partial(_basis_two_sum_residual, basis=basis, num_variables=num_variables)
-    if x.dtype != jnp.float32:
-        return loop(matrix, x, rhs)
     return _platform_form(residual, loop, matrix, x, rhs)
 
 
