@@ -105,6 +105,13 @@ def options_record(options: Mapping) -> dict:
     return json.loads(json.dumps(dict(options), sort_keys=True, default=plain))
 
 
+def option_params(options: Mapping) -> dict:
+    """The hyper-parameters among ``Policy.options`` (``lp_explore``'s ``case_c_rule``),
+    as :func:`options_record` gives them: every option but ``"feedback"``, the
+    contract's declaration of how the policy learns, not an argument of its factory."""
+    return {name: value for name, value in options_record(options).items() if name != "feedback"}
+
+
 def int32_arm(arm):
     """An integer ``arm`` as int32, saturating: an arm beyond int32's range (an int64 or
     uint32 one) stays outside ``[0, num_arms)``, where the engine reports it, instead of

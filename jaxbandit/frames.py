@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from jaxbandit._numbers import boolean
+from jaxbandit.base import option_params
 
 __all__ = ["LABEL_FIELDS", "cells_dataset", "cells_frame", "column_names", "require", "result_dataset", "result_frame"]
 
@@ -227,7 +228,7 @@ def _result_cells(result) -> list:
     cells = []
     for i in range(count):
         pick = (lambda a: np.asarray(a)[i]) if batch else np.asarray
-        params = {k: (v[i] if isinstance(v, list) else v) for k, v in result.params.items()}
+        params = {k: (v[i] if isinstance(v, list) else v) for k, v in result.params.items()} | option_params(result.options)
         cells.append(SimpleNamespace(
             instance=i, noise=result.noise, policy=result.policy, label=result.policy, policy_name=result.policy,
             horizon=result.horizon, times=result.times, regret=pick(result.regret), counts=pick(result.counts),

@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxbandit import frames, summary
 from jaxbandit._numbers import ArgumentError, boolean, integer, path
-from jaxbandit.config.records import cell_label, decode_array, decode_numbers
+from jaxbandit.config.records import cell_label, decode_array, decode_numbers, resolved_params
 from jaxbandit.files import npz_names, read_json, read_npz
 from jaxbandit.instances import Instance
 from jaxbandit.noise import resolve as resolve_noise
@@ -37,7 +37,7 @@ __all__ = [
 ]  # fmt: skip
 
 MANIFEST = "sweep.json"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 GROUPS, CHECKPOINTS = "groups", "checkpoints"  # the directories of the layout above
 
 
@@ -100,7 +100,8 @@ class CellResult:
             without a ``[monitor]``).
         noise: the instance's noise family, as a label (``"bernoulli"``).
         resolved_params: the hyper-parameters as the policy resolved them, defaults
-            included: the numeric ones as floats, the others as written.
+            included: the numeric ones as floats, its static options
+            (``Policy.options``, e.g. ``case_c_rule``) as recorded.
         seed: the sweep's seed;  noise_stream: the instance's index among the sweep's
             instances.  Cells of one seed and stream ran on the same noise, run by run.
         precision: the sweep's floating-point precision, ``"float32"`` or ``"float64"``.
@@ -348,7 +349,7 @@ def _check_manifest(manifest, path: Path) -> None:
         _require(entry, ("mu", "sigma"), path, f"instance {label!r}")
     _require(manifest["groups"], (), path, "'groups'", kind=list)
     for i, group in enumerate(manifest["groups"]):
-        _require(group, ("id", "fingerprint", "horizon", "cells"), path, f"groups[{i}]")
+        _require(group, ("id", "fingerprint", "horizon", "options", "cells"), path, f"groups[{i}]")
         _require(group["cells"], (), path, f"groups[{i}].cells", kind=list)
         for c, cell in enumerate(group["cells"]):
             _require(cell, ("instance", "policy", "policy_name", "params"), path, f"groups[{i}].cells[{c}]")
@@ -421,7 +422,9 @@ def load(directory) -> SweepResults:
                     group=group["id"],
                     monitor={k: arrays[f"monitor/{k}"][c] for k in monitor_names},
                     noise=instances[cell["instance"]].noise.label,
-                    resolved_params={**cell["params"], **decode_numbers(cell.get("resolved_params", {}))},
+                    resolved_params=resolved_params(
+                        cell["params"], decode_numbers(cell.get("resolved_params", {})), group["options"]
+                    ),
                     seed=int(settings["seed"]),
                     noise_stream=int(manifest["instances"][cell["instance"]].get("index", 0)),
                     precision=settings["precision"],

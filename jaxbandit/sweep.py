@@ -35,6 +35,7 @@ from tqdm import tqdm
 from jaxbandit import config as config_module
 from jaxbandit import distributed, files, io, shards, summary
 from jaxbandit._numbers import path
+from jaxbandit.base import options_record
 from jaxbandit.config.records import encode_numbers
 from jaxbandit.fingerprint import json_digest
 from jaxbandit.group_run import checkpoint_cadence, run_group
@@ -309,6 +310,7 @@ def _manifest(cfg, groups) -> dict:
                 "static": g.static,
                 "horizon": g.horizon,
                 "num_arms": g.num_arms,
+                "options": options_record(g.policy.options),  # one program: its cells' static options
                 # each cell's numeric hyper-parameters as resolved, defaults included
                 "cells": [
                     {**dataclasses.asdict(c), "resolved_params": encode_numbers({k: float(v[i]) for k, v in g.params.items()})}

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 import jaxbandit as jb
-from jaxbandit import cli, comparison, frames, plotting, summary, sweep
+from jaxbandit import base, cli, comparison, frames, plotting, summary, sweep
 from tests import sweep_fixtures as fx
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,13 +145,14 @@ def test_a_dataset_of_cells_with_other_recording_times_is_refused_naming_them(re
 
 def test_views_of_a_batched_and_a_single_result():
     batch = jb.instances.stack([jb.instances.bandit([1.0, 0.5, 0.2]), jb.instances.bandit([1.0, 0.7, 0.2])])
-    result = jb.simulate(jb.policies.make("ucb_n"), batch, horizon=60, runs=3, times=[10, 30])
+    with_option = jb.policies.make("ucb_n")._replace(options={"rule": "first"})  # a static option is a column too
+    result = jb.simulate(with_option, batch, horizon=60, runs=3, times=[10, 30])
     data = result.to_xarray()
     assert dict(data.sizes) == {"instance": 2, "run": 3, "time": 3, "arm": 3}
     np.testing.assert_array_equal(data["regret"].values, result.regret)
-    assert list(data["instance"].values) == [0, 1] and float(data["alpha"][0]) == 1.0
+    assert list(data["instance"].values) == [0, 1] and float(data["alpha"][0]) == 1.0 and list(data["rule"].values) == ["first"] * 2
     frame = result.to_pandas()
-    assert list(frame.columns[:6]) == ["instance", "noise", "policy", "horizon", "alpha", "run"]
+    assert list(frame.columns[:7]) == ["instance", "noise", "policy", "horizon", "alpha", "rule", "run"]
     np.testing.assert_array_equal(frame["final_regret"], result.final_regret.ravel())
     np.testing.assert_array_equal(frame["instance"], np.repeat([0, 1], 3))
     single = jb.simulate(jb.policies.make("ucb_n"), jb.instances.bandit([1.0, 0.5, 0.2]), horizon=60, runs=3, times=[10, 30])
@@ -188,15 +189,28 @@ def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, b
     assert [float(row["mean"]) for row in rows] == [float(c.regret[0, -1]) for c in results.cells]
 
 
-def test_resolved_parameters_include_the_defaults(results):
-    """A policy at its defaults records them (its written params are empty); the load
-    gives the seed and each instance's noise stream."""
-    ucb = sweep.run(fx.base_config(policies=[{"name": "ucb_n"}], instances=fx.BASE["instances"][:1]), results.directory.parent / "ucb", progress=False)
+def test_resolved_parameters_include_the_defaults(results, monkeypatch):
+    """A policy at its defaults records them (its written params are empty), its static
+    options too (not the contract's feedback declaration); the load gives the seed and
+    each instance's noise stream."""
+    with_option = lambda rule="largest": fx.cases_policy(1.0)._replace(options={"rule": rule})
+    monkeypatch.setitem(jb.policies.REGISTRY, "test_rule", with_option)
+    config = fx.base_config(policies=[{"name": "ucb_n"}, {"name": "test_rule"}], instances=fx.BASE["instances"][:1])
+    ucb = sweep.run(config, results.directory.parent / "ucb", progress=False)
     assert ucb.cells[0].params == {} and ucb.cells[0].resolved_params == {"alpha": 1.0}
-    assert ucb.to_pandas()["alpha"].tolist() == [1.0] * 6
+    rule = ucb.cells[1]
+    assert rule.params == {} and rule.resolved_params == {"alpha": 1.0, "rule": "largest"}
+    assert rule.resolved_label == "test_rule(alpha=1.0, rule=largest)" and rule.matches("test_rule(alpha=1.0, rule=largest)")
+    frame = ucb.to_pandas()
+    assert frame["alpha"].tolist() == [1.0] * 12 and frame["rule"].fillna("").tolist() == [""] * 6 + ["largest"] * 6
+    values = ucb.to_xarray()["rule"].values
+    assert pd.isna(values[0]) and values[1] == "largest"
+    with (ucb.directory / "summary.csv").open() as handle:
+        assert [row["rule"] for row in csv.DictReader(handle)] == ["", "largest"]
+    assert base.option_params(jb.policies.make("ucb").options) == {}  # ucb learns from its own arm only
     ax = Figure().subplots()  # figures show the parameters as resolved
     plotting.regret_curves(ax, ucb.cells)
-    assert [line.get_label() for line in ax.get_lines()] == ["ucb_n(alpha=1.0)"] and ucb.cells[0].label == "ucb_n"
+    assert [line.get_label() for line in ax.get_lines()] == ["ucb_n(alpha=1.0)", rule.resolved_label] and ucb.cells[0].label == "ucb_n"
     assert {(c.instance, c.seed, c.noise_stream) for c in results.cells} == {("bandit", 3, 0), ("graph_star", 3, 1)}
 
 

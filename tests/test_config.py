@@ -1,6 +1,7 @@
 """Sweep configuration: parsing, validation errors (file, key, reason), cell groups."""
 
 import copy
+import re
 import warnings
 from pathlib import Path
 
@@ -230,6 +231,10 @@ def test_cell_labels_are_compared_as_results_store_them():
     with pytest.raises(ConfigError, match=r"key 'policies\[1\].label': a cell labelled 'lp_explore\(alpha=5.0, gamma=0.5\)'"):
         config.load({**base, "policies": [grid, clash]})
     config.load({**base, "policies": [grid, {**clash, "label": "lp_explore(gamma=0.5, alpha=5.0)"}]})
+    # the label a figure gives a cell: its static options too, defaults included
+    resolved = "lp_explore(alpha=5.0, gamma=0.5, case_c_rule=largest_deficit)"
+    with pytest.raises(ConfigError, match=rf"key 'policies\[1\].label': a cell labelled {re.escape(repr(resolved))}"):
+        config.load({**base, "policies": [grid, {**clash, "label": resolved}]})
 
 
 def test_bad_config_dicts_and_missing_files(tmp_path):

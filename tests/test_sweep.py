@@ -243,10 +243,10 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
     manifest = json.loads((out / "sweep.json").read_text())
     code = engine.policy_code(fx.cases_policy(1.0))
     assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}, "code": code}]
-    files.save_json(out / "sweep.json", {**manifest, "format": 1})
-    with pytest.raises(sweep.SweepMismatchError, match=r"written by another version of jaxbandit \(directory format 1, this version writes 2\)"):
+    files.save_json(out / "sweep.json", {**manifest, "format": 2})  # the previous format: no group's options
+    with pytest.raises(sweep.SweepMismatchError, match=r"written by another version of jaxbandit \(directory format 2, this version writes 3\)"):
         sweep.run(cfg, out, shard="1/2", progress=False)
-    with pytest.raises(ValueError, match=r"sweep: written by another version of jaxbandit \(directory format 1, this version writes 2\)"):
+    with pytest.raises(ValueError, match=r"sweep: written by another version of jaxbandit \(directory format 2, this version writes 3\)"):
         jb.load(out)  # what it reads may not be there: said so, not as a missing key
     files.save_json(out / "sweep.json", manifest)
 

@@ -30,7 +30,7 @@ from jaxbandit import policies as policies_module
 from jaxbandit._numbers import ArgumentError, describe, is_real
 from jaxbandit.base import Policy
 from jaxbandit.config.instance_file import read as read_instance_file
-from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record
+from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record, resolved_params
 from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, source_digest, stable_digest
@@ -344,8 +344,7 @@ def _policies(fail, entries, precision: str) -> list:
         # as resolved (defaults included, as the figures' legends show them).
         for j, (kwargs, policy) in enumerate(zip(grid, built)):
             params = dict(sorted(kwargs.items()))  # as results store them
-            # keys in the order a loaded cell has them (records are written with sorted keys)
-            resolved = {**params, **dict(sorted((k, float(v)) for k, v in policy.params.items()))}
+            resolved = resolved_params(params, policy.params, policy.options)  # as a loaded cell has them
             for cell in dict.fromkeys((cell_label(label, params), cell_label(label, resolved))):
                 owner = cell_labels.setdefault(cell, (i, j))
                 if owner[0] == i and owner[1] != j:

@@ -13,10 +13,12 @@ import math
 
 import numpy as np
 
-from jaxbandit.base import Policy, options_record
+from jaxbandit.base import Policy, option_params, options_record
 from jaxbandit.engine import policy_code
 
-__all__ = ["cell_label", "decode_array", "decode_numbers", "encode_array", "encode_numbers", "policy_record"]
+__all__ = [
+    "cell_label", "decode_array", "decode_numbers", "encode_array", "encode_numbers", "policy_record", "resolved_params",
+]  # fmt: skip
 
 
 def cell_label(policy: str, params: dict) -> str:
@@ -25,6 +27,15 @@ def cell_label(policy: str, params: dict) -> str:
     if not params:
         return policy
     return f"{policy}({', '.join(f'{k}={v}' for k, v in params.items())})"
+
+
+def resolved_params(written: dict, numbers: dict, options: dict) -> dict:
+    """A cell's hyper-parameters as its policy resolved them, defaults included, in the
+    order results hold them: those ``written`` in the configuration, then by name its
+    numeric ``params`` (as floats) and its static options
+    (:func:`~jaxbandit.base.option_params` of ``Policy.options``)."""
+    resolved = {**{name: float(value) for name, value in numbers.items()}, **option_params(options)}
+    return {**written, **dict(sorted(resolved.items()))}
 
 
 def encode_array(array) -> list:
