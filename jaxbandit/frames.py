@@ -26,9 +26,10 @@ from jaxbandit.base import option_params
 __all__ = ["LABEL_FIELDS", "cells_dataset", "cells_frame", "column_names", "require", "result_dataset", "result_frame"]
 
 LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
-# the views' own columns: a hyper-parameter, counter or report of one of these names is prefixed
-RESERVED = (*LABEL_FIELDS, "horizon", "run", "time", "regret", "final_regret", "regret_over_log_T",
-            "lower_bound", "lower_bound_log_T", "lower_bound_kind")  # fmt: skip
+# the views' own names (a frame's columns, a dataset's dimensions and variables): a
+# hyper-parameter, counter or report of one of these names is prefixed
+RESERVED = (*LABEL_FIELDS, "horizon", "cell", "run", "time", "arm", "regret", "final_regret", "counts",
+            "regret_over_log_T", "lower_bound", "lower_bound_log_T", "lower_bound_kind")  # fmt: skip
 
 
 def require(module: str):
@@ -182,8 +183,9 @@ def cells_dataset(cells, bounds=None):
     Dimensions ``cell``, ``run``, ``time`` (and ``arm``, where every cell has the same
     number of arms). Variables: ``regret (cell, run, time)``, ``final_regret (cell,
     run)``, ``counts (cell, run, arm)``, each diagnostic ``(cell, run)`` and monitor
-    report ``(cell, run, time)``; the labels, the resolved hyper-parameters and, with
-    ``bounds``, ``lower_bound`` are coordinates along ``cell``.
+    report ``(cell, run, time)``; the labels, the resolved hyper-parameters (prefixed
+    ``param_`` where the name is one of the dataset's own, such as ``counts`` or ``arm``)
+    and, with ``bounds``, ``lower_bound`` are coordinates along ``cell``.
     """
     xr = require("xarray")
     cells = _some(cells)
@@ -211,7 +213,7 @@ def cells_dataset(cells, bounds=None):
     for kind, dims in (("diagnostics", ("cell", "run")), ("monitor", ("cell", "run", "time"))):
         per_cell = [getattr(c, kind) for c in cells]
         names = list(dict.fromkeys(name for values in per_cell for name in values))
-        for name, variable in column_names(names, set(data) | set(coords), f"{kind}_").items():
+        for name, variable in column_names(names, set(data) | set(coords) | set(RESERVED), f"{kind}_").items():
             array, attrs = _stacked([v.get(name) for v in per_cell], name)
             data[variable] = (dims, array, attrs)
     return xr.Dataset(data, coords=coords)

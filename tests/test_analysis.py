@@ -20,6 +20,7 @@ from scipy import stats
 import jaxbandit as jb
 from jaxbandit import base, cli, comparison, frames, plotting, summary, sweep
 from tests import sweep_fixtures as fx
+from tests import user_policies
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -337,6 +338,18 @@ def test_readme_analysis_snippets_run_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert namespace["table"].shape == (6, 2) and dict(namespace["mean_curves"].sizes) == {"cell": 3, "time": 12}
     assert "bandit: " in out and "graph_star: " in out and "ts_n better in" in out
+
+
+def test_hyper_parameters_named_as_the_dataset_s_own_names_are_prefixed():
+    """A user's policy with parameters ``counts`` and ``arm``: neither takes the place of
+    the dataset's variable or dimension of that name."""
+    policy = user_policies.named_as_the_views(counts=0.25)
+    result = jb.simulate(policy, jb.instances.bandit([1.0, 0.5]), horizon=20, runs=2, times=[10])
+    data = result.to_xarray()
+    assert data["counts"].dims == ("run", "arm") and "arm" not in data.coords
+    assert (float(data["param_counts"]), float(data["param_arm"])) == (0.25, 0.0)
+    frame = result.to_pandas()  # the frame names them alike
+    assert set(frame["param_counts"]) == {0.25} and set(frame["param_arm"]) == {0.0}
 
 
 def test_a_name_the_view_uses_itself_is_prefixed(results):

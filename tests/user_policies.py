@@ -52,6 +52,16 @@ def traced_threshold(eps: float = 0.1) -> jb.Policy:
     return _estimator_policy(select_fn, "traced_threshold", {"eps": eps})
 
 
+def named_as_the_views(counts: float = 0.0, arm: float = 0.0) -> jb.Policy:
+    """:func:`traced_threshold` with hyper-parameters named as the result views name
+    their own data (``counts``, ``arm``)."""
+
+    def select_fn(key, stats, t, ctx):
+        return jb.play(jnp.where(ctx.params["counts"] + ctx.params["arm"] > 0.5, 1, 0))
+
+    return _estimator_policy(select_fn, "named_as_the_views", {"counts": counts, "arm": arm})
+
+
 def keyword_threshold(**params) -> jb.Policy:
     """:func:`traced_threshold` with its hyper-parameters taken as keywords (``**params``)."""
     unknown = sorted(set(params) - {"eps"})
