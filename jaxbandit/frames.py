@@ -29,7 +29,7 @@ LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what t
 # the views' own names (a frame's columns, a dataset's dimensions and variables): a
 # hyper-parameter, counter or report of one of these names is prefixed
 RESERVED = (*LABEL_FIELDS, "horizon", "cell", "run", "time", "arm", "regret", "final_regret", "counts",
-            "regret_over_log_T", "lower_bound", "lower_bound_log_T", "lower_bound_kind")  # fmt: skip
+            "regret_over_log_T", "lower_bound", "lower_bound_log_T", "lower_bound_log_t", "lower_bound_kind")  # fmt: skip
 
 
 def require(module: str):
@@ -119,7 +119,8 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     ``final_regret``, ``regret_over_log_T``, the bound's ``lower_bound``,
     ``lower_bound_log_T`` and ``lower_bound_kind`` (with ``bounds``:
     ``{instance: InstanceBound}``) and each diagnostic counter; with ``curves``, ``time``
-    and ``regret`` and the monitor's reports instead of the per-run values.
+    and ``regret``, the bound's columns with ``lower_bound_log_t`` (``lower_bound *
+    log(time)``), and the monitor's reports instead of the per-run values.
     """
     pd = require("pandas")
     curves = boolean("curves", curves)  # "no" would read as True
@@ -140,13 +141,17 @@ def cells_frame(cells, curves: bool = False, bounds=None):
         log_horizon = np.repeat([math.log(cell.horizon) for cell in cells], sizes)
         with np.errstate(divide="ignore", invalid="ignore"):  # a horizon of 1 has no log T
             columns["regret_over_log_T"] = np.where(log_horizon > 0, columns["final_regret"] / log_horizon, np.nan)
-        if bounds is not None:
-            found = [bounds[cell.instance] for cell in cells]
-            columns["lower_bound"] = _combined([b.value for b in found], sizes)
-            columns["lower_bound_log_T"] = _combined([b.times_log(cell.horizon) for b, cell in zip(found, cells)], sizes)
-            columns["lower_bound_kind"] = _label_column([b.kind for b in found], sizes, True)
         per_cell = [cell.diagnostics for cell in cells]
         reshape = np.asarray
+    if bounds is not None:
+        found = [bounds[cell.instance] for cell in cells]
+        columns["lower_bound"] = _combined([b.value for b in found], sizes)
+        columns["lower_bound_log_T"] = _combined([b.times_log(cell.horizon) for b, cell in zip(found, cells)], sizes)
+        if curves:  # the bound's curve, at each row's time
+            log_t = [np.tile(np.log(np.asarray(c.times, np.float64)), c.runs) for c in cells]
+            curve = [None if b.value is None else b.value * x for b, x in zip(found, log_t)]
+            columns["lower_bound_log_t"] = _combined(curve, sizes)
+        columns["lower_bound_kind"] = _label_column([b.kind for b in found], sizes, True)
     names = list(dict.fromkeys(name for values in per_cell for name in values))
     for name, column in column_names(names, taken, "diagnostic_" if not curves else "monitor_").items():
         columns[column] = _combined([None if name not in v else reshape(v[name]) for v in per_cell], sizes)

@@ -117,6 +117,16 @@ def test_the_curve_frame_has_a_row_per_recording_time(results):
         np.testing.assert_array_equal(rows["run"], np.repeat(np.arange(cell.runs), len(cell.times)))
 
 
+def test_the_curve_frame_has_the_lower_bound_at_each_time(results, bounds):
+    frame = results.to_pandas(curves=True, policy="ts_n")
+    for cell in results.select(policy="ts_n"):
+        rows = frame[frame["instance"] == cell.instance]
+        assert set(rows["lower_bound"]) == {bounds[cell.instance]} and set(rows["lower_bound_kind"]) == {"bound"}
+        np.testing.assert_allclose(rows["lower_bound_log_T"], bounds[cell.instance] * math.log(cell.horizon))
+        np.testing.assert_allclose(rows["lower_bound_log_t"], bounds[cell.instance] * np.log(rows["time"]), rtol=1e-12)
+    assert "lower_bound" not in results.to_pandas(curves=True, bounds=False, policy="ts_n")
+
+
 def test_the_dataset_has_cell_run_and_time_dimensions(results, bounds):
     data = results.to_xarray()
     assert dict(data.sizes) == {"cell": 8, "run": 6, "time": len(results.cells[0].times), "arm": 5}
