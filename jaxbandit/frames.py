@@ -20,10 +20,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from jaxbandit._numbers import boolean
+from jaxbandit._numbers import ArgumentError, boolean, describe
 from jaxbandit.base import option_params
 
-__all__ = ["LABEL_FIELDS", "cells_dataset", "cells_frame", "column_names", "require", "result_dataset", "result_frame"]
+__all__ = [
+    "LABEL_FIELDS", "as_cell", "as_cells", "cells_dataset", "cells_frame", "check_bounds", "column_names", "require",
+    "result_dataset", "result_frame",
+]  # fmt: skip
 
 LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
 # the views' own names (a frame's columns, a dataset's dimensions and variables): a
@@ -43,6 +46,89 @@ def require(module: str):
         ) from err
 
 
+# -- what the views take -------------------------------------------------------------
+
+
+def _is_cell(value) -> bool:
+    """Whether ``value`` is shaped as a cell (a :class:`~jaxbandit.io.CellResult`, which
+    this module, on the core side, knows by its attributes)."""
+    return all(hasattr(value, name) for name in ("instance", "label", "times", "regret"))
+
+
+def _shown(value) -> str:
+    """``value`` as an error shows it (:func:`~jaxbandit._numbers.describe`), or its type
+    where that would be long (a result and its arrays)."""
+    text = describe(value)
+    return text if len(text) <= 80 else f"a {type(value).__name__}"
+
+
+def as_cells(name: str, value) -> list:
+    """``value``, a non-empty sequence of :class:`~jaxbandit.io.CellResult`
+    (``results.cells``, ``results.select(...)``), as a list; an :class:`ArgumentError`
+    naming ``name`` for anything else, saying what to give instead of a sweep or of one
+    cell."""
+    if hasattr(value, "cells") and hasattr(value, "directory"):  # a SweepResults
+        got = f"the SweepResults of {value.directory}: give results.cells, or results.select(...) for some of them"
+    elif _is_cell(value):
+        got = f"one cell ({value.label} on {value.instance!r}): give a list of it, [cell]"
+    elif isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        got = f"{_shown(value)} (a sweep's cells are results.cells)"
+    else:
+        cells = list(value)
+        if not cells:
+            raise ArgumentError(f"{name} must hold at least one cell (a jaxbandit.io.CellResult), got none.", argument=name)
+        other = next((i for i, cell in enumerate(cells) if not _is_cell(cell)), None)
+        if other is None:
+            return cells
+        got = f"{name}[{other}] = {_shown(cells[other])} (a sweep's cells are results.cells)"
+    raise ArgumentError(f"{name} must be a list of jaxbandit.io.CellResult, got {got}.", argument=name)
+
+
+def as_cell(name: str, value):
+    """``value``, one :class:`~jaxbandit.io.CellResult`, or an :class:`ArgumentError`
+    naming ``name``."""
+    if _is_cell(value):
+        return value
+    if isinstance(value, (list, tuple)):  # of cells, say: a repr would print their arrays
+        got = f"a {type(value).__name__} of {len(value)}: give one of its entries"
+    else:
+        got = _shown(value)
+    raise ArgumentError(f"{name} must be one jaxbandit.io.CellResult, got {got}.", argument=name)
+
+
+def check_bounds(name: str, bounds, instances) -> None:
+    """An :class:`ArgumentError` naming ``name`` unless ``bounds`` is a dict ``{instance
+    label: InstanceBound}`` (:func:`jaxbandit.summary.lower_bounds`) with each of
+    ``instances``."""
+    if not isinstance(bounds, dict):
+        raise ArgumentError(
+            f"{name} must be a dict {{instance label: InstanceBound}} (results.lower_bounds()), got {_shown(bounds)}.",
+            argument=name,
+        )
+    needed = list(dict.fromkeys(instances))
+    missing = [label for label in needed if label not in bounds]
+    if missing:
+        raise ArgumentError(
+            f"{name} has no bound of instance {', '.join(map(repr, missing))}; it has {', '.join(map(repr, bounds)) or 'none'} "
+            "(results.lower_bounds() has each instance's).",
+            argument=name,
+        )
+    for label in needed:  # an InstanceBound, known by its attributes as a cell is
+        if not all(hasattr(bounds[label], a) for a in ("value", "kind", "times_log")):
+            raise ArgumentError(
+                f"{name}[{label!r}] must be an InstanceBound (results.lower_bounds()), got {_shown(bounds[label])}.",
+                argument=name,
+            )
+
+
+def _checked(cells, bounds) -> list:
+    """``cells`` as a list and ``bounds``, checked as the views take them."""
+    cells = as_cells("cells", cells)
+    if bounds is not None:
+        check_bounds("bounds", bounds, [cell.instance for cell in cells])
+    return cells
+
+
 # -- columns ------------------------------------------------------------------------
 
 
@@ -55,14 +141,6 @@ def column_names(names, taken, prefix: str) -> dict:
         columns[name] = column
         taken.add(column)
     return columns
-
-
-def _some(cells) -> list:
-    """``cells`` as a list, which must not be empty."""
-    cells = list(cells)
-    if not cells:
-        raise ValueError("no cells to view: the selection matched none.")
-    return cells
 
 
 def _combined(parts: list, sizes: list):
@@ -122,9 +200,13 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     and ``regret``, the bound's columns with ``lower_bound_log_t`` (``lower_bound *
     log(time)``), and the monitor's reports instead of the per-run values.
     """
-    pd = require("pandas")
     curves = boolean("curves", curves)  # "no" would read as True
-    cells = _some(cells)
+    return _frame(_checked(cells, bounds), curves, bounds)
+
+
+def _frame(cells: list, curves: bool, bounds):
+    """:func:`cells_frame` of checked ``cells``."""
+    pd = require("pandas")
     labels = _labels(cells)
     points = [len(cell.times) if curves else 1 for cell in cells]
     sizes = [cell.runs * p for cell, p in zip(cells, points)]
@@ -192,8 +274,12 @@ def cells_dataset(cells, bounds=None):
     ``param_`` where the name is one of the dataset's own, such as ``counts`` or ``arm``)
     and, with ``bounds``, ``lower_bound`` are coordinates along ``cell``.
     """
+    return _dataset(_checked(cells, bounds), bounds)
+
+
+def _dataset(cells: list, bounds):
+    """:func:`cells_dataset` of checked ``cells``."""
     xr = require("xarray")
-    cells = _some(cells)
     first = cells[0]
     other = [c for c in cells if not np.array_equal(c.times, first.times) or c.runs != first.runs]
     if other:
@@ -251,12 +337,12 @@ def result_frame(result, curves: bool = False):
     ``policy_name`` (one policy): ``instance`` is the cell's index in its batch (0 for a
     single instance; a grid of hyper-parameters on one instance has a cell per value,
     told apart by their columns), ``run`` the run's index in it."""
-    return cells_frame(_result_cells(result), curves=curves).drop(columns=["label", "policy_name"])
+    return _frame(_result_cells(result), boolean("curves", curves), None).drop(columns=["label", "policy_name"])
 
 
 def result_dataset(result):
     """:func:`cells_dataset` of one :class:`~jaxbandit.result.Result`: dimensions
     ``(instance, run, time)`` for a batch of cells (instances, or a grid of
     hyper-parameters on one instance: see :func:`result_frame`), ``(run, time)`` for one."""
-    dataset = cells_dataset(_result_cells(result)).drop_vars(["label", "policy_name"]).swap_dims(cell="instance")
+    dataset = _dataset(_result_cells(result), None).drop_vars(["label", "policy_name"]).swap_dims(cell="instance")
     return dataset if result.regret.ndim == 3 else dataset.isel(instance=0)

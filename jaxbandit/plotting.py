@@ -18,8 +18,8 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from jaxbandit import comparison, io, summary
-from jaxbandit._numbers import boolean, not_a_number, path as as_path
+from jaxbandit import comparison, frames, io, summary
+from jaxbandit._numbers import boolean, check_nonnegative, path as as_path
 
 __all__ = [
     "plot_sweep",
@@ -42,17 +42,16 @@ def _colors(labels: Sequence[str]) -> dict:
     return {label: cmap(i % cmap.N) for i, label in enumerate(labels)}
 
 
-def _cell_colors(cells, colors: Optional[dict]) -> dict:
-    """``colors`` (default: one per cell label), checked to cover every cell of ``cells``,
-    which must not be empty."""
-    if not cells:
-        raise ValueError("cells must hold at least one cell (a jaxbandit.io.CellResult), got none.")
+def _cells_and_colors(cells, colors: Optional[dict]) -> tuple:
+    """``cells`` as a checked list (:func:`jaxbandit.frames.as_cells`) and ``colors``
+    (default: one per cell label), checked to cover every one of them."""
+    cells = frames.as_cells("cells", cells)
     if not colors:
-        return _colors([c.label for c in cells])
+        return cells, _colors([c.label for c in cells])
     missing = sorted({c.label for c in cells} - set(colors))
     if missing:
         raise ValueError(f"colors must give a color for every cell label; missing {missing}.")
-    return colors
+    return cells, colors
 
 
 def _mean_and_band(ax, cell, times, mean, err, color) -> None:
@@ -67,7 +66,7 @@ def _mean_and_band(ax, cell, times, mean, err, color) -> None:
 
 def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None) -> None:
     """Mean regret vs t with a 95% confidence band (Student's t)."""
-    colors = _cell_colors(cells, colors)
+    cells, colors = _cells_and_colors(cells, colors)
     for cell in cells:
         _mean_and_band(ax, cell, cell.times, cell.mean_regret(), cell.standard_error(), colors[cell.label])
     if logx:
@@ -86,9 +85,8 @@ def regret_over_log(
     value of the paper's LP at the true means (for Gaussian or Bernoulli noise; for
     another family the Gaussian LP at its sigma is a reference, labelled so).
     """
-    colors = _cell_colors(cells, colors)
-    if bound is not None and (not_a_number(bound) or np.ndim(bound) or not np.isfinite(bound) or bound < 0):
-        raise ValueError(f"bound must be a finite number >= 0 or None, got {bound!r}.")
+    cells, colors = _cells_and_colors(cells, colors)
+    bound = None if bound is None else check_nonnegative("bound", bound)
     for cell in cells:
         keep = cell.times >= 2
         log_t = np.log(cell.times[keep])
@@ -108,7 +106,7 @@ def final_distribution(ax, cells, *, kind: str = "box", colors: Optional[dict] =
     """Distribution of the regret at the horizon, one box (or violin) per cell."""
     if kind not in ("box", "violin"):
         raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}.")
-    colors = _cell_colors(cells, colors)
+    cells, colors = _cells_and_colors(cells, colors)
     data = [c.final_regret for c in cells]
     positions = np.arange(1, len(cells) + 1)
     if kind == "violin" and all(d.size > 1 and np.ptp(d) > 0 for d in data):
@@ -139,6 +137,7 @@ def case_mix(ax, cell) -> None:
     boundaries; their increments give the case mix of each interval, drawn over it
     (the first from round 1).
     """
+    cell = frames.as_cell("cell", cell)
     names = case_counters(cell)
     if not names:
         raise ValueError(f"cell {cell.label!r} recorded no case_* counters (its policy reports none) to plot.")

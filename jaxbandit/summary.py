@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 from jaxbandit import instances as instances_module
-from jaxbandit._numbers import path as as_path
+from jaxbandit._numbers import ArgumentError, path as as_path
 from jaxbandit.bound import BOUND_FAMILIES, bound_kind, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.files import save_text
@@ -117,10 +117,17 @@ def _field(value) -> str:
 
 
 def write_summary_csv(results, path: Optional[os.PathLike] = None) -> Path:
-    """Write ``summary.csv`` of a :class:`~jaxbandit.io.SweepResults` (default: in its
-    directory) atomically; an empty field where a row has no value (None, or NaN: the
-    standard error of one run, the bound of an LP not solved)."""
+    """Write ``summary.csv`` of a :class:`~jaxbandit.io.SweepResults` or a sweep
+    directory to the file ``path`` (default: in the sweep's directory) atomically; an
+    empty field where a row has no value (None, or NaN: the standard error of one run,
+    the bound of an LP not solved)."""
+    from jaxbandit.io import as_results  # io imports this module
+
+    results = as_results(results)
     path = as_path("path", path) if path is not None else results.directory / "summary.csv"
+    if path.is_dir() or not path.parent.is_dir():
+        where = "is a directory" if path.is_dir() else f"is in {str(path.parent)!r}, which is not an existing directory"
+        raise ArgumentError(f"path {str(path)!r} {where}; summary.csv is written to a file.", argument="path")
     rows = results.summary()
     fields = list(dict.fromkeys(key for row in rows for key in row))
     buffer = io.StringIO()

@@ -150,7 +150,7 @@ def test_a_dataset_of_cells_with_other_recording_times_is_refused_naming_them(re
     shorter = dataclasses.replace(cell, instance="other", times=cell.times[:-1], regret=cell.regret[:, :-1], horizon=int(cell.times[-2]))
     with pytest.raises(ValueError, match=rf"{re.escape(cell.label)} on other \(T={shorter.horizon}\) differ from .*to_xarray\(horizon="):
         frames.cells_dataset([cell, shorter])
-    with pytest.raises(ValueError, match="no cells to view: the selection matched none"):
+    with pytest.raises(ValueError, match="cells must hold at least one cell"):
         results.to_xarray(policy="nothing")
 
 
@@ -198,6 +198,28 @@ def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, b
         rows = list(csv.DictReader(handle))
     assert [row["stderr"] for row in rows] == [""] * len(results.cells)
     assert [float(row["mean"]) for row in rows] == [float(c.regret[0, -1]) for c in results.cells]
+
+
+def test_views_and_the_summary_name_a_wrong_argument(results, tmp_path):
+    """What the views and summary.csv take, refused by name where something else is given."""
+    cells, bounds = list(results.cells), results.lower_bounds()
+    for view in (frames.cells_frame, frames.cells_dataset):
+        with pytest.raises(jb.ArgumentError, match=r"bounds must be a dict \{instance label: InstanceBound\} \(results.lower_bounds\(\)\), got boolean True\."):
+            view(cells, bounds=True)
+        with pytest.raises(jb.ArgumentError, match=r"bounds has no bound of instance 'graph_star'; it has 'bandit' \(results.lower_bounds\(\) has each"):
+            view(cells, bounds={"bandit": bounds["bandit"]})
+        with pytest.raises(jb.ArgumentError, match=r"bounds\['bandit'\] must be an InstanceBound \(results.lower_bounds\(\)\), got float 23.1\."):
+            view(cells, bounds={"bandit": 23.1, "graph_star": bounds["graph_star"]})
+        with pytest.raises(jb.ArgumentError, match=r"cells must be a list of jaxbandit.io.CellResult, got the SweepResults"):
+            view(results)
+    # a sweep directory, as compare and plot_sweep take one; a file, not a directory
+    written = summary.write_summary_csv(str(results.directory), tmp_path / "from_directory.csv")
+    assert written.read_text() == (results.directory / "summary.csv").read_text()
+    with pytest.raises(jb.ArgumentError, match=r"results must be a SweepResults .* or a sweep directory, got 3"):
+        summary.write_summary_csv(3, tmp_path / "x.csv")
+    for path, where in ((tmp_path, "is a directory"), (tmp_path / "none" / "x.csv", "is in '.*none', which is not an existing directory")):
+        with pytest.raises(jb.ArgumentError, match=rf"path '.*' {where}; summary.csv is written to a file\."):
+            summary.write_summary_csv(results, path)
 
 
 def test_resolved_parameters_include_the_defaults(results, monkeypatch):

@@ -75,12 +75,22 @@ def test_axes_functions_name_what_is_wrong(results):
             draw(ax, [])
         with pytest.raises(ValueError, match=rf"colors must give a color for every cell label; missing \['{re.escape(cell.label)}'\]"):
             draw(ax, [cell], colors={"another": "red"})
-    for bound in ("1.5", float("nan"), True, -1.0):  # not a legend of "nan" or a line at 1
-        with pytest.raises(ValueError, match=r"bound must be a finite number >= 0 or None"):
+    for bound in ("1.5", float("nan"), True, -1.0, summary.InstanceBound(1.5, "bound")):  # not a legend of "nan" or a line at 1
+        with pytest.raises(jb.ArgumentError, match=rf"bound must be a (finite )?number >= 0, got {re.escape(repr(bound))}"):
             plotting.regret_over_log(ax, [cell], bound=bound)
     without = dataclasses.replace(cell, diagnostic_history={})
     with pytest.raises(ValueError, match="recorded no case_\\* counters"):
         plotting.case_mix(ax, without)
+    # a sweep, one cell or something else where the cells belong: named, with what to give
+    for wrong, got in ((results, r"the SweepResults of .*: give results.cells, or results.select\(...\) for some of them"),
+                       (cell, r"one cell \(cases\(alpha=0.5\) on 'bandit'\): give a list of it, \[cell\]"),
+                       ("ts_n", r"string 'ts_n' \(a sweep's cells are results.cells\)"),
+                       ([cell, 3], r"cells\[1\] = 3 \(a sweep's cells are results.cells\)")):  # fmt: skip
+        for draw in (plotting.regret_curves, plotting.regret_over_log, plotting.final_distribution):
+            with pytest.raises(jb.ArgumentError, match=rf"cells must be a list of jaxbandit.io.CellResult, got {got}\."):
+                draw(ax, wrong)
+    with pytest.raises(jb.ArgumentError, match=r"cell must be one jaxbandit.io.CellResult, got a tuple of 1: give one of its entries\."):
+        plotting.case_mix(ax, results.cells[:1])
 
 
 def test_a_horizon_of_one_round_plots(results, tmp_path):
