@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxbandit import frames, summary
-from jaxbandit._numbers import ArgumentError, boolean, integer, path
+from jaxbandit._numbers import ArgumentError, boolean, float_dtype, integer, path
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers, resolved_params
 from jaxbandit.files import npz_names, read_json, read_npz
 from jaxbandit.instances import Instance
@@ -146,10 +146,11 @@ class CellResult:
         its resolved label as figures show it (``"ucb_n(alpha=1.0)"`` for a default) or
         its policy label (a string), or attribute values (a dict, as
         :meth:`SweepResults.select` takes them; ``noise`` compared as a family, by its
-        label: ``"student_t(df=3.0)"`` is ``"student_t(df=3)"``)."""
+        label: ``"student_t(df=3.0)"`` is ``"student_t(df=3)"``; ``precision`` as a
+        dtype)."""
         if isinstance(selection, dict):
-            label = lambda k, v: resolve_noise(v).label if k == "noise" else v
-            return all(getattr(self, k) == label(k, v) for k, v in selection.items())
+            held = lambda k, v: _AS_CELL_HOLDS[k](v) if k in _AS_CELL_HOLDS else v
+            return all(getattr(self, k) == held(k, v) for k, v in selection.items())
         return selection in (self.label, self.resolved_label, self.policy)
 
     # a simulation's, on this cell's (runs, P) regret
@@ -240,19 +241,32 @@ class SweepResults:
         ``criteria`` (all by default): one row per cell and run, or with ``curves`` per
         cell, run and recording time (:func:`jaxbandit.frames.cells_frame`); ``bounds``
         adds the lower-bound columns (:meth:`lower_bounds`)."""
-        return frames.cells_frame(self.select(**criteria), curves=curves, bounds=self._bounds_if(bounds))
+        return frames.cells_frame(self._picked("to_pandas", criteria), curves=curves, bounds=self._bounds_if(bounds))
 
     def to_xarray(self, *, bounds: bool = True, **criteria):
         """An :class:`xarray.Dataset` with dimensions ``(cell, run, time)`` of the cells
         that :meth:`select` picks, which must share their recording times
         (:func:`jaxbandit.frames.cells_dataset`)."""
-        return frames.cells_dataset(self.select(**criteria), bounds=self._bounds_if(bounds))
+        return frames.cells_dataset(self._picked("to_xarray", criteria), bounds=self._bounds_if(bounds))
+
+    def _picked(self, view: str, criteria: dict) -> list:
+        """:meth:`select` of ``criteria``, or an :class:`ArgumentError` echoing them (as
+        ``view`` took them) and the values the cells have where none matches."""
+        cells = self.select(**criteria)
+        if not cells:
+            asked = ", ".join(f"{key}={value!r}" for key, value in criteria.items())
+            have = "; ".join(f"{key} {', '.join(dict.fromkeys(repr(getattr(c, key)) for c in self.cells))}" for key in criteria)
+            why = f"the cells have {have}" if self.cells else f"{self.directory} has no finished cell yet"
+            raise ArgumentError(f"{view}({asked}) matches no cell; {why}.", argument=next(iter(criteria), None))
+        return cells
 
     def _bounds_if(self, bounds) -> dict | None:
         """:meth:`lower_bounds` if the views' ``bounds`` flag (True or False) is set."""
         return self.lower_bounds() if boolean("bounds", bounds) else None
 
 
+# attributes a selection may write otherwise than a cell holds them: the rule that writes a value as a cell does
+_AS_CELL_HOLDS = {"noise": lambda v: resolve_noise(v).label, "precision": lambda v: float_dtype("precision", v).name}
 # the attributes of a cell that hold arrays: == on them is not a truth value
 _ARRAY_ATTRIBUTES = ("times", "regret", "counts", "diagnostics", "diagnostic_times", "diagnostic_history", "monitor")
 
@@ -262,7 +276,8 @@ def check_criteria(name: str, criteria: dict) -> None:
     has, one that holds arrays, or a value that no cell's can equal: a cell's text
     attributes are strings, its counts integers (the one integer rule: ``horizon=2e4``
     is 20000), its noise a family (a name, a label or a
-    :class:`~jaxbandit.noise.NoiseFamily`, compared by :meth:`CellResult.matches`)."""
+    :class:`~jaxbandit.noise.NoiseFamily`, compared by :meth:`CellResult.matches`), its
+    precision float32 or float64."""
     fields = {f.name: f.type for f in dataclasses.fields(CellResult)} | {"label": "str", "resolved_label": "str", "runs": "int"}
     unknown = sorted(set(criteria) - set(fields))
     if unknown:
@@ -272,8 +287,8 @@ def check_criteria(name: str, criteria: dict) -> None:
     for key, value in criteria.items():
         if key in _ARRAY_ATTRIBUTES:
             raise ArgumentError(f"{name}: a cell's {key} holds arrays; select cells by another attribute.", argument=key)
-        if key == "noise":
-            resolve_noise(value)
+        if key in _AS_CELL_HOLDS:
+            _AS_CELL_HOLDS[key](value)
         elif fields[key] == "int":
             integer(key, value, None)
         elif fields[key] in ("str", "dict") and not isinstance(value, str if fields[key] == "str" else dict):

@@ -94,6 +94,10 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
     assert cli._names("lp_explore(alpha=4.5, gamma=0.5), ts_n,") == ["lp_explore(alpha=4.5, gamma=0.5)", "ts_n"]
     for horizon in (np.int64(1500), 1500.0, 1.5e3):  # the integer rule: a whole float is one
         assert results.select(noise="gaussian", horizon=horizon, precision="float32") == list(results.cells)
+    # the dtype rule: a precision is float32 or float64, however it is written
+    assert results.select(precision=np.float32) == list(results.cells) and results.select(precision="float64") == []
+    with pytest.raises(jb.ArgumentError, match=r"precision must be float32 or float64, got 'float128'\."):
+        results.select(precision="float128")
     # a family is compared by its label, however it is written
     assert results.select(noise=jb.noise.gaussian()) == list(results.cells)
     student = [dataclasses.replace(c, noise="student_t(df=3)") for c in results.cells[:2]]
@@ -150,8 +154,11 @@ def test_a_dataset_of_cells_with_other_recording_times_is_refused_naming_them(re
     shorter = dataclasses.replace(cell, instance="other", times=cell.times[:-1], regret=cell.regret[:, :-1], horizon=int(cell.times[-2]))
     with pytest.raises(ValueError, match=rf"{re.escape(cell.label)} on other \(T={shorter.horizon}\) differ from .*to_xarray\(horizon="):
         frames.cells_dataset([cell, shorter])
-    with pytest.raises(ValueError, match="cells must hold at least one cell"):
+    # a selection that matches nothing: the criteria and the values the cells have
+    with pytest.raises(jb.ArgumentError, match=r"to_xarray\(policy='nothing'\) matches no cell; the cells have policy 'cases', 'ts_n'\.$"):
         results.to_xarray(policy="nothing")
+    with pytest.raises(jb.ArgumentError, match=r"to_pandas\(instance='Bandit', horizon=1500\) matches no cell; the cells have instance 'bandit', 'graph_star'; horizon 1500\.$"):
+        results.to_pandas(instance="Bandit", horizon=1500)
 
 
 def test_views_of_a_batched_and_a_single_result():
