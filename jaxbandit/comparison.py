@@ -90,6 +90,8 @@ class PairedDifference:
         low, high: the 95% interval of the mean difference (NaN for one run).
         a_better: fraction of runs where ``a`` had less regret than ``b``.
         ties: fraction of runs where the two had the same regret.
+        a_resolved, b_resolved: the two cells' labels as figures show them, their
+            parameters as resolved (defaults included).
     """
 
     instance: str
@@ -103,6 +105,8 @@ class PairedDifference:
     high: float
     a_better: float
     ties: float
+    a_resolved: str
+    b_resolved: str
 
 
 def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") -> dict:
@@ -208,6 +212,7 @@ def paired(cells: list, a, b, unfinished: str = "") -> list:
         rows.append(PairedDifference(
             instance=x.instance, horizon=x.horizon, a=x.label, b=y.label, runs=runs, mean=mean, stderr=stderr,
             low=mean - half, high=mean + half, a_better=float(np.mean(difference < 0)), ties=float(np.mean(difference == 0)),
+            a_resolved=x.resolved_label, b_resolved=y.resolved_label,
         ))  # fmt: skip
     return rows
 

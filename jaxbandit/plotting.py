@@ -159,7 +159,8 @@ def case_mix(ax, cell) -> None:
 
 def paired_differences(ax, rows: list) -> None:
     """The mean paired difference of final regret with its 95% interval, one line per
-    :class:`~jaxbandit.comparison.PairedDifference` (each against the same reference)."""
+    :class:`~jaxbandit.comparison.PairedDifference` (each against the same reference),
+    labelled with the share of runs better and, where there are ties, tied."""
     if not rows:
         raise ValueError("rows must hold at least one paired difference (jaxbandit.compare), got none.")
     positions = np.arange(len(rows))
@@ -168,9 +169,10 @@ def paired_differences(ax, rows: list) -> None:
     ax.errorbar(means, positions, xerr=None if np.isnan(half).all() else half, fmt="o", color="black", capsize=4)
     ax.axvline(0.0, color="grey", linestyle="--", linewidth=1)
     ax.set_yticks(positions)
-    ax.set_yticklabels([f"{r.a}  ({r.a_better:.0%} of runs better)" for r in rows])
+    tied = lambda r: f", {r.ties:.0%} tied" if r.ties else ""
+    ax.set_yticklabels([f"{r.a_resolved}  ({r.a_better:.0%} of runs better{tied(r)})" for r in rows])
     ax.invert_yaxis()
-    ax.set_xlabel(f"final regret minus {rows[0].b}'s, run by run\n(mean, 95% interval)")  # two lines: a long label fits
+    ax.set_xlabel(f"final regret minus {rows[0].b_resolved}'s, run by run\n(mean, 95% interval)")  # two lines: a long label fits
 
 
 def supported_formats() -> list:

@@ -251,6 +251,10 @@ def test_resolved_parameters_include_the_defaults(results, monkeypatch):
     ax = Figure().subplots()  # figures show the parameters as resolved
     plotting.regret_curves(ax, ucb.cells)
     assert [line.get_label() for line in ax.get_lines()] == ["ucb_n(alpha=1.0)", rule.resolved_label] and ucb.cells[0].label == "ucb_n"
+    ax = Figure().subplots()  # test_rule plays as ucb_n(alpha=1.0): on common noise, every run ties
+    plotting.paired_differences(ax, jb.compare(ucb, "test_rule", "ucb_n"))
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"{rule.resolved_label}  (0% of runs better, 100% tied)"]
+    assert ax.get_xlabel().startswith("final regret minus ucb_n(alpha=1.0)'s")
     assert {(c.instance, c.seed, c.noise_stream) for c in results.cells} == {("bandit", 3, 0), ("graph_star", 3, 1)}
 
 
