@@ -117,13 +117,14 @@ def _field(value) -> str:
 
 
 def write_summary_csv(results, path: Optional[os.PathLike] = None) -> Path:
-    """Write ``summary.csv`` of a :class:`~jaxbandit.io.SweepResults` or a sweep
-    directory to the file ``path`` (default: in the sweep's directory) atomically; an
-    empty field where a row has no value (None, or NaN: the standard error of one run,
-    the bound of an LP not solved)."""
-    from jaxbandit.io import as_results  # io imports this module
-
-    results = as_results(results)
+    """Write ``summary.csv`` of a :class:`~jaxbandit.io.SweepResults` to the file
+    ``path`` (default: in the sweep's directory) atomically; an empty field where a row
+    has no value (None, or NaN: the standard error of one run, the bound of an LP not
+    solved)."""
+    if not (hasattr(results, "summary") and hasattr(results, "directory")):  # io imports this module
+        raise ArgumentError(
+            f"results must be a SweepResults (jaxbandit.load(directory) gives one), got {results!r}.", argument="results"
+        )
     path = as_path("path", path) if path is not None else results.directory / "summary.csv"
     if path.is_dir() or not path.parent.is_dir():
         where = "is a directory" if path.is_dir() else f"is in {str(path.parent)!r}, which is not an existing directory"

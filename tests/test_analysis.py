@@ -219,11 +219,12 @@ def test_views_and_the_summary_name_a_wrong_argument(results, tmp_path):
             view(cells, bounds={"bandit": 23.1, "graph_star": bounds["graph_star"]})
         with pytest.raises(jb.ArgumentError, match=r"cells must be a list of jaxbandit.io.CellResult, got the SweepResults"):
             view(results)
-    # a sweep directory, as compare and plot_sweep take one; a file, not a directory
-    written = summary.write_summary_csv(str(results.directory), tmp_path / "from_directory.csv")
+    # a SweepResults (not its directory: io imports summary), and a file, not a directory
+    written = summary.write_summary_csv(results, tmp_path / "elsewhere.csv")
     assert written.read_text() == (results.directory / "summary.csv").read_text()
-    with pytest.raises(jb.ArgumentError, match=r"results must be a SweepResults .* or a sweep directory, got 3"):
-        summary.write_summary_csv(3, tmp_path / "x.csv")
+    for value in (3, str(results.directory)):
+        with pytest.raises(jb.ArgumentError, match=r"results must be a SweepResults \(jaxbandit.load\(directory\) gives one\), got "):
+            summary.write_summary_csv(value, tmp_path / "x.csv")
     for path, where in ((tmp_path, "is a directory"), (tmp_path / "none" / "x.csv", "is in '.*none', which is not an existing directory")):
         with pytest.raises(jb.ArgumentError, match=rf"path '.*' {where}; summary.csv is written to a file\."):
             summary.write_summary_csv(results, path)
