@@ -34,6 +34,7 @@ from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.noise import GAUSSIAN, NoiseFamily
+from jaxbandit.reductions import ordered_sum
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -185,9 +186,9 @@ def _make_record(monitor: Optional[Monitor]) -> Callable:
     def record(carry: EngineCarry, regret, monitor_record, next_record, env):
         """Write the current pseudo-regret (and the monitor's report) into slot ``next_record``."""
         gaps = jax.vmap(environment.gaps)(env.mu)  # (C, K)
-        # Full precision: GPUs would otherwise form float32 products in TF32.
-        counts = carry.counts.astype(gaps.dtype)
-        current = jnp.einsum("crk,ck->cr", counts, gaps, precision=jax.lax.Precision.HIGHEST)
+        # Elementwise products summed in a fixed order, not a dot: a run's regret must
+        # not depend on how many runs share the program (or a device).
+        current = ordered_sum(carry.counts.astype(gaps.dtype) * gaps[:, None, :])  # (C, R)
         if monitor is not None:
             report = jax.vmap(jax.vmap(monitor.report_fn))(carry.monitor_state)
             monitor_record = {k: v.at[:, :, next_record].set(report[k]) for k, v in monitor_record.items()}

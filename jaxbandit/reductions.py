@@ -7,16 +7,18 @@ produces its operand, and a ``bool`` or variadic reduction (``jnp.all``,
 as a vectorised elementwise pass and a library reduction: ``int32`` in
 :func:`first_true`, ``int8`` in :func:`all_true` (XLA keeps an ``int32`` minimum of
 flags in the fused loop).  Both give exactly the answers of the ``jnp`` functions they
-replace; ``benchmarks/README.md`` has the timings.
+replace; ``benchmarks/README.md`` has the timings.  :func:`ordered_sum` serves results
+that must not depend on the batch's shape.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from jaxbandit._types import Array
 
-__all__ = ["all_true", "first_true"]
+__all__ = ["all_true", "first_true", "ordered_sum"]
 
 
 def all_true(flags: Array) -> Array:
@@ -31,3 +33,10 @@ def first_true(flags: Array) -> Array:
     num = flags.shape[-1]
     first = jnp.min(jnp.where(flags, jnp.arange(num, dtype=jnp.int32), num), axis=-1)
     return jnp.where(first == num, 0, first).astype(jnp.int32)
+
+
+def ordered_sum(values: Array) -> Array:
+    """``values.sum(axis=-1)`` added in index order, so that each sum has the same bits
+    whatever the other axes hold: a dot or a library reduction may round otherwise as
+    the runs' dimension changes (XLA's CPU dot does).  ``(..., K)`` -> ``(...)``."""
+    return jax.lax.fori_loop(1, values.shape[-1], lambda k, total: total + values[..., k], values[..., 0])

@@ -79,6 +79,21 @@ def test_results_do_not_depend_on_run_count_or_chunk_size(reference_runs):
     assert not np.array_equal(other.regret, reference_runs.regret)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_recorded_regret_does_not_depend_on_how_many_runs_share_the_program(dtype):
+    """The regret recorded at every round, K = 10: 4 runs alone are the first 4 of 12,
+    to the bit (a product over the arms whose rounding followed the runs' dimension
+    made them differ by an ulp)."""
+    inst = jb.instances.bandit(np.linspace(1.0, 0.1, 10))
+    simulate = lambda runs: jb.simulate(
+        jb.policies.make("ucb_n"), inst, 200, runs, seed=2, times=np.arange(1, 201), dtype=dtype
+    )
+    with jax.enable_x64(dtype == "float64"):
+        few, more = simulate(4), simulate(12)
+    np.testing.assert_array_equal(few.counts, more.counts[:4])
+    np.testing.assert_array_equal(few.regret, more.regret[:4])
+
+
 def test_compiling_ahead_leaves_nothing_to_compile_and_changes_nothing(reference_runs):
     run = jb.SimulationRun(jb.policies.make("ts_n"), GENERAL, 2500, 100, seed=4, chunk_size=500)
     assert run.compile() > 0
