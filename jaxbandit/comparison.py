@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 from typing import Union
 
 import numpy as np
@@ -109,6 +110,15 @@ class PairedDifference:
     b_resolved: str
 
 
+# what a selection's criteria may name to tell apart cells of one label in one place
+_TELLING_APART = ("directory", "group", "seed", "noise_stream", "precision", "runs", "noise", "policy_name", "params")
+
+
+def _shown(value):
+    """``value`` as a criterion would give it: a path as a string."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
 def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") -> dict:
     """``{(instance, horizon): (cell, sweep)}`` of the ``(cell, sweep)`` pairs that
     ``selection`` picks, one per place (``unfinished``: what the message adds about
@@ -129,8 +139,7 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
             labels = [cell.label for cell, _ in found]
             how = "name one of them"
             if len(set(labels)) < len(labels):  # labels alone cannot: say what else can
-                keys = ("seed", "noise_stream", "precision", "runs", "noise", "policy_name", "params")
-                values = {key: [getattr(cell, key) for cell, _ in found] for key in keys}
+                values = {key: [_shown(getattr(cell, key)) for cell, _ in found] for key in _TELLING_APART}
                 differ = {key: v for key, v in values.items() if len({repr(x) for x in v}) > 1}
                 told = "; ".join(f"{key} {seen}" for key, seen in differ.items())
                 how = (
@@ -166,7 +175,8 @@ def compare(results, a: Union[str, dict], b: Union[str, dict]) -> list:
             sweeps).
         a, b: a cell label (``"ucb_n(alpha=0.5)"``), a policy label, or a dict of
             criteria as :meth:`~jaxbandit.io.SweepResults.select` takes them; each
-            must pick at most one cell per instance and horizon.
+            must pick at most one cell per instance and horizon (of one label in
+            several sweeps, ``{"label": "ts_n", "directory": "results/"}`` picks one).
 
     Returns:
         A list of :class:`PairedDifference`, one per instance and horizon that both

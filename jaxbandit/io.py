@@ -105,6 +105,8 @@ class CellResult:
         seed: the sweep's seed;  noise_stream: the instance's index among the sweep's
             instances.  Cells of one seed and stream ran on the same noise, run by run.
         precision: the sweep's floating-point precision, ``"float32"`` or ``"float64"``.
+        directory: the sweep directory it was loaded from, absolute (None for a cell
+            made otherwise): what tells apart cells of one label in two sweeps.
     """
 
     instance: str
@@ -125,6 +127,7 @@ class CellResult:
     seed: int = 0
     noise_stream: int = 0
     precision: str = "float32"
+    directory: Path | None = None
 
     @property
     def label(self) -> str:
@@ -147,7 +150,7 @@ class CellResult:
         its policy label (a string), or attribute values (a dict, as
         :meth:`SweepResults.select` takes them; ``noise`` compared as a family, by its
         label: ``"student_t(df=3.0)"`` is ``"student_t(df=3)"``; ``precision`` as a
-        dtype)."""
+        dtype; ``directory`` as a path, resolved)."""
         if isinstance(selection, dict):
             held = lambda k, v: _AS_CELL_HOLDS[k](v) if k in _AS_CELL_HOLDS else v
             return all(getattr(self, k) == held(k, v) for k, v in selection.items())
@@ -208,7 +211,7 @@ class SweepResults:
     def select(self, **criteria) -> list:
         """Cells whose attributes equal ``criteria``, e.g. ``select(instance="bandit")``
         (a cell's hyper-parameters: ``params={"alpha": 0.5}``, all of them, or its
-        ``label``, ``"ucb_n(alpha=0.5)"``)."""
+        ``label``, ``"ucb_n(alpha=0.5)"``; its sweep: ``directory="results/"``)."""
         check_criteria("select", criteria)
         return [c for c in self.cells if c.matches(criteria)]
 
@@ -266,7 +269,10 @@ class SweepResults:
 
 
 # attributes a selection may write otherwise than a cell holds them: the rule that writes a value as a cell does
-_AS_CELL_HOLDS = {"noise": lambda v: resolve_noise(v).label, "precision": lambda v: float_dtype("precision", v).name}
+_AS_CELL_HOLDS = {
+    "noise": lambda v: resolve_noise(v).label, "precision": lambda v: float_dtype("precision", v).name,
+    "directory": lambda v: path("directory", v).resolve(),
+}  # fmt: skip
 # the attributes of a cell that hold arrays: == on them is not a truth value
 _ARRAY_ATTRIBUTES = ("times", "regret", "counts", "diagnostics", "diagnostic_times", "diagnostic_history", "monitor")
 
@@ -277,7 +283,7 @@ def check_criteria(name: str, criteria: dict) -> None:
     attributes are strings, its counts integers (the one integer rule: ``horizon=2e4``
     is 20000), its noise a family (a name, a label or a
     :class:`~jaxbandit.noise.NoiseFamily`, compared by :meth:`CellResult.matches`), its
-    precision float32 or float64."""
+    precision float32 or float64, its directory a path (compared resolved)."""
     fields = {f.name: f.type for f in dataclasses.fields(CellResult)} | {"label": "str", "resolved_label": "str", "runs": "int"}
     unknown = sorted(set(criteria) - set(fields))
     if unknown:
@@ -443,6 +449,7 @@ def load(directory) -> SweepResults:
                     seed=int(settings["seed"]),
                     noise_stream=int(manifest["instances"][cell["instance"]].get("index", 0)),
                     precision=settings["precision"],
+                    directory=directory.resolve(),
                 )
             )
     return SweepResults(

@@ -320,6 +320,30 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
         jb.compare([], "cases(alpha=0.5)", "ts_n")
 
 
+def test_one_label_in_two_sweeps_is_picked_by_its_directory(results, tmp_path):
+    """A second sweep in another directory with ts_n only: 'ts_n' matches a cell of each,
+    the message names their directories, and a directory criterion picks one."""
+    assert {c.directory for c in results.cells} == {results.directory.resolve()}
+    assert results.select(directory=str(results.directory)) == list(results.cells)
+    with pytest.raises(jb.ArgumentError, match=r"directory must be a path .* got 3"):
+        results.select(directory=3)
+    other = tmp_path.resolve()
+    ts_only = dataclasses.replace(
+        results, directory=other, cells=tuple(dataclasses.replace(c, directory=other) for c in results.select(policy="ts_n"))
+    )
+    told = re.escape(f"directory {[str(results.directory.resolve()), str(other)]}")
+    with pytest.raises(ValueError, match=rf"a = 'ts_n' matches 2 cells on instance 'bandit' at T = 1500: ts_n, ts_n; .*: {told}\.$"):
+        jb.compare([results, ts_only], "ts_n", "cases(alpha=0.5)")
+    expected = jb.compare(results, "ts_n", "cases(alpha=0.5)")
+    assert jb.compare([results, ts_only], {"label": "ts_n", "directory": other}, "cases(alpha=0.5)") == expected
+    # two groups of one sweep: the message names group, which picks one
+    ts_n = results.select(policy="ts_n")
+    regrouped = dataclasses.replace(results, cells=results.cells + tuple(dataclasses.replace(c, group="g099") for c in ts_n))
+    with pytest.raises(ValueError, match=rf"what tells them apart: group \['{ts_n[0].group}', 'g099'\]\.$"):
+        jb.compare(regrouped, "ts_n", "cases(alpha=0.5)")
+    assert jb.compare(regrouped, {"label": "ts_n", "group": "g099"}, "cases(alpha=0.5)") == expected
+
+
 def test_a_comparison_of_an_unfinished_sweep_says_what_is_not_there(results, caplog):
     """Shards still running: a policy not finished yet is named as such, not unknown,
     and the groups left out are logged."""
