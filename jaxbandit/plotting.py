@@ -19,7 +19,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from jaxbandit import comparison, frames, io, summary
-from jaxbandit._numbers import boolean, check_nonnegative, path as as_path
+from jaxbandit._numbers import ArgumentError, boolean, check_nonnegative, describe, path as as_path
 
 __all__ = [
     "plot_sweep",
@@ -35,40 +35,102 @@ __all__ = [
 logger = logging.getLogger("jaxbandit.plotting")
 
 
-def _colors(labels: Sequence[str]) -> dict:
+def _palette(count: int) -> list:
+    """``count`` distinct colors, in order."""
     from matplotlib import colormaps
 
-    cmap = colormaps["tab10" if len(labels) <= 10 else "tab20"]
-    return {label: cmap(i % cmap.N) for i, label in enumerate(labels)}
+    cmap = colormaps["tab10" if count <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(count)]
 
 
-def _cells_and_colors(cells, colors: Optional[dict]) -> tuple:
-    """``cells`` as a checked list (:func:`jaxbandit.frames.as_cells`) and ``colors``
-    (default: one per cell label), checked to cover every one of them."""
+def _colors(labels: Sequence[str]) -> dict:
+    return dict(zip(labels, _palette(len(labels))))
+
+
+def _cells_and_colors(cells, colors) -> tuple:
+    """``cells`` as a checked list (:func:`jaxbandit.frames.as_cells`), one color and one
+    name (:func:`_names`) per cell.  ``colors``: by default each cell its own;
+    ``{cell label: color}`` covering every label, where no two cells share one; or a
+    list of one color per cell."""
+    from matplotlib.colors import is_color_like
+
     cells = frames.as_cells("cells", cells)
-    if not colors:
-        return cells, _colors([c.label for c in cells])
-    missing = sorted({c.label for c in cells} - set(colors))
-    if missing:
-        raise ValueError(f"colors must give a color for every cell label; missing {missing}.")
-    return cells, colors
+    names = _names(cells, [c.resolved_label for c in cells])
+    if colors is None or (isinstance(colors, dict) and not colors):
+        return cells, _palette(len(cells)), names
+    if isinstance(colors, dict):
+        missing = sorted({c.label for c in cells} - set(colors))
+        if missing:
+            raise ArgumentError(f"colors must give a color for every cell label; missing {missing}.", argument="colors")
+        labels = [c.label for c in cells]
+        shared = [name for label, name in zip(labels, names) if labels.count(label) > 1]
+        if shared:
+            raise ArgumentError(
+                f"colors gives one color per cell label, and cells share a label: {', '.join(shared)}; "
+                "give a list of one color per cell, or leave colors out.", argument="colors",
+            )  # fmt: skip
+        chosen = [colors[label] for label in labels]
+    elif isinstance(colors, (list, tuple)) and len(colors) == len(cells):
+        chosen = list(colors)
+    else:
+        raise ArgumentError(
+            f"colors must be a dict {{cell label: color}} or a list of {len(cells)} colors, one per cell, "
+            f"got {describe(colors)}.", argument="colors",
+        )  # fmt: skip
+    wrong = next((color for color in chosen if not is_color_like(color)), None)
+    if wrong is not None:
+        raise ArgumentError(f"colors holds {describe(wrong)}, which is not a matplotlib color.", argument="colors")
+    return cells, chosen, names
 
 
-def _mean_and_band(ax, cell, times, mean, err, color) -> None:
+# what a figure adds to each label where the cells drawn differ in it, and how it says it
+_APART = {
+    "instance": str, "noise": "{} noise".format, "horizon": "T = {}".format,
+    "runs": lambda n: f"{n} run{'s' if n != 1 else ''}", "seed": "seed {}".format, "precision": str,
+    "directory": None,  # None: by _directory_names
+}  # fmt: skip
+
+
+def _names(items, labels: list) -> list:
+    """``labels``, one per cell (or paired difference) of ``items``, each followed by
+    what differs between the items, where something does (``ts_n (bandit)``,
+    ``ts_n (graph_star)``); the labels alone where nothing does."""
+    parts: list = [[] for _ in items]
+    for key, say in _APART.items():
+        values = [getattr(item, key, None) for item in items]
+        if len(set(values)) < 2:
+            continue
+        shown = _directory_names(values) if say is None else [say(v) for v in values]
+        for part, text in zip(parts, shown):
+            part.append(text)
+    return [f"{label} ({', '.join(part)})" if part else label for label, part in zip(labels, parts)]
+
+
+def _directory_names(directories: list) -> list:
+    """Sweep directories as a legend names them: by their last part, or whole where
+    two of them share it."""
+    short = {d: Path(d).name for d in directories if d is not None}
+    clash = len(set(short.values())) < len(short)
+    return [str(d) if d is None or clash else short[d] for d in directories]
+
+
+def _mean_and_band(ax, cell, times, mean, err, color, name: str) -> None:
     """``mean`` against ``times`` with its 95% band, ``mean +- t err`` (Student's t with
-    ``runs - 1`` degrees of freedom, as :func:`jaxbandit.compare`'s intervals); no band
-    for one run."""
-    ax.plot(times, mean, color=color, label=cell.resolved_label)
+    ``runs - 1`` degrees of freedom, as :func:`jaxbandit.compare`'s intervals), labelled
+    ``name``; no band for one run."""
+    ax.plot(times, mean, color=color, label=name)
     if cell.runs > 1:
         half = comparison.half_width_95(err, cell.runs)
         ax.fill_between(times, mean - half, mean + half, color=color, alpha=0.2, linewidth=0)
 
 
-def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None) -> None:
-    """Mean regret vs t with a 95% confidence band (Student's t)."""
-    cells, colors = _cells_and_colors(cells, colors)
-    for cell in cells:
-        _mean_and_band(ax, cell, cell.times, cell.mean_regret(), cell.standard_error(), colors[cell.label])
+def regret_curves(ax, cells, *, logx: bool = True, colors: Union[dict, Sequence, None] = None) -> None:
+    """Mean regret vs t with a 95% confidence band (Student's t), one line per cell,
+    labelled with what tells the cells apart.  ``colors``: ``{cell label: color}`` or
+    one color per cell (default: each cell its own)."""
+    cells, colors, names = _cells_and_colors(cells, colors)
+    for cell, color, name in zip(cells, colors, names):
+        _mean_and_band(ax, cell, cell.times, cell.mean_regret(), cell.standard_error(), color, name)
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel("round t")
@@ -76,7 +138,8 @@ def regret_curves(ax, cells, *, logx: bool = True, colors: Optional[dict] = None
 
 
 def regret_over_log(
-    ax, cells, *, bound: Optional[float] = None, colors: Optional[dict] = None, bound_label: str = "LP lower bound"
+    ax, cells, *, bound: Optional[float] = None, colors: Union[dict, Sequence, None] = None,
+    bound_label: str = "LP lower bound",
 ) -> None:
     """Mean ``regret(t) / log t`` (t >= 2) with 95% bands; ``bound``: the LP constant,
     drawn as ``bound_label``.
@@ -85,13 +148,13 @@ def regret_over_log(
     value of the paper's LP at the true means (for Gaussian or Bernoulli noise; for
     another family the Gaussian LP at its sigma is a reference, labelled so).
     """
-    cells, colors = _cells_and_colors(cells, colors)
+    cells, colors, names = _cells_and_colors(cells, colors)
     bound = None if bound is None else check_nonnegative("bound", bound)
-    for cell in cells:
+    for cell, color, name in zip(cells, colors, names):
         keep = cell.times >= 2
         log_t = np.log(cell.times[keep])
         mean, err = cell.mean_regret()[keep] / log_t, cell.standard_error()[keep] / log_t
-        _mean_and_band(ax, cell, cell.times[keep], mean, err, colors[cell.label])
+        _mean_and_band(ax, cell, cell.times[keep], mean, err, color, name)
     if bound is not None:
         ax.axhline(bound, color="black", linestyle="--", linewidth=1.2, label=f"{bound_label} ({bound:.3g})")
     if any(np.any(cell.times >= 2) for cell in cells):
@@ -102,27 +165,29 @@ def regret_over_log(
     ax.set_ylabel("regret / log t")
 
 
-def final_distribution(ax, cells, *, kind: str = "box", colors: Optional[dict] = None) -> None:
-    """Distribution of the regret at the horizon, one box (or violin) per cell."""
+def final_distribution(ax, cells, *, kind: str = "box", colors: Union[dict, Sequence, None] = None) -> None:
+    """Distribution of the regret at the horizon, one box (or violin) per cell, each
+    tick saying what tells the cells apart (each cell's T, where they have several)."""
     if kind not in ("box", "violin"):
         raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}.")
-    cells, colors = _cells_and_colors(cells, colors)
+    cells, colors, names = _cells_and_colors(cells, colors)
     data = [c.final_regret for c in cells]
     positions = np.arange(1, len(cells) + 1)
     if kind == "violin" and all(d.size > 1 and np.ptp(d) > 0 for d in data):
         parts = ax.violinplot(data, positions=positions, showmedians=True)
-        for body, cell in zip(parts["bodies"], cells):
-            body.set_facecolor(colors[cell.label])
+        for body, color in zip(parts["bodies"], colors):
+            body.set_facecolor(color)
         key = "body: distribution, lines: median and extremes"
     else:
         parts = ax.boxplot(data, positions=positions, patch_artist=True, showmeans=True)
-        for box, cell in zip(parts["boxes"], cells):
-            box.set_facecolor(colors[cell.label])
+        for box, color in zip(parts["boxes"], colors):
+            box.set_facecolor(color)
             box.set_alpha(0.6)
         key = "box: quartiles, line: median, triangle: mean"
     ax.set_xticks(positions)
-    ax.set_xticklabels([c.resolved_label for c in cells], rotation=30, ha="right")
-    ax.set_ylabel(f"regret at T = {cells[0].horizon}\n({key})")
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    at = f"T = {cells[0].horizon}" if len({c.horizon for c in cells}) == 1 else "each cell's horizon T"
+    ax.set_ylabel(f"regret at {at}\n({key})")
 
 
 def case_counters(cell) -> list:
@@ -170,7 +235,8 @@ def paired_differences(ax, rows: list) -> None:
     ax.axvline(0.0, color="grey", linestyle="--", linewidth=1)
     ax.set_yticks(positions)
     tied = lambda r: f", {r.ties:.0%} tied" if r.ties else ""
-    ax.set_yticklabels([f"{r.a_resolved}  ({r.a_better:.0%} of runs better{tied(r)})" for r in rows])
+    names = _names(rows, [r.a_resolved for r in rows])  # rows of several instances or horizons say which
+    ax.set_yticklabels([f"{name}  ({r.a_better:.0%} of runs better{tied(r)})" for name, r in zip(names, rows)])
     ax.invert_yaxis()
     ax.set_xlabel(f"final regret minus {rows[0].b_resolved}'s, run by run\n(mean, 95% interval)")  # two lines: a long label fits
 

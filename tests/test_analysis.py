@@ -386,7 +386,8 @@ def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
     rows = jb.compare(results, "cases(alpha=1.0)", "ts_n")
     plotting.paired_differences(ax, rows)
     assert ax.get_xlabel() == "final regret minus ts_n's, run by run\n(mean, 95% interval)"
-    assert [t.get_text() for t in ax.get_yticklabels()] == [f"cases(alpha=1.0)  ({r.a_better:.0%} of runs better)" for r in rows]
+    # rows of two instances: each tick says which
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"cases(alpha=1.0) ({r.instance})  ({r.a_better:.0%} of runs better)" for r in rows]
 
 
 def test_readme_analysis_snippets_run_as_written(tmp_path, monkeypatch, capsys):

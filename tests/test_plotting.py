@@ -203,3 +203,40 @@ def test_figure_titles_name_the_noise_and_count_runs(results):
     ax = Figure().subplots()
     plotting.final_distribution(ax, [cell, one])
     assert ax.get_ylabel() == f"regret at T = {cell.horizon}\n(box: quartiles, line: median, triangle: mean)"
+
+
+def test_cells_that_share_a_label_get_their_own_color_and_name(results, tmp_path):
+    """ts_n on two instances, at two horizons, or of two sweeps: a color per cell and a
+    legend or tick that says what differs; distinct labels keep the sweep figures' colors."""
+    ts_n = results.select(label="ts_n")
+    for draw in (plotting.regret_curves, plotting.regret_over_log):
+        ax = Figure().subplots()
+        draw(ax, ts_n)
+        assert [line.get_label() for line in ax.get_lines()] == ["ts_n (bandit)", "ts_n (graph_star)"]
+        assert len({line.get_color() for line in ax.get_lines()}) == 2
+    bandit = results.select(instance="bandit")
+    ax = Figure().subplots()
+    plotting.regret_curves(ax, bandit)
+    assert [line.get_label() for line in ax.get_lines()] == [c.resolved_label for c in bandit]
+    assert [line.get_color() for line in ax.get_lines()] == [plotting._colors(results.policy_labels)[c.label] for c in bandit]
+    longer = dataclasses.replace(ts_n[0], horizon=3000)  # a T of its own: each tick says its T
+    ax = Figure().subplots()
+    plotting.final_distribution(ax, [ts_n[0], longer])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["ts_n (T = 1500)", "ts_n (T = 3000)"]
+    assert ax.get_ylabel().startswith("regret at each cell's horizon T\n")
+    assert len({tuple(box.get_facecolor()) for box in ax.patches}) == 2
+    swept = [dataclasses.replace(ts_n[0], directory=tmp_path / name / "out") for name in ("a", "b")]
+    for cells, names in (([dataclasses.replace(ts_n[0], directory=tmp_path / name) for name in ("a", "b")], ["a", "b"]),
+                         (swept, [str(tmp_path / name / "out") for name in ("a", "b")])):  # fmt: skip
+        ax = Figure().subplots()
+        plotting.regret_curves(ax, cells)
+        assert [line.get_label() for line in ax.get_lines()] == [f"ts_n ({name})" for name in names]
+    # colors by label cannot tell them apart: one per cell instead
+    with pytest.raises(jb.ArgumentError, match=r"cells share a label: ts_n \(bandit\), ts_n \(graph_star\); give a list"):
+        plotting.regret_curves(Figure().subplots(), ts_n, colors={"ts_n": "red"})
+    ax = Figure().subplots()
+    plotting.regret_curves(ax, ts_n, colors=["red", "blue"])
+    assert [line.get_color() for line in ax.get_lines()] == ["red", "blue"]
+    for colors, message in ((["red"], r"a list of 2 colors, one per cell, got array \['red'\]"), (["red", "nope"], "'nope', which is not")):
+        with pytest.raises(jb.ArgumentError, match=message):
+            plotting.regret_curves(Figure().subplots(), ts_n, colors=colors)
