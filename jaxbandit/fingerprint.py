@@ -13,8 +13,8 @@ of its own and of its bases of the user's (``__init__``, properties and a method
 ``super()`` reaches included) and the attributes those name; the names are
 those that any code the walk meets spells (a helper reading ``module.ARM`` of a
 module another function passes it). Whatever is reached by several paths, or holds
-itself, is described once. Numbers, strings, arrays (by dtype, shape and bytes;
-an object array by its objects), slices and containers of them (sets, ranges, dicts
+itself, is described once. Numbers, strings, arrays (by dtype, weak type, shape and
+bytes; an object array by its objects), slices and containers of them (sets, ranges, dicts
 in their order, and a container class of the user's own with its methods and its own
 attributes) compare by value (floats by their bits: ``-0.0`` is not ``0.0``; a
 subclass of a number or string with its class); a built-in method by its object
@@ -203,7 +203,9 @@ def _describe(obj: Any, walk: _Walk, names: frozenset = frozenset()) -> Any:
         array = np.asarray(obj)  # the dtype in full: narrow and structured dtypes share their .str ('<V1')
         if array.dtype.hasobject:  # its objects, not their addresses
             return ("object array", array.shape, _describe(array.ravel().tolist(), walk, names))
-        return ("array", array.dtype.str, str(array.dtype), array.shape, array.tobytes())
+        # a weakly typed JAX array (a Python scalar's) promotes as the other operand's dtype
+        kind = "weak array" if getattr(obj, "weak_type", False) else "array"
+        return (kind, array.dtype.str, str(array.dtype), array.shape, array.tobytes())
     if type(obj) in (list, tuple) and all(type(x) is float for x in obj):  # many floats: their bits at once
         return (type(obj).__name__, "floats", np.asarray(obj, np.float64).tobytes())
     if type(obj) in (list, tuple) and all(type(x) in _SCALARS for x in obj):  # many numbers: one pass

@@ -344,6 +344,14 @@ def test_keys_see_base_methods_container_attributes_private_slots_and_array_kind
             return 2 * float(self) * other
 
     assert key(Doubled(1.0)) != key(1.0) and key([0.5, -0.0]) != key([0.5, 0.0])
+    # a weakly typed JAX array promotes otherwise (a float64 one multiplied into float32
+    # data gives float32): its key and digest are its own
+    with jax.enable_x64(True):
+        weak, strong = jax.numpy.asarray(1.5), jax.numpy.asarray(1.5, dtype=jax.numpy.float64)
+        assert weak.weak_type and not strong.weak_type
+        assert key(weak) != key(strong)
+        assert fingerprint.stable_digest(key(weak)) != fingerprint.stable_digest(key(strong))
+        assert key(strong) == key(np.float64(1.5).reshape(()))  # a strong one is its values
 
 
 def test_an_object_s_key_leaves_out_what_made_it_and_deep_structures_are_named():
