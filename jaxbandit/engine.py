@@ -34,6 +34,7 @@ from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.noise import GAUSSIAN, NoiseFamily
+from jaxbandit.policy_check import PolicyError
 from jaxbandit.reductions import ordered_sum
 
 __all__ = [
@@ -77,6 +78,7 @@ class Simulation(NamedTuple):
     run_chunk: Callable  # (carry, t0, horizon, times, noise_keys, policy_keys, env, ctx) -> carry
     diagnostics: Callable  # (state) -> {name: (C, R)}
     chunk_size: int
+    as_built: Callable  # () -> bool: its policy and monitor still compute what they did when it was built
 
 
 def _vmap_cells_runs(fn, run_axes, cell_axes):
@@ -272,17 +274,45 @@ def make_simulation(
     simulation."""
     consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
     one_round = _make_round(policy, solve_batch, monitor, noise)
-    run_chunk = _make_chunk(one_round, _make_record(monitor), consolidate, chunk_size)
+    holds, as_built = _as_built(policy, monitor)
+    run_chunk = as_built(_make_chunk(one_round, _make_record(monitor), consolidate, chunk_size))
     if policy.diagnostics_fn is None:
         diagnostics = lambda state: {}  # noqa: E731 - nothing to vmap (a policy may keep no arrays)
     else:
-        diagnostics = jax.jit(jax.vmap(jax.vmap(policy.diagnostics_fn)))
+        diagnostics = jax.jit(as_built(jax.vmap(jax.vmap(policy.diagnostics_fn))))
     return Simulation(
-        init=Program(_make_init(policy, monitor), static_argnums=(1, 2)),  # runs once a simulation
+        init=Program(as_built(_make_init(policy, monitor)), static_argnums=(1, 2)),  # runs once a simulation
         run_chunk=(Program if quick_compile else jax.jit)(run_chunk, donate_argnums=(0,)),
         diagnostics=diagnostics,
         chunk_size=chunk_size,
+        as_built=holds,
     )
+
+
+def _as_built(policy: Policy, monitor: Optional[Monitor]) -> tuple[Callable, Callable]:
+    """``(holds, guard)``: whether ``policy`` and ``monitor`` still compute what they did
+    now, and a wrapper for the engine's jitted functions that refuses to trace them once
+    not (a value they read changed in place).  jit traces lazily and the engine's
+    functions close over ``policy``: the program compiled would be the new computation's,
+    kept under the old one's key (:func:`cached_simulation`)."""
+    built = (policy_key(policy), computation_key(monitor))
+    holds = lambda: (policy_key(policy), computation_key(monitor)) == built  # noqa: E731
+
+    def guard(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def traced(*args, **kwargs):
+            if not holds():
+                raise PolicyError(
+                    f"policy {policy.name!r} (or its monitor) reads other values than when its simulation was set "
+                    "up: something its functions read was changed in place since, or changes as they are traced. "
+                    "Set up a simulation after the change (a new SimulationRun, jb.simulate), with a policy whose "
+                    "settings no later change reaches (its own closure or object)."
+                )
+            return function(*args, **kwargs)
+
+        return traced
+
+    return holds, guard
 
 
 _SIMULATIONS: collections.OrderedDict = collections.OrderedDict()
@@ -316,9 +346,13 @@ def cached_simulation(
     (:func:`make_simulation`).
 
     Two policies share a compiled program only if they compute the same thing; numeric
-    hyper-parameters live in ``ctx.params`` (traced), so a grid of them shares one.
+    hyper-parameters live in ``ctx.params`` (traced), so a grid of them shares one.  An
+    engine whose own policy was changed in place since it was built is built again (its
+    functions read the policy it was built from).
     """
     key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor), noise, quick_compile)
+    if key in _SIMULATIONS and not _SIMULATIONS[key].as_built():  # its policy was changed in place
+        del _SIMULATIONS[key]
     if key in _SIMULATIONS:
         _SIMULATIONS.move_to_end(key)
     else:

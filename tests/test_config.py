@@ -290,6 +290,10 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     static = {"name": "tests.user_policies:fixed_arm", "arm": [1, 1.0]}
     with pytest.raises(ConfigError, match=r"key 'policies\[0\].arm': grid has repeated values \[1, 1.0\]"):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [static]})
+    # a factory that keeps its setting in a module global: the grid's cells would all play the last arm
+    shared = {"name": "tests.user_policies:shared_setting", "arm": [0, 1]}
+    with pytest.raises(ConfigError, match=r"key 'policies\[0\]': its policy at arm=0 computes otherwise once the later policies are built"):
+        config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [shared]})
     good = config.loads(GOOD)
     raw = copy.deepcopy(good.raw)
     raw["instances"][1]["mu"] = "1, 2"

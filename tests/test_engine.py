@@ -14,7 +14,8 @@ import pytest
 import jaxbandit as jb
 from jaxbandit import engine, estimator, fingerprint
 from jaxbandit.base import Decision
-from tests import user_policies
+from jaxbandit.policy_check import PolicyError
+from tests import reference, user_policies
 
 BANDIT = jb.instances.bandit([1.0, 0.5, 0.2])  # gaps 0, 0.5, 0.8
 INF = np.inf
@@ -352,6 +353,30 @@ def test_keys_see_base_methods_container_attributes_private_slots_and_array_kind
         assert key(weak) != key(strong)
         assert fingerprint.stable_digest(key(weak)) != fingerprint.stable_digest(key(strong))
         assert key(strong) == key(np.float64(1.5).reshape(()))  # a strong one is its values
+
+
+def test_a_policy_changed_in_place_after_its_simulation_was_set_up_is_refused():
+    """A value the policy reads, changed between setting up a simulation and its first
+    trace, would compile the new computation under the old one's key: the run is refused
+    naming the policy, and the cache serves the old computation's numbers only to it."""
+
+    class Settings:
+        def __init__(self, arm):
+            self.arm = arm
+
+    def make(settings):
+        return jb.policies.make("greedy")._replace(
+            select_fn=lambda key, state, t, ctx: jb.play(jnp.int32(settings.arm)), name="settings_arm"
+        )
+
+    settings = Settings(1)
+    run = jb.SimulationRun(make(settings), BANDIT, 40, 2, seed=0)
+    settings.arm = 0
+    with pytest.raises(PolicyError, match=r"policy 'settings_arm' \(or its monitor\) reads other values than when"):
+        run.advance()
+    arms = lambda result: reference.arms_from_regret(result.regret[0], BANDIT.gaps)
+    assert set(arms(jb.simulate(make(Settings(1)), BANDIT, 40, 2, seed=0, times=np.arange(1, 41)))) == {1}
+    assert set(arms(jb.simulate(make(settings), BANDIT, 40, 2, seed=0, times=np.arange(1, 41)))) == {0}
 
 
 def test_an_object_s_key_leaves_out_what_made_it_and_deep_structures_are_named():

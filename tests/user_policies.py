@@ -6,6 +6,8 @@ can name them by import path.
 
 from __future__ import annotations
 
+import types
+
 import jax.numpy as jnp
 
 import jaxbandit as jb
@@ -122,3 +124,15 @@ def float_arm() -> jb.Policy:
         return jb.play(t / 2)
 
     return _estimator_policy(select_fn, "float_arm")
+
+
+SHARED = types.SimpleNamespace(arm=0)
+
+
+def shared_setting(arm: int = 0) -> jb.Policy:
+    """Plays ``arm``, kept in a module global that each call overwrites: building a
+    second policy changes what the first computes."""
+    SHARED.arm = arm
+    return jb.policies.make("greedy")._replace(
+        select_fn=lambda key, state, t, ctx: jb.play(jnp.int32(SHARED.arm)), name="shared_setting", params={}
+    )

@@ -65,6 +65,7 @@ class PolicySpec:
     name: str
     grid: tuple  # of dicts: every combination of the entry's parameter values
     built: tuple = dataclasses.field(default=(), compare=False, repr=False)  # a Policy per grid point
+    keys: tuple = dataclasses.field(default=(), compare=False, repr=False)  # engine.policy_key of each
 
 
 @dataclasses.dataclass(frozen=True)
@@ -330,13 +331,14 @@ def _policies(fail, entries, precision: str) -> list:
         params = dict(entry.model_extra)
         _check_keys(fail, key, factory, params, f"parameters of policy {entry.name!r}", ("name", "label"))
         grid = tuple(dict(combo) for combo in itertools.product(*[[(p, v) for v in vs] for p, vs in params.items()]))
-        built = []
+        built, keys = [], []  # each policy's key as it was built
         for kwargs in grid:
             try:
                 built.append(policies_module.make(entry.name, **kwargs))
             except (ValueError, TypeError) as err:
                 point = ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
                 fail.argument(key, kwargs, err, f" (the factory called with {point})" if len(grid) > 1 else "")
+            keys.append(policy_key(built[-1]))
         _check_numeric(fail, key, built, grid, np.dtype(precision))
         if any(s.label == label for s in specs):
             fail(f"{key}.label", f"duplicate policy label {label!r}; give each entry a distinct label")
@@ -351,7 +353,19 @@ def _policies(fail, entries, precision: str) -> list:
                     fail(key, f"two of its cells would both be labelled {cell!r}; give grid values that print apart")
                 if owner[0] != i:
                     fail(f"{key}.label", f"a cell labelled {cell!r}, as one of policies[{owner[0]}] is; give the entry another label")
-        specs.append(PolicySpec(label=label, name=entry.name, grid=grid, built=tuple(built)))
+        specs.append(PolicySpec(label=label, name=entry.name, grid=grid, built=tuple(built), keys=tuple(keys)))
+    # A factory that keeps its settings where a later call changes them (a module
+    # global) would make cells labelled apart compute the same thing.
+    for i, spec in enumerate(specs):
+        for kwargs, policy, key in zip(spec.grid, spec.built, spec.keys):
+            if policy_key(policy) != key:
+                point = ", ".join(f"{name}={value!r}" for name, value in kwargs.items()) or "its parameters"
+                fail(
+                    f"policies[{i}]",
+                    f"its policy at {point} computes otherwise once the later policies are built: its factory keeps "
+                    "settings where a later call changes them (a module global, a shared object); give each policy "
+                    "its own (a closure, an object made per call)",
+                )
     return specs
 
 
@@ -442,9 +456,9 @@ def _split_by_computation(policy: PolicySpec) -> list:
     two parameter sets share a program only if their policies compute the same thing
     (:func:`jaxbandit.engine.policy_key`): a value captured in a closure splits them."""
     parts: dict = {}
-    for kwargs, built in zip(policy.grid, policy.built):
+    for kwargs, built, computation in zip(policy.grid, policy.built, policy.keys):
         static = {k: v for k, v in kwargs.items() if k not in built.params}
-        key = (json.dumps(static, sort_keys=True), policy_key(built))
+        key = (json.dumps(static, sort_keys=True), computation)
         parts.setdefault(key, (static, []))[1].append((kwargs, built))
     return list(parts.values())
 
