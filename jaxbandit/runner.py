@@ -123,6 +123,9 @@ class SimulationRun:
         self._sim = cached_simulation(
             inputs.policy, inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, quick
         )
+        # what the engine computes is the policy's and monitor's code now, whatever changes in place later
+        monitor_code = None if inputs.monitor is None else stable_digest(computation_key(inputs.monitor))
+        self._codes = {"policy_code": policy_code(inputs.policy), "monitor_code": monitor_code}
         cell_index = inputs.noise_index.astype(np.uint32)[:, None]
         run_index = np.arange(inputs.first_run, inputs.first_run + self._placement.padded_runs, dtype=np.uint32)[None, :]
         keys = [rng.run_keys(rng.stream_key(inputs.seed, stream), cell_index, run_index) for stream in (rng.NOISE_STREAM, rng.POLICY_STREAM)]
@@ -235,13 +238,13 @@ class SimulationRun:
     def identity(self) -> dict:
         """What determines this simulation's results, as a JSON-able dict: scalars (and
         the noise family's label) as they are, arrays (instance, parameters, noise
-        indices, times), the code of the policy and the monitor
+        indices, times), the code of the policy and the monitor as the run was set up
         (:func:`~jaxbandit.engine.policy_code`) and jaxbandit's own
         (:func:`~jaxbandit.fingerprint.source_digest`) as digests.
         Chunk size, solve buffer and devices are left out: they never change results."""
         return {
             "policy": self.policy.name,
-            "policy_code": policy_code(self.policy),
+            "policy_code": self._codes["policy_code"],
             "options": json.dumps(options_record(self.policy.options), sort_keys=True),
             "params": {k: array_digest(v) for k, v in sorted(self.params.items())},
             "instance": array_digest(self.instance.mu) + array_digest(self.instance.sigma),
@@ -254,7 +257,7 @@ class SimulationRun:
             "first_run": self.inputs.first_run,
             "dtype": self.dtype.name,
             "monitor": None if self.monitor is None else self.monitor.name,
-            "monitor_code": None if self.monitor is None else stable_digest(computation_key(self.monitor)),
+            "monitor_code": self._codes["monitor_code"],
             "code": source_digest(),
         }
 

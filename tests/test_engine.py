@@ -358,7 +358,8 @@ def test_keys_see_base_methods_container_attributes_private_slots_and_array_kind
 def test_a_policy_changed_in_place_after_its_simulation_was_set_up_is_refused():
     """A value the policy reads, changed between setting up a simulation and its first
     trace, would compile the new computation under the old one's key: the run is refused
-    naming the policy, and the cache serves the old computation's numbers only to it."""
+    naming the policy (its identity stays the one it was set up with), and the cache
+    serves the old computation's numbers only to it."""
 
     class Settings:
         def __init__(self, arm):
@@ -371,7 +372,10 @@ def test_a_policy_changed_in_place_after_its_simulation_was_set_up_is_refused():
 
     settings = Settings(1)
     run = jb.SimulationRun(make(settings), BANDIT, 40, 2, seed=0)
+    identity = run.identity()
     settings.arm = 0
+    assert run.identity() == identity  # what it was set up to compute, as its checkpoints record
+    assert jb.SimulationRun(make(settings), BANDIT, 40, 2, seed=0).identity() != identity
     with pytest.raises(PolicyError, match=r"policy 'settings_arm' \(or its monitor\) reads other values than when"):
         run.advance()
     arms = lambda result: reference.arms_from_regret(result.regret[0], BANDIT.gaps)
