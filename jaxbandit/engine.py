@@ -79,6 +79,7 @@ class Simulation(NamedTuple):
     diagnostics: Callable  # (state) -> {name: (C, R)}
     chunk_size: int
     as_built: Callable  # () -> bool: its policy and monitor still compute what they did when it was built
+    built_from: tuple  # (policy, monitor): the objects its functions close over
 
 
 def _vmap_cells_runs(fn, run_axes, cell_axes):
@@ -286,33 +287,44 @@ def make_simulation(
         diagnostics=diagnostics,
         chunk_size=chunk_size,
         as_built=holds,
+        built_from=(policy, monitor),
+    )
+
+
+def changed_in_place(policy: Policy) -> PolicyError:
+    """The error for a simulation whose policy (or monitor) was changed in place since it
+    was set up."""
+    return PolicyError(
+        f"policy {policy.name!r} (or its monitor) reads other values than when its simulation was set up: "
+        "something its functions read was changed in place since. Set up a simulation after the change (a new "
+        "SimulationRun, jb.simulate), with a policy whose settings no later change reaches (its own closure or object)."
     )
 
 
 def _as_built(policy: Policy, monitor: Optional[Monitor]) -> tuple[Callable, Callable]:
     """``(holds, guard)``: whether ``policy`` and ``monitor`` still compute what they did
     now, and a wrapper for the engine's jitted functions that refuses to trace them once
-    not (a value they read changed in place).  jit traces lazily and the engine's
-    functions close over ``policy``: the program compiled would be the new computation's,
-    kept under the old one's key (:func:`cached_simulation`)."""
-    built = (policy_key(policy), computation_key(monitor))
-    holds = lambda: (policy_key(policy), computation_key(monitor)) == built  # noqa: E731
+    a value they read was changed in place since the last trace (a change their own
+    tracing makes, a count of traces, is what the program compiled then holds).  jit
+    traces lazily and the engine's functions close over ``policy``: the program would
+    otherwise be the new computation's, kept under the old one's key
+    (:func:`cached_simulation`)."""
+    current = lambda: (policy_key(policy), computation_key(monitor))  # noqa: E731
+    built = current()
+    traced_as = [built]  # the key as the last trace left it
 
     def guard(function: Callable) -> Callable:
         @functools.wraps(function)
         def traced(*args, **kwargs):
-            if not holds():
-                raise PolicyError(
-                    f"policy {policy.name!r} (or its monitor) reads other values than when its simulation was set "
-                    "up: something its functions read was changed in place since, or changes as they are traced. "
-                    "Set up a simulation after the change (a new SimulationRun, jb.simulate), with a policy whose "
-                    "settings no later change reaches (its own closure or object)."
-                )
-            return function(*args, **kwargs)
+            if current() != traced_as[0]:
+                raise changed_in_place(policy)
+            out = function(*args, **kwargs)
+            traced_as[0] = current()
+            return out
 
         return traced
 
-    return holds, guard
+    return lambda: current() == built, guard
 
 
 _SIMULATIONS: collections.OrderedDict = collections.OrderedDict()

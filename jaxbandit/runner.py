@@ -21,7 +21,7 @@ from jaxbandit import rng
 from jaxbandit._numbers import integer
 from jaxbandit.base import Policy, options_record
 from jaxbandit.compile_options import compiles_quickly
-from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, make_context, policy_code
+from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, changed_in_place, make_context, policy_code
 from jaxbandit.fingerprint import array_digest, computation_key, source_digest, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
@@ -120,12 +120,9 @@ class SimulationRun:
         self._placement = Placement(inputs.devices, inputs.runs)
         env, ctx = make_context(inputs.instance, inputs.cell_params, inputs.horizon, inputs.dtype)
         quick = compiles_quickly(inputs.num_cells, inputs.runs, inputs.horizon, inputs.instance.num_arms)
-        self._sim = cached_simulation(
-            inputs.policy, inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, quick
-        )
-        # what the engine computes is the policy's and monitor's code now, whatever changes in place later
-        monitor_code = None if inputs.monitor is None else stable_digest(computation_key(inputs.monitor))
-        self._codes = {"policy_code": policy_code(inputs.policy), "monitor_code": monitor_code}
+        self._engine_settings = (inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, quick)
+        self._sim = cached_simulation(inputs.policy, *self._engine_settings)
+        self._codes = _codes(inputs.policy, inputs.monitor)  # what its engine computes, whatever changes later
         cell_index = inputs.noise_index.astype(np.uint32)[:, None]
         run_index = np.arange(inputs.first_run, inputs.first_run + self._placement.padded_runs, dtype=np.uint32)[None, :]
         keys = [rng.run_keys(rng.stream_key(inputs.seed, stream), cell_index, run_index) for stream in (rng.NOISE_STREAM, rng.POLICY_STREAM)]
@@ -153,12 +150,24 @@ class SimulationRun:
             self._noise_keys, self._policy_keys, self._env, self._ctx,
         )  # fmt: skip
 
+    def _engine(self):
+        """The engine, built again from this run's policy if the one it was built from
+        (an equal policy, through the cache) was changed in place since: a new trace of
+        it would compile that change (:func:`~jaxbandit.engine.cached_simulation`).  A
+        change to this run's own policy is refused when the engine traces it."""
+        built_from = self._sim.built_from
+        if (built_from[0] is not self.policy or built_from[1] is not self.monitor) and not self._sim.as_built():
+            if _codes(self.policy, self.monitor) != self._codes:
+                raise changed_in_place(self.policy)
+            self._sim = cached_simulation(self.policy, *self._engine_settings)
+        return self._sim
+
     def compile(self) -> float:
         """Compile the chunk step now rather than in the first :meth:`advance`; returns
         the seconds it took (to time compilation and simulation apart).  Results do not
         change."""
         start = time.perf_counter()
-        self._sim.run_chunk.lower(*self._chunk_arguments()).compile()
+        self._engine().run_chunk.lower(*self._chunk_arguments()).compile()
         return time.perf_counter() - start
 
     def advance(self, max_chunks: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None) -> int:
@@ -174,10 +183,10 @@ class SimulationRun:
             max_chunks = integer("max_chunks", max_chunks, 1)
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be a function (rounds_done, horizon) or None, got {progress!r}.")
-        chunks = 0
+        chunks, engine = 0, self._engine()
         while not self.done and (max_chunks is None or chunks < max_chunks):
             start = time.perf_counter()
-            self.carry = self._sim.run_chunk(*self._chunk_arguments())
+            self.carry = engine.run_chunk(*self._chunk_arguments())
             jax.block_until_ready(self.carry.round)
             self.wall_time += time.perf_counter() - start
             chunks += 1
@@ -226,7 +235,7 @@ class SimulationRun:
 
     def diagnostics(self) -> dict:
         """The policy's per-run counters now: ``{name: (C, runs) numpy}``."""
-        values = self._sim.diagnostics(self.carry.state)
+        values = self._engine().diagnostics(self.carry.state)
         return {k: to_host(v)[:, : self.runs] for k, v in values.items()}
 
     def monitor_record(self) -> dict:
@@ -245,7 +254,7 @@ class SimulationRun:
         return {
             "policy": self.policy.name,
             "policy_code": self._codes["policy_code"],
-            "options": json.dumps(options_record(self.policy.options), sort_keys=True),
+            "options": self._codes["options"],
             "params": {k: array_digest(v) for k, v in sorted(self.params.items())},
             "instance": array_digest(self.instance.mu) + array_digest(self.instance.sigma),
             "noise": self.instance.noise.label,
@@ -342,6 +351,16 @@ class SimulationRun:
             monitor=monitor,
             noise=self.instance.noise.label,
         )
+
+
+def _codes(policy: Policy, monitor: Optional[Monitor]) -> dict:
+    """The identity's record of what ``policy`` and ``monitor`` compute (their code as
+    digests, the policy's static options)."""
+    return {
+        "policy_code": policy_code(policy),
+        "options": json.dumps(options_record(policy.options), sort_keys=True),
+        "monitor_code": None if monitor is None else stable_digest(computation_key(monitor)),
+    }
 
 
 def simulate(

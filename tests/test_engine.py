@@ -358,8 +358,9 @@ def test_keys_see_base_methods_container_attributes_private_slots_and_array_kind
 def test_a_policy_changed_in_place_after_its_simulation_was_set_up_is_refused():
     """A value the policy reads, changed between setting up a simulation and its first
     trace, would compile the new computation under the old one's key: the run is refused
-    naming the policy (its identity stays the one it was set up with), and the cache
-    serves the old computation's numbers only to it."""
+    naming the policy (its identity stays the one it was set up with); a run sharing the
+    engine of a policy changed so is served by one built from its own; fresh policies of
+    either setting play their own arm."""
 
     class Settings:
         def __init__(self, arm):
@@ -370,17 +371,35 @@ def test_a_policy_changed_in_place_after_its_simulation_was_set_up_is_refused():
             select_fn=lambda key, state, t, ctx: jb.play(jnp.int32(settings.arm)), name="settings_arm"
         )
 
+    arms = lambda result: set(reference.arms_from_regret(result.regret[0], BANDIT.gaps))
     settings = Settings(1)
     run = jb.SimulationRun(make(settings), BANDIT, 40, 2, seed=0)
+    sharing = jb.SimulationRun(make(Settings(1)), BANDIT, 40, 2, seed=0, times=np.arange(1, 41))
     identity = run.identity()
     settings.arm = 0
     assert run.identity() == identity  # what it was set up to compute, as its checkpoints record
-    assert jb.SimulationRun(make(settings), BANDIT, 40, 2, seed=0).identity() != identity
     with pytest.raises(PolicyError, match=r"policy 'settings_arm' \(or its monitor\) reads other values than when"):
         run.advance()
-    arms = lambda result: reference.arms_from_regret(result.regret[0], BANDIT.gaps)
-    assert set(arms(jb.simulate(make(Settings(1)), BANDIT, 40, 2, seed=0, times=np.arange(1, 41)))) == {1}
-    assert set(arms(jb.simulate(make(settings), BANDIT, 40, 2, seed=0, times=np.arange(1, 41)))) == {0}
+    sharing.advance()
+    assert arms(sharing.result()) == {1}
+    assert arms(jb.simulate(make(Settings(1)), BANDIT, 40, 2, seed=0, times=np.arange(1, 41))) == {1}
+    assert arms(jb.simulate(make(settings), BANDIT, 40, 2, seed=0, times=np.arange(1, 41))) == {0}
+
+
+def test_a_policy_that_counts_its_traces_runs_again():
+    """A change the policy's own tracing makes (a count of traces, in a dict it closes
+    over) is what the compiled program holds: not a change in place, so never refused."""
+    calls = {"traces": 0}
+    ucb = jb.policies.make("ucb_n")
+
+    def select_fn(key, state, t, ctx):
+        calls["traces"] += 1
+        return ucb.select_fn(key, state, t, ctx)
+
+    policy = ucb._replace(select_fn=select_fn)
+    first, second = (jb.simulate(policy, BANDIT, 30, 2, seed=0) for _ in range(2))
+    np.testing.assert_array_equal(first.regret, second.regret)
+    assert first.diagnostics.keys() == second.diagnostics.keys() and calls["traces"] >= 2
 
 
 def test_an_object_s_key_leaves_out_what_made_it_and_deep_structures_are_named():
