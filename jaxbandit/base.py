@@ -107,9 +107,12 @@ def options_record(options: Mapping) -> dict:
 
 def option_params(options: Mapping) -> dict:
     """The hyper-parameters among ``Policy.options`` (``lp_explore``'s ``case_c_rule``),
-    as :func:`options_record` gives them: every option but ``"feedback"``, the
-    contract's declaration of how the policy learns, not an argument of its factory."""
-    return {name: value for name, value in options_record(options).items() if name != "feedback"}
+    as :func:`options_record` gives them, one value each (a list or a table as its JSON
+    text: a column of results holds one value per cell): every option but
+    ``"feedback"``, the contract's declaration of how the policy learns, not an argument
+    of its factory."""
+    one = lambda value: json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value  # noqa: E731
+    return {name: one(value) for name, value in options_record(options).items() if name != "feedback"}
 
 
 def int32_arm(arm):

@@ -24,8 +24,8 @@ from jaxbandit._numbers import ArgumentError, boolean, describe
 from jaxbandit.base import option_params
 
 __all__ = [
-    "LABEL_FIELDS", "as_cell", "as_cells", "cells_dataset", "cells_frame", "check_bounds", "column_names", "require",
-    "result_dataset", "result_frame",
+    "LABEL_FIELDS", "as_cell", "as_cells", "cells_dataset", "cells_frame", "check_bounds", "column_names",
+    "is_sweep_results", "require", "result_dataset", "result_frame", "shown",
 ]  # fmt: skip
 
 LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
@@ -55,7 +55,13 @@ def _is_cell(value) -> bool:
     return all(hasattr(value, name) for name in ("instance", "label", "times", "regret"))
 
 
-def _shown(value) -> str:
+def is_sweep_results(value) -> bool:
+    """Whether ``value`` is shaped as a :class:`~jaxbandit.io.SweepResults` (known by its
+    attributes, as a cell is: io imports this module)."""
+    return all(hasattr(value, name) for name in ("cells", "directory", "summary"))
+
+
+def shown(value) -> str:
     """``value`` as an error shows it (:func:`~jaxbandit._numbers.describe`), or its type
     where that would be long (a result and its arrays)."""
     text = describe(value)
@@ -67,12 +73,12 @@ def as_cells(name: str, value) -> list:
     (``results.cells``, ``results.select(...)``), as a list; an :class:`ArgumentError`
     naming ``name`` for anything else, saying what to give instead of a sweep or of one
     cell."""
-    if hasattr(value, "cells") and hasattr(value, "directory"):  # a SweepResults
+    if is_sweep_results(value):
         got = f"the SweepResults of {value.directory}: give results.cells, or results.select(...) for some of them"
     elif _is_cell(value):
         got = f"one cell ({value.label} on {value.instance!r}): give a list of it, [cell]"
     elif isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
-        got = f"{_shown(value)} (a sweep's cells are results.cells)"
+        got = f"{shown(value)} (a sweep's cells are results.cells)"
     else:
         cells = list(value)
         if not cells:
@@ -80,7 +86,7 @@ def as_cells(name: str, value) -> list:
         other = next((i for i, cell in enumerate(cells) if not _is_cell(cell)), None)
         if other is None:
             return cells
-        got = f"{name}[{other}] = {_shown(cells[other])} (a sweep's cells are results.cells)"
+        got = f"{name}[{other}] = {shown(cells[other])} (a sweep's cells are results.cells)"
     raise ArgumentError(f"{name} must be a list of jaxbandit.io.CellResult, got {got}.", argument=name)
 
 
@@ -92,7 +98,7 @@ def as_cell(name: str, value):
     if isinstance(value, (list, tuple)):  # of cells, say: a repr would print their arrays
         got = f"a {type(value).__name__} of {len(value)}: give one of its entries"
     else:
-        got = _shown(value)
+        got = shown(value)
     raise ArgumentError(f"{name} must be one jaxbandit.io.CellResult, got {got}.", argument=name)
 
 
@@ -102,7 +108,7 @@ def check_bounds(name: str, bounds, instances) -> None:
     ``instances``."""
     if not isinstance(bounds, dict):
         raise ArgumentError(
-            f"{name} must be a dict {{instance label: InstanceBound}} (results.lower_bounds()), got {_shown(bounds)}.",
+            f"{name} must be a dict {{instance label: InstanceBound}} (results.lower_bounds()), got {shown(bounds)}.",
             argument=name,
         )
     needed = list(dict.fromkeys(instances))
@@ -116,7 +122,7 @@ def check_bounds(name: str, bounds, instances) -> None:
     for label in needed:  # an InstanceBound, known by its attributes as a cell is
         if not all(hasattr(bounds[label], a) for a in ("value", "kind", "times_log")):
             raise ArgumentError(
-                f"{name}[{label!r}] must be an InstanceBound (results.lower_bounds()), got {_shown(bounds[label])}.",
+                f"{name}[{label!r}] must be an InstanceBound (results.lower_bounds()), got {shown(bounds[label])}.",
                 argument=name,
             )
 

@@ -26,7 +26,7 @@ from jaxbandit._numbers import ArgumentError, path as as_path
 from jaxbandit.bound import BOUND_FAMILIES, bound_kind, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.files import save_text
-from jaxbandit.frames import LABEL_FIELDS, column_names
+from jaxbandit.frames import LABEL_FIELDS, column_names, is_sweep_results, shown
 from jaxbandit.result import standard_error
 
 __all__ = ["InstanceBound", "STATISTICS", "lower_bounds", "summary_rows", "write_summary_csv"]
@@ -121,9 +121,10 @@ def write_summary_csv(results, path: Optional[os.PathLike] = None) -> Path:
     ``path`` (default: in the sweep's directory) atomically; an empty field where a row
     has no value (None, or NaN: the standard error of one run, the bound of an LP not
     solved)."""
-    if not (hasattr(results, "summary") and hasattr(results, "directory")):  # io imports this module
+    if not is_sweep_results(results):
         raise ArgumentError(
-            f"results must be a SweepResults (jaxbandit.load(directory) gives one), got {results!r}.", argument="results"
+            f"results must be a SweepResults (jaxbandit.load(directory) gives one), got {shown(results)}.",
+            argument="results",
         )
     path = as_path("path", path) if path is not None else results.directory / "summary.csv"
     if path.is_dir() or not path.parent.is_dir():

@@ -249,6 +249,12 @@ def test_resolved_parameters_include_the_defaults(results, monkeypatch):
     with (ucb.directory / "summary.csv").open() as handle:
         assert [row["rule"] for row in csv.DictReader(handle)] == ["", "largest"]
     assert base.option_params(jb.policies.make("ucb").options) == {}  # ucb learns from its own arm only
+    # a list or a table is one value of a column: its JSON text
+    listed = {"window": [7, 9], "table": {"b": 1, "a": 2}, "rule": "x"}
+    assert base.option_params(listed) == {"window": "[7, 9]", "table": '{"a": 2, "b": 1}', "rule": "x"}
+    bandit = jb.instances.default_instances()["bandit"]
+    windowed = jb.simulate(jb.policies.make("ucb_n")._replace(options={"window": [7, 9]}), bandit, 20, 2)
+    assert windowed.to_pandas()["window"].tolist() == ["[7, 9]"] * 2 and windowed.to_xarray()["window"].values.tolist() == "[7, 9]"
     ax = Figure().subplots()  # figures show the parameters as resolved
     plotting.regret_curves(ax, ucb.cells)
     assert [line.get_label() for line in ax.get_lines()] == ["ucb_n(alpha=1.0)", rule.resolved_label] and ucb.cells[0].label == "ucb_n"
