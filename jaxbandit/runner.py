@@ -154,12 +154,17 @@ class SimulationRun:
         """The engine, built again from this run's policy if the one it was built from
         (an equal policy, through the cache) was changed in place since: a new trace of
         it would compile that change (:func:`~jaxbandit.engine.cached_simulation`).  A
-        change to this run's own policy is refused when the engine traces it."""
+        change to this run's own policy is refused when the engine traces it.  Checked
+        at the first use only: a policy's key walks its code, which each of a sweep's
+        chunks would pay again."""
+        if self._engine_settings is None:  # checked: its programs are traced at its first use
+            return self._sim
         built_from = self._sim.built_from
         if (built_from[0] is not self.policy or built_from[1] is not self.monitor) and not self._sim.as_built():
             if _codes(self.policy, self.monitor) != self._codes:
                 raise changed_in_place(self.policy)
             self._sim = cached_simulation(self.policy, *self._engine_settings)
+        self._engine_settings = None
         return self._sim
 
     def compile(self) -> float:
