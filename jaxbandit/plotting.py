@@ -70,8 +70,8 @@ def _cells_and_colors(cells, colors) -> tuple:
                 "give a list of one color per cell, or leave colors out.", argument="colors",
             )  # fmt: skip
         chosen = [colors[label] for label in labels]
-    elif isinstance(colors, (list, tuple)) and len(colors) == len(cells):
-        chosen = list(colors)
+    elif isinstance(colors, (list, tuple, np.ndarray)) and len(colors) == len(cells):
+        chosen = list(colors)  # an array: its rows, RGB(A) as a colormap gives them
     else:
         raise ArgumentError(
             f"colors must be a dict {{cell label: color}} or a list of {len(cells)} colors, one per cell, "

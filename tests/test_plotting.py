@@ -237,6 +237,9 @@ def test_cells_that_share_a_label_get_their_own_color_and_name(results, tmp_path
     ax = Figure().subplots()
     plotting.regret_curves(ax, ts_n, colors=["red", "blue"])
     assert [line.get_color() for line in ax.get_lines()] == ["red", "blue"]
+    ax = Figure().subplots()  # a colormap's (N, 4) array: a row per cell
+    plotting.regret_curves(ax, ts_n, colors=np.array([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 1.0]]))
+    assert [tuple(line.get_color()) for line in ax.get_lines()] == [(1.0, 0.0, 0.0, 1.0), (0.0, 0.0, 1.0, 1.0)]
     for colors, message in ((["red"], r"a list of 2 colors, one per cell, got array \['red'\]"), (["red", "nope"], "'nope', which is not")):
         with pytest.raises(jb.ArgumentError, match=message):
             plotting.regret_curves(Figure().subplots(), ts_n, colors=colors)
