@@ -123,6 +123,7 @@ class SimulationRun:
         self._engine_settings = (inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, quick)
         self._sim = cached_simulation(inputs.policy, *self._engine_settings)
         self._codes = _codes(inputs.policy, inputs.monitor)  # what its engine computes, whatever changes later
+        self._engine_checked = False
         cell_index = inputs.noise_index.astype(np.uint32)[:, None]
         run_index = np.arange(inputs.first_run, inputs.first_run + self._placement.padded_runs, dtype=np.uint32)[None, :]
         keys = [rng.run_keys(rng.stream_key(inputs.seed, stream), cell_index, run_index) for stream in (rng.NOISE_STREAM, rng.POLICY_STREAM)]
@@ -157,14 +158,14 @@ class SimulationRun:
         change to this run's own policy is refused when the engine traces it.  Checked
         at the first use only: a policy's key walks its code, which each of a sweep's
         chunks would pay again."""
-        if self._engine_settings is None:  # checked: its programs are traced at its first use
+        if self._engine_checked:  # its programs are traced at its first use
             return self._sim
         built_from = self._sim.built_from
         if (built_from[0] is not self.policy or built_from[1] is not self.monitor) and not self._sim.as_built():
             if _codes(self.policy, self.monitor) != self._codes:
                 raise changed_in_place(self.policy)
             self._sim = cached_simulation(self.policy, *self._engine_settings)
-        self._engine_settings = None
+        self._engine_checked = True
         return self._sim
 
     def compile(self) -> float:
