@@ -114,7 +114,7 @@ class PairedDifference:
 _TELLING_APART = ("directory", "group", "seed", "noise_stream", "precision", "runs", "noise", "policy_name", "params")
 
 
-def _shown(value):
+def _as_criterion(value):
     """``value`` as a criterion would give it: a path as a string."""
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
@@ -139,7 +139,7 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
             labels = [cell.label for cell, _ in found]
             how = "name one of them"
             if len(set(labels)) < len(labels):  # labels alone cannot: say what else can
-                values = {key: [_shown(getattr(cell, key)) for cell, _ in found] for key in _TELLING_APART}
+                values = {key: [_as_criterion(getattr(cell, key)) for cell, _ in found] for key in _TELLING_APART}
                 differ = {key: v for key, v in values.items() if len({repr(x) for x in v}) > 1}
                 told = "; ".join(f"{key} {seen}" for key, seen in differ.items())
                 how = (
