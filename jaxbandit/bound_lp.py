@@ -374,7 +374,7 @@ def anchor_warm_start(
     return warm._replace(anchor=anchor)
 
 
-def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tuple[Array, Array]:
+def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart, decided=None) -> tuple[Array, Array]:
     """:func:`reuse_warm_start` for a problem already built, without a tie.
 
     Args:
@@ -383,15 +383,21 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tu
         best_arm: ``()`` int32, its ``best_arm``.
         precision: ``(K, K)`` ``1 / sigma**2``.
         warm: the run's :class:`LPWarmStart`.
+        decided: optional ``(low, high) -> bool`` (``(K,)`` each): whether the caller
+            does the same with every ``c`` in that box, which holds ``c*`` and every
+            ``c`` within ``tol`` of it (a check's, a full solve's); where it does, ``c``
+            need not be within ``tol`` of ``c*``.
 
     Returns:
-        ``(ok, c)``: ``c`` ``(K,)`` the canonical optimum when ``ok``, else zeros.
+        ``(ok, c)``: ``c`` ``(K,)`` the canonical optimum when ``ok`` (to ``tol``, or
+        within the box ``decided`` accepted), else zeros.
     """
     anchor = warm.anchor
     num_arms = rhs.shape[0]
     dtype = rhs.dtype
     values, error, step = lp.shifted_values(warm.factor, anchor.values, anchor.value_error, anchor.rhs, rhs)
     structural = warm.basis < num_arms
+    by_arm = lambda basic: jnp.concatenate([basic, jnp.zeros((1,), dtype)])[warm.positions]  # (m,) -> (K,) c
     tolerance = lp.default_tolerance(dtype)
     # Primal feasible to the check's tolerance (-tolerance |B^-1| |b|, with |B^-1| |b|
     # no smaller than the anchor's shrunk by the relative step), as the check accepts:
@@ -404,6 +410,12 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tu
     largest = jnp.max(jnp.where(structural, jnp.abs(values), 0))
     degenerate = (jnp.abs(values) <= 2 * error) & (error <= tolerance * largest)
     accurate = ~structural | (error <= tolerance * jnp.abs(values)) | degenerate
+    if decided is not None:
+        # c* is within `error` of `values`, and a check's or full solve's c within `tol`
+        # relative of c*: the box around `values` holds them all.
+        spread = error + tolerance * (jnp.abs(values) + error)
+        low, high = (by_arm(jnp.maximum(values + sign * spread, 0)) for sign in (-1, 1))
+        accurate = accurate | decided(low, high)
     # Inside the certified region: the gaps' moves from the anchor's (with i* the same
     # arm, the costs' moves) move no nonbasic reduced cost out of its rooms.  The tests
     # are per arm, so that all share one reduction (each costs a pass under vmap); the
@@ -416,7 +428,7 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart) -> tu
     fall_room, rise_room = anchor.cost_room
     inside = (falls[0] < fall_room[0]) & (falls[1] < fall_room[1]) & (rises[0] < rise_room[0]) & (rises[1] < rise_room[1])
     ok = all_true(feasible & accurate & inside) & (best_arm == anchor.best_arm)
-    c = jnp.concatenate([jnp.maximum(values, 0), jnp.zeros((1,), dtype)])[warm.positions]
+    c = by_arm(jnp.maximum(values, 0))
     return ok, jnp.where(ok, c, 0).astype(dtype)
 
 

@@ -11,7 +11,11 @@ goes through:
    arm and the gaps' (the LP's costs') moves from the anchor's keep every nonbasic
    reduced cost within its certified rooms, the basis stays optimal as long as it stays
    primal feasible, so ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound:
-   six ``K x K`` products (the bounds' from what the basis's factorisation keeps);
+   six ``K x K`` products (the bounds' from what the basis's factorisation keeps).  A
+   ``c*`` whose small components the bound cannot give to ``tol`` relative is still
+   taken where the policy's choice is the same for every ``c`` in the box the bound
+   and ``tol`` draw around it (``choice_is_certain``): that box holds ``c*`` and what
+   a check or a full solve would answer, so the arm is theirs;
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
 3. the full simplex, from that basis (a few pivots as a rule, else cold), whose new
@@ -19,8 +23,10 @@ goes through:
 
 The answer is the canonical optimum whichever stage gives it (the same basis; ``c*``
 equal up to rounding, or within a certified relative 1e-5 in float32 and 1e-9 in
-float64 when re-used).  The stage that answers a run also chooses its arm, so that this
-work too is done only for the runs that need the LP.
+float64 when re-used, or within a certified box whose every point gives the same arm).
+The stage that answers a run also chooses its arm, so that this work too is done only
+for the runs that need the LP.  Where ratios sit at the rule's tie tolerance, an arm
+can hinge on the last bits of ``c*``, and so on which stage answered.
 
 The policies' states carry ``stats`` (the weighted estimator) and ``warm`` (an
 :class:`~jaxbandit.bound_lp.LPWarmStart`); their requests carry ``mean``, ``gaps``,
@@ -47,8 +53,9 @@ from jaxbandit.bound_lp import (
     solve_lower_bound,
     warm_start,
 )
+from jaxbandit.reductions import all_true
 
-__all__ = ["LPAnswer", "RoundTests", "round_tests", "allocation_stages"]
+__all__ = ["LPAnswer", "RoundTests", "allocation_stages", "ratio_choice_is_certain", "round_tests"]
 
 
 class LPAnswer(NamedTuple):
@@ -125,13 +132,57 @@ def round_tests(mean, zeta, scale, observed_exactly) -> RoundTests:
     return RoundTests(best_arm, tie, ~tie & all_covered, least_explored, min_zeta, min_gap, gaps)
 
 
-def allocation_stages(choose_arm: Callable) -> tuple:
+def ratio_choice_is_certain(counts, low, high, surely, maybe, tolerance: float) -> Array:
+    """Whether the rule "the first eligible arm whose ``counts / target`` is within a
+    relative ``tolerance`` of the smallest such ratio, if any arm is eligible" gives the
+    same answer for every ``target`` with ``low <= target <= high`` and every
+    eligibility between ``surely`` and ``maybe``.
+
+    An arm is within the threshold when its ratio is within ``tolerance`` of every
+    other eligible arm's.  Rounding is monotone, so the rounded ratios of any such
+    ``target`` lie between those of the bounds.  The answer is certain when every arm's
+    eligibility is, and each eligible arm is within the threshold for every ``target``
+    (its largest ratio against the others' smallest) or beyond it for every ``target``
+    (its smallest against the others' largest).
+
+    Args:
+        counts: ``(K,)`` plays, in ``low``'s dtype.
+        low, high: ``(K,)`` bounds on the targets; a surely eligible arm's ``low`` is
+            positive.
+        surely, maybe: ``(K,)`` bool: eligible for every ``target`` in the box, for some.
+        tolerance: the rule's relative tie tolerance.
+    """
+    ratio_low = jnp.where(surely, counts / jnp.where(surely, high, 1), jnp.inf)
+    ratio_high = jnp.where(surely, counts / jnp.where(surely, low, 1), jnp.inf)
+    other_low, other_high = _smallest_of_the_others(ratio_low), _smallest_of_the_others(ratio_high)
+    within = ratio_high <= other_low * (1 + tolerance)
+    beyond = ratio_low > other_high * (1 + tolerance)
+    return all_true((surely == maybe) & (~surely | within | beyond))
+
+
+def _smallest_of_the_others(values) -> Array:
+    """``(K,)``: for each entry of ``values`` ``(K,)``, the smallest of the others.
+
+    An argmin and a min: one variadic reduction for the two smallest ran slower on
+    XLA's CPU backend, the more so as K grows (``benchmarks/README.md``)."""
+    arms = jnp.arange(values.shape[0], dtype=jnp.int32)
+    first = jnp.argmin(values).astype(jnp.int32)
+    second = jnp.min(jnp.where(arms == first, jnp.inf, values))
+    return jnp.where(arms == first, second, values[first])
+
+
+def allocation_stages(choose_arm: Callable, choice_is_certain: Callable) -> tuple:
     """The re-use, check and full-solve stages of ``c*(request.mean)``.
 
     Args:
         choose_arm: ``(solution, request, counts) -> (arm, no_arm)``: the arm to play
             given a :class:`~jaxbandit.bound_lp.LowerBoundSolution`, the run's request and
             its ``(K,)`` int32 plays.
+        choice_is_certain: ``(low, high, request, counts) -> bool``: whether
+            ``choose_arm`` gives the same ``(arm, no_arm)`` for every optimal solution
+            whose ``c`` lies within ``low <= c <= high`` (``(K,)`` each).  Where it does,
+            a re-used ``c`` need not be within ``tol`` of each ``c*_i``: the arm is the
+            one a check or a full solve would give.
 
     Returns:
         Three :class:`~jaxbandit.base.Stage` s answering :class:`LPAnswer` s.
@@ -158,7 +209,9 @@ def allocation_stages(choose_arm: Callable) -> tuple:
     def reuse(request, state, ctx: Context):
         # b is built here, not when the request is, so that only the runs that need c* build it.
         rhs = right_hand_side(request.gaps, request.min_gap, noise_free_arms(ctx.precision))
-        ok, c = reuse_warm_start_at(request.gaps, rhs, request.best_arm, ctx.precision, state.warm)
+        counts = state.stats.counts
+        decided = lambda low, high: choice_is_certain(low, high, request, counts)
+        ok, c = reuse_warm_start_at(request.gaps, rhs, request.best_arm, ctx.precision, state.warm, decided)
         status = jnp.where(ok, lp.LPStatus.OPTIMAL, lp.LPStatus.NUMERICAL_ERROR).astype(jnp.int32)
         solution = LowerBoundSolution(c, jnp.zeros((), c.dtype), status, jnp.int32(0), state.warm.basis)
         return answer(request, state, solution, ~ok, reused=ok), ok

@@ -56,7 +56,7 @@ from jaxbandit.bound_lp import (
     initial_warm_start,
     noise_free_arms,
 )
-from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
+from jaxbandit.policies._allocation import LPAnswer, allocation_stages, ratio_choice_is_certain, round_tests
 from jaxbandit.policies._common import (
     check_positive,
     check_unit_interval,
@@ -65,7 +65,7 @@ from jaxbandit.policies._common import (
     params_check,
     update_stats,
 )
-from jaxbandit.reductions import first_true
+from jaxbandit.reductions import all_true, first_true
 
 __all__ = ["CASE_C_RULES", "Case", "LPExploreState", "TheoryWarning", "lp_explore"]
 
@@ -153,6 +153,17 @@ def _case_c_arm(solution: LowerBoundSolution, request: LPRequest, counts, case_c
     solved = solution.status == lp.LPStatus.OPTIMAL
     arm = jnp.where(solved, jnp.where(any_deficient, lp_arm, request.best_arm), request.case_b_arm)
     return arm.astype(jnp.int32), solved & ~any_deficient
+
+
+def _case_c_arm_is_certain(low, high, request: LPRequest, counts, case_c_rule: str):
+    """Whether :func:`_case_c_arm` gives one answer for every ``c`` with
+    ``low <= c <= high`` (``(K,)`` each), an optimal solution's."""
+    counts = counts.astype(low.dtype)
+    target_low, target_high = request.scale * low, request.scale * high
+    surely, maybe = counts < target_low, counts < target_high  # deficient
+    if case_c_rule == "largest_deficit":
+        return ratio_choice_is_certain(counts, target_low, target_high, surely, maybe, RATIO_TIE_TOLERANCE)
+    return all_true(surely == maybe)
 
 
 def _init(ctx: Context) -> LPExploreState:
@@ -254,7 +265,8 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
         )
 
     choose_arm = lambda solution, request, counts: _case_c_arm(solution, request, counts, case_c_rule)
-    solver = Solver(stages=allocation_stages(choose_arm), finish_fn=_finish)
+    is_certain = lambda low, high, request, counts: _case_c_arm_is_certain(low, high, request, counts, case_c_rule)
+    solver = Solver(stages=allocation_stages(choose_arm, is_certain), finish_fn=_finish)
     return Policy(
         _init, _select, update_stats, _diagnostics, consolidate_fn=consolidate_stats, solver=solver,
         name="lp_explore", params=params, options={"case_c_rule": case_c_rule}, check_params=_check_params,

@@ -86,7 +86,7 @@ from jaxbandit.bound_lp import (
     initial_warm_start,
     noise_free_arms,
 )
-from jaxbandit.policies._allocation import LPAnswer, allocation_stages, round_tests
+from jaxbandit.policies._allocation import LPAnswer, allocation_stages, ratio_choice_is_certain, round_tests
 from jaxbandit.policies._common import check_nonnegative, consolidate_stats, log_round, params_check, update_stats
 from jaxbandit.policies.lp_explore import RATIO_TIE_TOLERANCE
 from jaxbandit.reductions import first_true
@@ -164,6 +164,16 @@ def _exploration_arm(solution: LowerBoundSolution, request: OSSBRequest, counts)
     solved = solution.status == lp.LPStatus.OPTIMAL
     arm = jnp.where(solved, jnp.where(any_eligible, lp_arm, request.best_arm), request.estimation_arm)
     return arm.astype(jnp.int32), solved & ~any_eligible
+
+
+def _exploration_arm_is_certain(low, high, request: OSSBRequest, counts):
+    """Whether :func:`_exploration_arm` gives one answer for every ``c`` with
+    ``low <= c <= high`` (``(K,)`` each), an optimal solution's."""
+    del request  # the rule reads c and the counts only
+    counts = counts.astype(low.dtype)
+    surely = low > POSITIVE_TOLERANCE * jnp.max(high)  # eligible
+    maybe = high > POSITIVE_TOLERANCE * jnp.max(low)
+    return ratio_choice_is_certain(counts, low, high, surely, maybe, RATIO_TIE_TOLERANCE)
 
 
 def _init(ctx: Context) -> OSSBState:
@@ -268,7 +278,7 @@ def ossb(epsilon: float = 0.0, gamma: float = 0.0) -> Policy:
     """
     params = _check_params({"epsilon": epsilon, "gamma": gamma})
 
-    solver = Solver(stages=allocation_stages(_exploration_arm), finish_fn=_finish)
+    solver = Solver(stages=allocation_stages(_exploration_arm, _exploration_arm_is_certain), finish_fn=_finish)
     return Policy(
         _init, _select, update_stats, _diagnostics, consolidate_fn=consolidate_stats, solver=solver,
         name="ossb", params=params, check_params=_check_params,
