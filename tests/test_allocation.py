@@ -1,6 +1,6 @@
 """The re-use's choice test: where a policy says its Case C choice is certain for a box
 of allocations, every allocation in the box gives that choice, and the box the re-use
-hands it holds the exact optimum and a check's answer.
+hands it holds the exact optimum.
 
 The first property on 4,096 random cases per rule (K = 6, float32): allocations with zeros,
 equal components (arms sharing a binding constraint), counts set near their targets and
@@ -118,19 +118,18 @@ def _box_of_the_reuse(mu, precision, basis, moved):
     box = []
     decided = lambda low, high: box.append((low, high)) or jnp.asarray(True)
     ok, c = bound_lp.reuse_warm_start_at(problem.cost, problem.b, problem.best_arm, precision, warm, decided)
-    checked_ok, checked, _ = bound_lp.check_warm_start(moved, precision, warm)
-    return ok, c, box[0], checked_ok, checked.c
+    return ok, c, box[0]
 
 
 _problem = Program(jax.vmap(bound_lp.lower_bound_problem))
 _solve = Program(jax.vmap(lp.solve))
 
 
-def test_the_box_of_a_reuse_holds_the_exact_optimum_and_a_checks_answer():
+def test_the_box_of_a_reuse_holds_the_exact_optimum():
     """``_LANES`` random K = 10 instances, float32, a warm start anchored at their means,
     the means then moved by N(0, d^2), d in 1e-4 .. 1e-2: wherever the re-use certifies
-    the basis optimal, the box it hands the policy holds the float64 solve's ``c`` of
-    the same float32 LP (its ``A`` and ``b``) and the float32 check's ``c``."""
+    the basis optimal, the box it hands the policy holds its ``c`` and the float64
+    solve's ``c`` of the same float32 LP (its ``A`` and ``b``)."""
     inst = instances.random(4, 10, num_instances=_LANES)
     mu = np.asarray(inst.mu, np.float32)
     precision = np.asarray(inst.precision, np.float32)
@@ -139,9 +138,7 @@ def test_the_box_of_a_reuse_holds_the_exact_optimum_and_a_checks_answer():
     reused = 0
     for d in (1e-4, 1e-3, 1e-2):
         moved = (mu + d * rng.standard_normal(mu.shape)).astype(np.float32)
-        ok, c, (low, high), checked_ok, checked = (
-            jax.tree.map(np.asarray, out) for out in _box_of_the_reuse(mu, precision, basis, moved)
-        )
+        ok, c, (low, high) = jax.tree.map(np.asarray, _box_of_the_reuse(mu, precision, basis, moved))
         problem = jax.tree.map(np.asarray, _problem(moved, precision))  # the float32 data
         with jax.enable_x64(True):
             exact = _solve(*(np.asarray(a, np.float64) for a in (problem.cost, problem.A, problem.b)))
@@ -149,7 +146,5 @@ def test_the_box_of_a_reuse_holds_the_exact_optimum_and_a_checks_answer():
         lanes = ok & exact_ok
         assert np.all((low[ok] <= c[ok]) & (c[ok] <= high[ok]))
         assert np.all((low[lanes] <= exact_c[lanes]) & (exact_c[lanes] <= high[lanes])), d
-        lanes = ok & checked_ok
-        assert np.all((low[lanes] <= checked[lanes]) & (checked[lanes] <= high[lanes])), d
         reused += lanes.sum()
     assert reused > _LANES  # not vacuous

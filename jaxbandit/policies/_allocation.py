@@ -11,22 +11,21 @@ goes through:
    arm and the gaps' (the LP's costs') moves from the anchor's keep every nonbasic
    reduced cost within its certified rooms, the basis stays optimal as long as it stays
    primal feasible, so ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound:
-   six ``K x K`` products (the bounds' from what the basis's factorisation keeps).  A
-   ``c*`` whose small components the bound cannot give to ``tol`` relative is still
-   taken where the policy's choice is the same for every ``c`` in the box the bound
-   and ``tol`` draw around it (``choice_is_certain``): that box holds ``c*`` and what
-   a check or a full solve would answer, so the arm is theirs;
+   six ``K x K`` products (the bounds' from what the basis's factorisation keeps).  It
+   is taken where the policy's choice is the same for every ``c`` in the box the bound
+   draws around it (``choice_is_certain``): that box holds the exact ``c*``, so the
+   arm is the exact optimum's however small a component the bound cannot give to
+   ``tol``, and a choice that hinges on the last bits of ``c*`` goes to the check;
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
 3. the full simplex, from that basis (a few pivots as a rule, else cold), whose new
    basis is factorised for the next checks.
 
 The answer is the canonical optimum whichever stage gives it (the same basis; ``c*``
-equal up to rounding, or within a certified relative 1e-5 in float32 and 1e-9 in
-float64 when re-used, or within a certified box whose every point gives the same arm).
-The stage that answers a run also chooses its arm, so that this work too is done only
-for the runs that need the LP.  Where ratios sit at the rule's tie tolerance, an arm
-can hinge on the last bits of ``c*``, and so on which stage answered.
+equal up to rounding, or, re-used, within a certified box whose every point gives the
+same arm).  The stage that answers a run also chooses its arm, so that this work too
+is done only for the runs that need the LP.  Where ratios sit at the rule's tie
+tolerance, a check's or a full solve's arm can hinge on the last bits of ``c*``.
 
 The policies' states carry ``stats`` (the weighted estimator) and ``warm`` (an
 :class:`~jaxbandit.bound_lp.LPWarmStart`); their requests carry ``mean``, ``gaps``,
@@ -138,12 +137,13 @@ def ratio_choice_is_certain(counts, low, high, surely, maybe, tolerance: float) 
     same answer for every ``target`` with ``low <= target <= high`` and every
     eligibility between ``surely`` and ``maybe``.
 
-    An arm is within the threshold when its ratio is within ``tolerance`` of every
-    other eligible arm's.  Rounding is monotone, so the rounded ratios of any such
-    ``target`` lie between those of the bounds.  The answer is certain when every arm's
+    Rounding is monotone, so the rounded ratios and threshold of any such ``target``
+    lie between those of the bounds.  The answer is certain when every arm's
     eligibility is, and each eligible arm is within the threshold for every ``target``
-    (its largest ratio against the others' smallest) or beyond it for every ``target``
-    (its smallest against the others' largest).
+    (its largest ratio against the smallest of the smallest ratios) or beyond it for
+    every ``target`` (its smallest ratio against the smallest of the largest).  An arm
+    whose own ratio spans more than ``tolerance`` is neither: not certain, though it
+    might be (two reductions over the arms, not four).
 
     Args:
         counts: ``(K,)`` plays, in ``low``'s dtype.
@@ -154,21 +154,9 @@ def ratio_choice_is_certain(counts, low, high, surely, maybe, tolerance: float) 
     """
     ratio_low = jnp.where(surely, counts / jnp.where(surely, high, 1), jnp.inf)
     ratio_high = jnp.where(surely, counts / jnp.where(surely, low, 1), jnp.inf)
-    other_low, other_high = _smallest_of_the_others(ratio_low), _smallest_of_the_others(ratio_high)
-    within = ratio_high <= other_low * (1 + tolerance)
-    beyond = ratio_low > other_high * (1 + tolerance)
+    within = ratio_high <= jnp.min(ratio_low) * (1 + tolerance)
+    beyond = ratio_low > jnp.min(ratio_high) * (1 + tolerance)
     return all_true((surely == maybe) & (~surely | within | beyond))
-
-
-def _smallest_of_the_others(values) -> Array:
-    """``(K,)``: for each entry of ``values`` ``(K,)``, the smallest of the others.
-
-    An argmin and a min: one variadic reduction for the two smallest ran slower on
-    XLA's CPU backend, the more so as K grows (``benchmarks/README.md``)."""
-    arms = jnp.arange(values.shape[0], dtype=jnp.int32)
-    first = jnp.argmin(values).astype(jnp.int32)
-    second = jnp.min(jnp.where(arms == first, jnp.inf, values))
-    return jnp.where(arms == first, second, values[first])
 
 
 def allocation_stages(choose_arm: Callable, choice_is_certain: Callable) -> tuple:
@@ -180,9 +168,8 @@ def allocation_stages(choose_arm: Callable, choice_is_certain: Callable) -> tupl
             its ``(K,)`` int32 plays.
         choice_is_certain: ``(low, high, request, counts) -> bool``: whether
             ``choose_arm`` gives the same ``(arm, no_arm)`` for every optimal solution
-            whose ``c`` lies within ``low <= c <= high`` (``(K,)`` each).  Where it does,
-            a re-used ``c`` need not be within ``tol`` of each ``c*_i``: the arm is the
-            one a check or a full solve would give.
+            whose ``c`` lies within ``low <= c <= high`` (``(K,)`` each): the re-use
+            answers where it does, with the exact ``c*``'s arm.
 
     Returns:
         Three :class:`~jaxbandit.base.Stage` s answering :class:`LPAnswer` s.
