@@ -389,8 +389,8 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart, decid
             caller does with it is what it would do with ``c*``.
 
     Returns:
-        ``(ok, c)``: ``c`` ``(K,)`` the canonical optimum when ``ok`` (to ``tol``, or
-        within the box ``decided`` accepted), else zeros.
+        ``(ok, c)``: ``c`` ``(K,)`` the canonical optimum when ``ok`` (each ``c_i`` to
+        ``tol``; with ``decided``, within the box it accepted), else zeros.
     """
     anchor = warm.anchor
     num_arms = rhs.shape[0]

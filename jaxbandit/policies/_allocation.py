@@ -141,9 +141,9 @@ def ratio_choice_is_certain(counts, low, high, surely, maybe, tolerance: float) 
     lie between those of the bounds.  The answer is certain when every arm's
     eligibility is, and each eligible arm is within the threshold for every ``target``
     (its largest ratio against the smallest of the smallest ratios) or beyond it for
-    every ``target`` (its smallest ratio against the smallest of the largest).  An arm
-    whose own ratio spans more than ``tolerance`` is neither: not certain, though it
-    might be (two reductions over the arms, not four).
+    every ``target`` (its smallest ratio against the smallest of the largest): two
+    reductions over the arms.  An arm whose own ratio spans more than ``tolerance`` is
+    neither, so such a box is called uncertain even where the answer holds.
 
     Args:
         counts: ``(K,)`` plays, in ``low``'s dtype.
