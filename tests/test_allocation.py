@@ -62,8 +62,8 @@ def _cases(rng):
     width = rng.choice([0, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3], CASES)[:, None]
     low, high = ((c * (1 + sign * width)).astype(np.float32) for sign in (-1, 1))
     scale = rng.uniform(10, 200, CASES).astype(np.float32)
-    # counts about their targets (lp_explore: s c; ossb: c), some ratios made equal to
-    # arm 0's up to a relative spread around the tie tolerance
+    # counts about s c or c (lp_explore's targets, ossb's), in each case for either rule;
+    # some ratios made equal to arm 0's up to a relative spread around the tie tolerance
     target = np.where(rng.random(CASES)[:, None] < 0.5, scale[:, None] * c, c)
     counts = np.floor(target * rng.uniform(0.3, 1.3, (CASES, ARMS)))
     tied = rng.random(CASES) < 0.5
