@@ -112,13 +112,13 @@ def _box_of_the_reuse(mu, precision, basis, moved):
     """The box the re-use hands a policy at ``moved`` means, from a warm start anchored at
     ``mu`` (the basis ``basis``), and whether the basis stays certified optimal there."""
     warm = bound_lp.warm_start(precision, basis)
-    _, _, sensitivity = bound_lp.check_warm_start(mu, precision, warm)
+    anchored, _, sensitivity = bound_lp.check_warm_start(mu, precision, warm)
     warm = bound_lp.anchor_warm_start(warm, mu, precision, sensitivity.values, sensitivity.cost_room)
     problem = bound_lp.lower_bound_problem(moved, precision)
     box = []
     decided = lambda low, high: box.append((low, high)) or jnp.asarray(True)
     ok, c = bound_lp.reuse_warm_start_at(problem.cost, problem.b, problem.best_arm, precision, warm, decided)
-    return ok, c, box[0]
+    return ok & anchored, c, box[0]  # a warm start is anchored where its check passes
 
 
 _problem = Program(jax.vmap(bound_lp.lower_bound_problem))

@@ -137,13 +137,12 @@ def ratio_choice_is_certain(counts, low, high, surely, maybe, tolerance: float) 
     same answer for every ``target`` with ``low <= target <= high`` and every
     eligibility between ``surely`` and ``maybe``.
 
-    Rounding is monotone, so the rounded ratios and threshold of any such ``target``
-    lie between those of the bounds.  The answer is certain when every arm's
+    An arm is within the threshold when its ratio is within ``tolerance`` of every
+    other eligible arm's.  Rounding is monotone, so the rounded ratios of any such
+    ``target`` lie between those of the bounds.  The answer is certain when every arm's
     eligibility is, and each eligible arm is within the threshold for every ``target``
-    (its largest ratio against the smallest of the smallest ratios) or beyond it for
-    every ``target`` (its smallest ratio against the smallest of the largest): two
-    reductions over the arms.  An arm whose own ratio spans more than ``tolerance`` is
-    neither, so such a box is called uncertain even where the answer holds.
+    (its largest ratio against the others' smallest) or beyond it for every ``target``
+    (its smallest against the others' largest).
 
     Args:
         counts: ``(K,)`` plays, in ``low``'s dtype.
@@ -154,9 +153,20 @@ def ratio_choice_is_certain(counts, low, high, surely, maybe, tolerance: float) 
     """
     ratio_low = jnp.where(surely, counts / jnp.where(surely, high, 1), jnp.inf)
     ratio_high = jnp.where(surely, counts / jnp.where(surely, low, 1), jnp.inf)
-    within = ratio_high <= jnp.min(ratio_low) * (1 + tolerance)
-    beyond = ratio_low > jnp.min(ratio_high) * (1 + tolerance)
+    within = ratio_high <= _smallest_of_the_others(ratio_low) * (1 + tolerance)
+    beyond = ratio_low > _smallest_of_the_others(ratio_high) * (1 + tolerance)
     return all_true((surely == maybe) & (~surely | within | beyond))
+
+
+def _smallest_of_the_others(values) -> Array:
+    """``(K,)``: for each entry of ``values`` ``(K,)``, the smallest of the others.
+
+    An argmin and a min: one variadic reduction for the two smallest ran slower on
+    XLA's CPU backend, the more so as K grows (``benchmarks/README.md``)."""
+    arms = jnp.arange(values.shape[0], dtype=jnp.int32)
+    first = jnp.argmin(values).astype(jnp.int32)
+    second = jnp.min(jnp.where(arms == first, jnp.inf, values))
+    return jnp.where(arms == first, second, values[first])
 
 
 def allocation_stages(choose_arm: Callable, choice_is_certain: Callable) -> tuple:
