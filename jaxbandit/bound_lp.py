@@ -384,13 +384,13 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart, decid
         precision: ``(K, K)`` ``1 / sigma**2``.
         warm: the run's :class:`LPWarmStart`.
         decided: optional ``(low, high) -> bool`` (``(K,)`` each): whether the caller
-            does the same with every ``c`` in that box, which holds ``c*``.  Given, it
-            replaces the test of each ``c_i`` to ``tol``: ``c`` is taken where what the
+            does the same with every ``c`` in that box, which holds ``c*``.  Where it
+            does, ``c`` is taken though some ``c_i`` is not known to ``tol``: what the
             caller does with it is what it would do with ``c*``.
 
     Returns:
         ``(ok, c)``: ``c`` ``(K,)`` the canonical optimum when ``ok`` (each ``c_i`` to
-        ``tol``; with ``decided``, within the box it accepted), else zeros.
+        ``tol``, or within the box ``decided`` accepted), else zeros.
     """
     anchor = warm.anchor
     num_arms = rhs.shape[0]
@@ -405,14 +405,13 @@ def reuse_warm_start_at(gaps, rhs, best_arm, precision, warm: LPWarmStart, decid
     # of the arm with the smallest gap coincide, so one surplus is exactly 0) passes.
     floor = -tolerance * anchor.value_size * jnp.maximum(1 - step, 0)
     feasible = values - error >= floor
-    if decided is None:
-        # Each basic c_i to `tolerance` relative, or, where it is zero within its error
-        # bound (degenerate), to `tolerance` of the largest.
-        largest = jnp.max(jnp.where(structural, jnp.abs(values), 0))
-        degenerate = (jnp.abs(values) <= 2 * error) & (error <= tolerance * largest)
-        accurate = ~structural | (error <= tolerance * jnp.abs(values)) | degenerate
-    else:  # c* is within `error` of `values`: the caller's use of c is c*'s
-        accurate = decided(*(by_arm(jnp.maximum(values + sign * error, 0)) for sign in (-1, 1)))
+    # Each basic c_i to `tolerance` relative, or, where it is zero within its error
+    # bound (degenerate), to `tolerance` of the largest.
+    largest = jnp.max(jnp.where(structural, jnp.abs(values), 0))
+    degenerate = (jnp.abs(values) <= 2 * error) & (error <= tolerance * largest)
+    accurate = ~structural | (error <= tolerance * jnp.abs(values)) | degenerate
+    if decided is not None:  # c* is within `error` of `values`
+        accurate = accurate | decided(*(by_arm(jnp.maximum(values + sign * error, 0)) for sign in (-1, 1)))
     # Inside the certified region: the gaps' moves from the anchor's (with i* the same
     # arm, the costs' moves) move no nonbasic reduced cost out of its rooms.  The tests
     # are per arm, so that all share one reduction (each costs a pass under vmap); the

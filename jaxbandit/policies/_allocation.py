@@ -12,20 +12,21 @@ goes through:
    reduced cost within its certified rooms, the basis stays optimal as long as it stays
    primal feasible, so ``c* = c*(anchor) + B^-1 (b - b(anchor))`` with an error bound:
    six ``K x K`` products (the bounds' from what the basis's factorisation keeps).  It
-   is taken where the policy's choice is the same for every ``c`` in the box the bound
-   draws around it (``choice_is_certain``): that box holds the exact ``c*``, so the
-   arm is the exact optimum's however small a component the bound cannot give to
-   ``tol``, and a choice that hinges on the last bits of ``c*`` goes to the check;
+   is taken where the bound gives each ``c_i`` to ``tol``, or where the policy's choice
+   is the same for every ``c`` in the box the bound draws (``choice_is_certain``):
+   that box holds the exact ``c*``, so the arm is the exact optimum's however small a
+   component the bound cannot give to ``tol``;
 2. *check* (:func:`jaxbandit.bound_lp.check_warm_start`): the basis verified at the new
    estimates, a few ``K x K`` products with refinement; a pass re-anchors;
 3. the full simplex, from that basis (a few pivots as a rule, else cold), whose new
    basis is factorised for the next checks.
 
 The answer is the canonical optimum whichever stage gives it (the same basis; ``c*``
-equal up to rounding, or, re-used, within a certified box whose every point gives the
-same arm).  The stage that answers a run also chooses its arm, so that this work too
-is done only for the runs that need the LP.  Where ratios sit at the rule's tie
-tolerance, a check's or a full solve's arm can hinge on the last bits of ``c*``.
+equal up to rounding, or, re-used, within a certified relative 1e-5 in float32 and
+1e-9 in float64 or a certified box whose every point gives the same arm).  The stage
+that answers a run also chooses its arm, so that this work too is done only for the
+runs that need the LP.  Where ratios sit at the rule's tie tolerance, an arm can hinge
+on the last bits of ``c*``, and so on which stage answered.
 
 The policies' states carry ``stats`` (the weighted estimator) and ``warm`` (an
 :class:`~jaxbandit.bound_lp.LPWarmStart`); their requests carry ``mean``, ``gaps``,
@@ -179,7 +180,8 @@ def allocation_stages(choose_arm: Callable, choice_is_certain: Callable) -> tupl
         choice_is_certain: ``(low, high, request, counts) -> bool``: whether
             ``choose_arm`` gives the same ``(arm, no_arm)`` for every optimal solution
             whose ``c`` lies within ``low <= c <= high`` (``(K,)`` each): the re-use
-            answers where it does, with the exact ``c*``'s arm.
+            answers where it does, with the exact ``c*``'s arm, also where its ``c`` is
+            not known to ``tol``.
 
     Returns:
         Three :class:`~jaxbandit.base.Stage` s answering :class:`LPAnswer` s.
