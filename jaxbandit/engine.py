@@ -34,6 +34,7 @@ from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.noise import GAUSSIAN, NoiseFamily
+from jaxbandit.placement import per_device
 from jaxbandit.policy_check import PolicyError
 from jaxbandit.reductions import ordered_sum
 
@@ -75,7 +76,7 @@ class Simulation(NamedTuple):
     """The jitted pieces of the engine for one policy (built by :func:`make_simulation`)."""
 
     init: Callable  # (ctx, num_runs, num_times) -> EngineCarry
-    run_chunk: Callable  # (carry, t0, horizon, times, noise_keys, policy_keys, env, ctx) -> carry
+    run_chunk: Callable  # (carry, t0, horizon, times, noise_keys, policy_keys, env, ctx, mesh) -> carry
     diagnostics: Callable  # (state) -> {name: (C, R)}
     chunk_size: int
     as_built: Callable  # () -> bool: its policy and monitor still compute what they did when it was built
@@ -201,8 +202,9 @@ def _make_record(monitor: Optional[Monitor]) -> Callable:
 
 
 def _make_chunk(one_round: Callable, record: Callable, consolidate: Optional[Callable], chunk_size: int) -> Callable:
-    """``(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx) -> carry``: up to
-    ``chunk_size`` rounds from round ``t0``.
+    """``(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx, mesh) -> carry``:
+    up to ``chunk_size`` rounds from round ``t0``, on each device of ``mesh`` over its own
+    runs (:func:`~jaxbandit.placement.per_device`; ``None``: one device).
 
     Loops with traced trip counts: the last chunk simply runs fewer rounds.  The chunk
     is cut into segments that end at the next recording time or the next consolidation
@@ -210,7 +212,7 @@ def _make_chunk(one_round: Callable, record: Callable, consolidate: Optional[Cal
     body has no branch at all.
     """
 
-    def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
+    def local_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
         end = jnp.minimum(horizon, t0 + chunk_size)
         num_times = times.shape[0]
 
@@ -248,6 +250,10 @@ def _make_chunk(one_round: Callable, record: Callable, consolidate: Optional[Cal
 
         return jax.lax.while_loop(lambda c: c.round < end, segment, carry)
 
+    def run_chunk(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx, mesh):
+        step = local_chunk if mesh is None else per_device(local_chunk, mesh)
+        return step(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx)
+
     return run_chunk
 
 
@@ -283,7 +289,7 @@ def make_simulation(
         diagnostics = jax.jit(as_built(jax.vmap(jax.vmap(policy.diagnostics_fn))))
     return Simulation(
         init=Program(as_built(_make_init(policy, monitor)), static_argnums=(1, 2)),  # runs once a simulation
-        run_chunk=(Program if quick_compile else jax.jit)(run_chunk, donate_argnums=(0,)),
+        run_chunk=(Program if quick_compile else jax.jit)(run_chunk, donate_argnums=(0,), static_argnums=(8,)),
         diagnostics=diagnostics,
         chunk_size=chunk_size,
         as_built=holds,

@@ -5,6 +5,8 @@ sharded over all of them; results are identical to one device because each run's
 noise depends only on its own index.  With several processes every process runs the
 same host code on the same inputs: each computes the full (small) initial arrays,
 keeps its own devices' slices of them, and gathers results with ``process_allgather``.
+The chunk step runs on each device over its own runs (:func:`per_device`), so that no
+round waits for another device.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from typing import Sequence
 import jax
 import numpy as np
 
-__all__ = ["Placement", "to_host"]
+__all__ = ["Placement", "per_device", "to_host"]
+
+_RUNS = jax.sharding.PartitionSpec(None, "runs")  # (C, R, ...) split along R
+_WHOLE = jax.sharding.PartitionSpec()  # a copy on every device
 
 
 def to_host(array) -> np.ndarray:
@@ -48,11 +53,11 @@ class Placement:
     def __init__(self, devices: Sequence, runs: int):
         self.devices = tuple(devices)
         self.padded_runs = -(-runs // len(self.devices)) * len(self.devices)
-        self._sharding = self._replicated = None
+        self.mesh = self._sharding = self._replicated = None  # the mesh: None on one device
         if len(self.devices) > 1:
-            mesh = jax.sharding.Mesh(np.array(self.devices), ("runs",))
-            self._sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "runs"))
-            self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+            self.mesh = jax.sharding.Mesh(np.array(self.devices), ("runs",))
+            self._sharding = jax.sharding.NamedSharding(self.mesh, _RUNS)
+            self._replicated = jax.sharding.NamedSharding(self.mesh, _WHOLE)
         # Devices of other processes: every argument of the compiled chunk must be an
         # array over all of them (a local array would be compared across processes at
         # every call).
@@ -74,4 +79,30 @@ class Placement:
         """An engine carry: per-run leaves (``ndim >= 2``) sharded, the rest replicated."""
         if self._sharding is None:
             return carry
-        return jax.tree_util.tree_map(lambda x: self.shard(x) if x.ndim >= 2 else self.replicate(x), carry)
+        return jax.tree_util.tree_map(lambda x: self.shard(x) if _per_run(x) else self.replicate(x), carry)
+
+
+def _per_run(leaf) -> bool:
+    """Whether an engine carry's leaf holds one value per run (``(C, R, ...)``), not one
+    for the whole simulation (the round, the next recording time)."""
+    return leaf.ndim >= 2
+
+
+def per_device(run_chunk, mesh):
+    """The engine's chunk step ``(carry, t0, horizon, times, noise_keys, policy_keys,
+    env, ctx) -> carry`` run by each device of ``mesh`` on its own runs (``shard_map``).
+
+    A run's rounds never read another run, but the partitioner cannot see that through
+    a round's compaction (the runs needing an LP gathered into buffers): left to it,
+    every round of an LP policy would gather and reduce across devices.  Each device
+    compacts its own runs instead; a run's answer does not depend on its buffer."""
+
+    def call(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
+        carry_specs = jax.tree_util.tree_map(lambda x: _RUNS if _per_run(x) else _WHOLE, carry)
+        in_specs = (carry_specs, _WHOLE, _WHOLE, _WHOLE, _RUNS, _RUNS, _WHOLE, _WHOLE)
+        # The round and the recording index are computed alike on every device from
+        # whole-simulation values, so they leave as one copy (not checked by shard_map).
+        local = jax.shard_map(run_chunk, mesh=mesh, in_specs=in_specs, out_specs=carry_specs, check_vma=False)
+        return local(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx)
+
+    return call

@@ -148,7 +148,7 @@ class SimulationRun:
         # numpy scalars: the same in every process, they need no placement
         return (
             self.carry, np.int32(self.rounds_done), np.int32(self.horizon), self._times_device,
-            self._noise_keys, self._policy_keys, self._env, self._ctx,
+            self._noise_keys, self._policy_keys, self._env, self._ctx, self._placement.mesh,
         )  # fmt: skip
 
     def _engine(self):

@@ -397,7 +397,27 @@ def test_full_information_regret_stays_bounded():
     assert growth.mean() < 3 * growth.std(ddof=1) / math.sqrt(RUNS) + 0.5, mean
 
 
-def test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode(monkeypatch):
+# The runs of the test below over 4 forced host devices, in a process of their own:
+# saved to the file its argument names, with the collectives its chunk step holds.
+_DEVICES_SCRIPT = """
+import re, sys
+import jax, numpy as np
+import jaxbandit as jb
+inst = jb.Instance([0.9, 0.5, 0.2, 0.65], [[1.0, np.inf, 0.5, np.inf], [2.0, 0.7, np.inf, 1.5],
+                   [np.inf, 0.4, 1.5, 3.0], [0.3, np.inf, np.inf, 1.0]])
+policy = jb.policies.make("lp_explore", alpha=0.5)
+run = jb.SimulationRun(policy, inst, 300, %d, 5, times=[100, 200, 300], devices=jax.devices())
+text = run._sim.run_chunk.lower(*run._chunk_arguments()).compile().as_text()
+collectives = re.findall(r"(all-reduce|all-gather|all-to-all|collective-permute|reduce-scatter)\\(", text)
+run.advance()
+result = run.result()
+np.savez(sys.argv[1], devices=len(jax.devices()), collectives=np.array(collectives, dtype=str),
+         regret=result.regret, counts=result.counts, **{"diagnostics/" + k: v for k, v in result.diagnostics.items()})
+"""
+
+
+@pytest.mark.slow
+def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devices(monkeypatch, tmp_path):
     """The compacted check in buffers of 4 (against the default 200) and the full
     solves that update each run's warm start (through the full solve's ``fold_fn``) in
     buffers of 1 (against 4), in the chunk step a simulation this short compiles with
@@ -407,18 +427,37 @@ def test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode(monkeypa
     instance, float32, recorded at rounds 100, 200 and 300.  A difference is either
     change's (buffers or compile mode); each alone: ``tests/test_compaction.py`` (other
     buffer sizes of the same mechanism) and ``tests/test_engine.py`` (the compile
-    mode)."""
+    mode).  So do the runs sharded over 4 forced host devices (another process), whose
+    chunk step holds no collective: each device compacts its own runs
+    (``placement.per_device``) instead of gathering every device's each round."""
+    import os
+    import subprocess
+    import sys
+    import types
+
     from jaxbandit import compile_options
 
     inst = REFERENCE_INSTANCES["general"]
     policy = _policy(alpha=0.5)
     assert compile_options.compiles_quickly(1, RUNS, 300, inst.num_arms)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    sharded = tmp_path / "sharded.npz"
+    devices = subprocess.Popen([sys.executable, "-c", _DEVICES_SCRIPT % RUNS, str(sharded)], env=env, stderr=subprocess.PIPE)
     simulate = functools.partial(jb.simulate, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300])
     small_buffers = simulate(solve_batch=4)
     monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
     results = [simulate(), small_buffers]
+    _, stderr = devices.communicate(timeout=600)
+    assert devices.returncode == 0, stderr[-3000:].decode()
+    with np.load(sharded) as saved:
+        assert saved["devices"] == 4 and list(saved["collectives"]) == []
+        diagnostics = {k.split("/", 1)[1]: saved[k] for k in saved.files if k.startswith("diagnostics/")}
+        results.append(types.SimpleNamespace(regret=saved["regret"], counts=saved["counts"], diagnostics=diagnostics))
     assert results[0].diagnostics["lp_full_solves"].sum() > RUNS  # the full-solve stage ran
     for other in results[1:]:
         np.testing.assert_array_equal(other.regret, results[0].regret)
+        np.testing.assert_array_equal(other.counts, results[0].counts)
+        assert sorted(other.diagnostics) == sorted(results[0].diagnostics)
         for name, value in results[0].diagnostics.items():
             np.testing.assert_array_equal(other.diagnostics[name], value, err_msg=name)
+
