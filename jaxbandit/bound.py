@@ -112,11 +112,12 @@ _batched_solve = Program(jax.vmap(solve_lower_bound))
 _MIN_LANES = 8
 _MAX_LANES = 1024
 # On a CPU the tableaux of one piece stay within about this many bytes: a vmapped
-# pivot sweeps all its lanes' tableaux, and a piece whose tableaux outgrow the
-# processor's caches solves fewer LPs per second, so large K runs in small pieces.  An
-# accelerator solves more LPs per second the wider the batch: there pieces are
-# _MAX_LANES wide.
-_PIECE_BYTES = 2**21
+# pivot sweeps all its lanes' tableaux, a piece whose tableaux outgrow the processor's
+# caches solves fewer LPs per second, and the wider a piece the more of its lanes wait
+# for its slowest LP, so large K runs in small pieces (benchmarks/README.md gives the
+# trade by K).  An accelerator solves more LPs per second the wider the batch: there
+# pieces are _MAX_LANES wide.
+_PIECE_BYTES = 2**19
 
 
 def _largest_lanes(num_arms: int, dtype) -> int:
