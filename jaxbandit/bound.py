@@ -36,9 +36,7 @@ divergence between a sample's law and the closest alternative's, which the paper
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
-import os
 from typing import NamedTuple
 
 import jax
@@ -59,6 +57,7 @@ from jaxbandit.bound_lp import (
 from jaxbandit.compile_options import Program
 from jaxbandit.instances import Instance, check_instance, check_unique_best
 from jaxbandit.representable import check_large_gaps, check_precisions, refuse_gap
+from jaxbandit.threads import cpu_threads, map_on_threads
 
 __all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]
 
@@ -139,8 +138,8 @@ def _lanes(count: int, largest: int = _MAX_LANES) -> int:
 def _on_lanes(function, *arrays, largest: int = _MAX_LANES):
     """``function(*arrays)`` (vmapped, jitted) over the leading axis, run on batches of
     :func:`_lanes` size (at most ``largest``) padded with copies of the first instance;
-    numpy outputs.  On a CPU the batches after the first run on one thread per usable
-    core (:func:`_threads`)."""
+    numpy outputs.  On a CPU the batches after the first run on one thread per core
+    (:mod:`jaxbandit.threads`)."""
     count = len(arrays[0])
     if count == 0:  # an empty batch: nothing to pad with
         return jax.tree.map(np.asarray, function(*arrays))
@@ -150,30 +149,10 @@ def _on_lanes(function, *arrays, largest: int = _MAX_LANES):
         take = np.arange(start, start + lanes)
         take[take >= count] = 0
         batches.append(tuple(a[take] for a in arrays))
-    x64 = jax.config.jax_enable_x64  # the caller's, which may be a thread's own setting
-
-    def solved(batch):
-        with jax.enable_x64(x64):
-            return jax.tree.map(np.asarray, function(*batch))
-
-    # The first batch alone: it compiles the program, which threads would each compile.
-    pieces = [solved(batches[0])]
-    threads = min(_threads(), len(batches) - 1)
-    if threads > 1:
-        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            pieces += pool.map(solved, batches[1:])
-    else:
-        pieces += map(solved, batches[1:])
+    solved = lambda batch: jax.tree.map(np.asarray, function(*batch))  # noqa: E731
+    # The first batch alone: it compiles the program.
+    pieces = [solved(batches[0])] + map_on_threads(solved, batches[1:], cpu_threads())
     return jax.tree.map(lambda *parts: np.concatenate(parts)[:count], *pieces)
-
-
-def _threads() -> int:
-    """How many batches run at once: XLA runs a vmapped batch of small operations
-    mostly on one core of a CPU, so there one thread per core this process may use; an
-    accelerator queues its programs anyway."""
-    if jax.default_backend() != "cpu":
-        return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _solve_batch(mu: np.ndarray, precision: np.ndarray, dtype) -> LowerBoundSolution:

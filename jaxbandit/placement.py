@@ -16,7 +16,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
-__all__ = ["Placement", "per_device", "to_host"]
+__all__ = ["Placement", "per_device", "per_run", "to_host"]
 
 _RUNS = jax.sharding.PartitionSpec(None, "runs")  # (C, R, ...) split along R
 _WHOLE = jax.sharding.PartitionSpec()  # a copy on every device
@@ -79,10 +79,10 @@ class Placement:
         """An engine carry: per-run leaves (``ndim >= 2``) sharded, the rest replicated."""
         if self._sharding is None:
             return carry
-        return jax.tree_util.tree_map(lambda x: self.shard(x) if _per_run(x) else self.replicate(x), carry)
+        return jax.tree_util.tree_map(lambda x: self.shard(x) if per_run(x) else self.replicate(x), carry)
 
 
-def _per_run(leaf) -> bool:
+def per_run(leaf) -> bool:
     """Whether an engine carry's leaf holds one value per run (``(C, R, ...)``), not one
     for the whole simulation (the round, the next recording time)."""
     return leaf.ndim >= 2
@@ -98,7 +98,7 @@ def per_device(run_chunk, mesh):
     compacts its own runs instead; a run's answer does not depend on its buffer."""
 
     def call(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx):
-        carry_specs = jax.tree_util.tree_map(lambda x: _RUNS if _per_run(x) else _WHOLE, carry)
+        carry_specs = jax.tree_util.tree_map(lambda x: _RUNS if per_run(x) else _WHOLE, carry)
         in_specs = (carry_specs, _WHOLE, _WHOLE, _WHOLE, _RUNS, _RUNS, _WHOLE, _WHOLE)
         # The round and the recording index are computed alike on every device from
         # whole-simulation values, so they leave as one copy (not checked by shard_map).

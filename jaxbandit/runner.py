@@ -3,7 +3,8 @@
 :func:`simulate` is the one-call front end; :class:`SimulationRun` is a simulation in
 progress (its engine carry), advanced chunk by chunk so that sweeps can checkpoint and
 resume it.  Its arguments are checked by :mod:`jaxbandit.run_inputs`, and its arrays
-placed on the devices by :mod:`jaxbandit.placement`.
+placed on the devices by :mod:`jaxbandit.placement`.  On a CPU an LP policy's runs
+advance in groups, one per core (:func:`_run_groups`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, changed_in_p
 from jaxbandit.fingerprint import array_digest, computation_key, source_digest, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
-from jaxbandit.placement import Placement, to_host
+from jaxbandit.placement import Placement, per_run, to_host
 from jaxbandit.result import Result
 from jaxbandit.run_inputs import RunInputs, check_inputs
+from jaxbandit.threads import cpu_threads, map_on_threads
 
 __all__ = ["InvalidArmError", "NaNStateError", "SimulationRun", "simulate"]
 
@@ -84,6 +86,41 @@ def _fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:
     return np.concatenate([saved, filler], axis=1)
 
 
+# The fewest runs of a group that advances on a thread of its own (_run_groups).
+_GROUP_RUNS = 16
+
+
+def _run_groups(inputs: RunInputs, placement: Placement) -> int:
+    """Into how many groups a simulation's runs are cut, each advanced by its own call
+    of the chunk step, the calls at once on threads (:mod:`jaxbandit.threads`): on a CPU
+    with one device, for a policy with a solver (whose rounds' small LP operations keep
+    one core busy), one per core, each of at least :data:`_GROUP_RUNS` runs; otherwise
+    one.  Each run's noise depends only on its own index, so results do not change."""
+    if len(placement.devices) > 1 or inputs.policy.solver is None:
+        return 1
+    return max(1, min(cpu_threads(), inputs.runs // _GROUP_RUNS))
+
+
+def _joined(groups: list):
+    """Engine carries (or one field of them) of groups of runs as one: the per-run leaves
+    joined along the runs axis, the others (the same in every group) taken once."""
+    if len(groups) == 1:
+        return groups[0]
+    return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves, axis=1) if per_run(leaves[0]) else leaves[0], *groups)
+
+
+def _split(carry, groups: int) -> list:
+    """An engine carry of all the runs as ``groups`` equal groups, each with its own
+    buffers (the chunk step donates its carry)."""
+    if groups == 1:
+        return [carry]
+    size = next(leaf.shape[1] for leaf in jax.tree_util.tree_leaves(carry) if per_run(leaf)) // groups
+    return [
+        jax.tree_util.tree_map(lambda x: x[:, g * size : (g + 1) * size] if per_run(x) else jnp.array(x, copy=True), carry)
+        for g in range(groups)
+    ]
+
+
 class SimulationRun:
     """A simulation in progress: advance it chunk by chunk, checkpoint it, resume it.
 
@@ -118,6 +155,8 @@ class SimulationRun:
         self.horizon, self.runs, self.seed, self.times = inputs.horizon, inputs.runs, inputs.seed, inputs.times
         self.params, self.dtype, self.noise_index = inputs.params, inputs.dtype, inputs.noise_index
         self._placement = Placement(inputs.devices, inputs.runs)
+        groups = _run_groups(inputs, self._placement)
+        group_runs = -(-self._placement.padded_runs // groups)
         env, ctx = make_context(inputs.instance, inputs.cell_params, inputs.horizon, inputs.dtype)
         quick = compiles_quickly(inputs.num_cells, inputs.runs, inputs.horizon, inputs.instance.num_arms)
         self._engine_settings = (inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, quick)
@@ -125,30 +164,49 @@ class SimulationRun:
         self._codes = _codes(inputs.policy, inputs.monitor)  # what its engine computes, whatever changes later
         self._engine_checked = False
         cell_index = inputs.noise_index.astype(np.uint32)[:, None]
-        run_index = np.arange(inputs.first_run, inputs.first_run + self._placement.padded_runs, dtype=np.uint32)[None, :]
-        keys = [rng.run_keys(rng.stream_key(inputs.seed, stream), cell_index, run_index) for stream in (rng.NOISE_STREAM, rng.POLICY_STREAM)]
-        self._noise_keys, self._policy_keys = (self._placement.shard(k) for k in keys)
+        streams = [rng.stream_key(inputs.seed, stream) for stream in (rng.NOISE_STREAM, rng.POLICY_STREAM)]
+        self._keys = []  # (noise_keys, policy_keys) of each group of runs
+        for group in range(groups):
+            first = inputs.first_run + group * group_runs
+            run_index = np.arange(first, first + group_runs, dtype=np.uint32)[None, :]
+            self._keys.append(tuple(self._placement.shard(rng.run_keys(s, cell_index, run_index)) for s in streams))
         recording_times = _recording_times(inputs.times)
         self._times_device = self._placement.replicate(jnp.asarray(recording_times))
         # the initial state is computed in each process, from its own (local) context
-        carry = self._sim.init(ctx, self._placement.padded_runs, len(recording_times))
+        init = lambda: self._sim.init(ctx, group_runs, len(recording_times))  # noqa: E731
         self._env, self._ctx = self._placement.replicate(env), self._placement.replicate(ctx)
-        self.carry = self._placement.shard_carry(carry)
+        self._carries = [self._placement.shard_carry(init()) for _ in range(groups)]  # each group its own buffers
+        self._stepped = False  # whether the chunk step was compiled yet
         self.wall_time = 0.0
 
     @property
+    def carry(self):
+        """The engine carry of all the runs (:class:`~jaxbandit.engine.EngineCarry`): its
+        groups' joined along the runs axis."""
+        return _joined(self._carries)
+
+    @carry.setter
+    def carry(self, carry) -> None:
+        self._carries = _split(carry, len(self._carries))
+
+    def _runs_of(self, name: str):
+        """One field of :attr:`carry`, joined without the rest."""
+        return _joined([getattr(carry, name) for carry in self._carries])
+
+    @property
     def rounds_done(self) -> int:
-        return int(self.carry.round)
+        return int(self._carries[0].round)
 
     @property
     def done(self) -> bool:
         return self.rounds_done >= self.horizon
 
-    def _chunk_arguments(self) -> tuple:
+    def _chunk_arguments(self, group: int = 0) -> tuple:
         # numpy scalars: the same in every process, they need no placement
+        carry = self._carries[group]
         return (
-            self.carry, np.int32(self.rounds_done), np.int32(self.horizon), self._times_device,
-            self._noise_keys, self._policy_keys, self._env, self._ctx, self._placement.mesh,
+            carry, np.int32(carry.round), np.int32(self.horizon), self._times_device,
+            *self._keys[group], self._env, self._ctx, self._placement.mesh,
         )  # fmt: skip
 
     def _engine(self):
@@ -174,6 +232,7 @@ class SimulationRun:
         change."""
         start = time.perf_counter()
         self._engine().run_chunk.lower(*self._chunk_arguments()).compile()
+        self._stepped = True
         return time.perf_counter() - start
 
     def advance(self, max_chunks: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None) -> int:
@@ -192,8 +251,12 @@ class SimulationRun:
         chunks, engine = 0, self._engine()
         while not self.done and (max_chunks is None or chunks < max_chunks):
             start = time.perf_counter()
-            self.carry = engine.run_chunk(*self._chunk_arguments())
-            jax.block_until_ready(self.carry.round)
+            step = lambda group: engine.run_chunk(*self._chunk_arguments(group))  # noqa: E731
+            groups = list(range(len(self._carries)))
+            first = [] if self._stepped else [step(groups.pop(0))]  # it compiles the program, once
+            self._carries = first + map_on_threads(step, groups, len(groups))
+            self._stepped = True
+            jax.block_until_ready([carry.round for carry in self._carries])
             self.wall_time += time.perf_counter() - start
             chunks += 1
             self._raise_for_invalid_arms()
@@ -213,11 +276,11 @@ class SimulationRun:
         return int(cell), int(run), int(rounds[cell, run]), int((flagged_round > 0).sum())
 
     def _raise_for_invalid_arms(self) -> None:
-        first = self._first_flagged(self.carry.invalid_round)
+        first = self._first_flagged(self._runs_of("invalid_round"))
         if first is None:
             return
         cell, run, round_number, count = first
-        arm = int(to_host(self.carry.invalid_arm)[cell, run])
+        arm = int(to_host(self._runs_of("invalid_arm"))[cell, run])
         source = "select_fn" if self.policy.solver is None else "select_fn (or its Solver.finish_fn)"
         raise InvalidArmError(
             f"policy {self.policy.name!r}: {source} chose arm {arm} at round {round_number} "
@@ -227,7 +290,7 @@ class SimulationRun:
         )
 
     def _raise_for_nan_state(self) -> None:
-        first = self._first_flagged(self.carry.nan_round)
+        first = self._first_flagged(self._runs_of("nan_round"))
         if first is None:
             return
         cell, run, round_number, count = first
@@ -241,14 +304,15 @@ class SimulationRun:
 
     def diagnostics(self) -> dict:
         """The policy's per-run counters now: ``{name: (C, runs) numpy}``."""
-        values = self._engine().diagnostics(self.carry.state)
+        values = self._engine().diagnostics(self._runs_of("state"))
         return {k: to_host(v)[:, : self.runs] for k, v in values.items()}
 
     def monitor_record(self) -> dict:
         """The monitor's reports at the recording times so far: ``{name: (C, runs, P) numpy}``."""
-        if self.carry.monitor_record is None:
+        record = self._runs_of("monitor_record")
+        if record is None:
             return {}
-        return {k: to_host(v)[:, : self.runs, ..., : len(self.times)] for k, v in self.carry.monitor_record.items()}
+        return {k: to_host(v)[:, : self.runs, ..., : len(self.times)] for k, v in record.items()}
 
     def identity(self) -> dict:
         """What determines this simulation's results, as a JSON-able dict: scalars (and
@@ -334,8 +398,8 @@ class SimulationRun:
             raise RuntimeError(f"simulation not finished: {self.rounds_done} of {self.horizon} rounds done.")
         runs = self.runs
         diagnostics = self.diagnostics()
-        regret = to_host(self.carry.regret).astype(np.float64)[:, :runs, : len(self.times)]
-        counts = to_host(self.carry.counts).astype(np.int64)[:, :runs]
+        regret = to_host(self._runs_of("regret")).astype(np.float64)[:, :runs, : len(self.times)]
+        counts = to_host(self._runs_of("counts")).astype(np.int64)[:, :runs]
         monitor = self.monitor_record()
         if not self.instance.is_batch and all(np.ndim(v) == 0 for v in self.params.values()):
             regret, counts = regret[0], counts[0]

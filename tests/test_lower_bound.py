@@ -574,7 +574,7 @@ def test_pieces_on_threads_keep_the_callers_precision(monkeypatch):
     """On a CPU the pieces after the first run on threads: each keeps the caller's x64
     setting (a thread's own, from ``jax.enable_x64``), so float64 data stays float64,
     and every piece lands in its place.  Three threads whatever the machine's cores."""
-    monkeypatch.setattr("jaxbandit.bound._threads", lambda: 3)
+    monkeypatch.setattr("jaxbandit.bound.cpu_threads", lambda: 3)
     double = jax.jit(jax.vmap(lambda x: 2 * x))
     values = 1 + np.arange(100) * 2.0**-40  # float32 would round every one to 1
     with jax.enable_x64(True):

@@ -427,8 +427,9 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     instance, float32, recorded at rounds 100, 200 and 300.  A difference is either
     change's (buffers or compile mode); each alone: ``tests/test_compaction.py`` (other
     buffer sizes of the same mechanism) and ``tests/test_engine.py`` (the compile
-    mode).  So do the runs sharded over 4 forced host devices (another process), whose
-    chunk step holds no collective: each device compacts its own runs
+    mode).  So do the runs in 3 groups on threads, resumed from a checkpoint of the
+    small buffers' runs, and the runs sharded over 4 forced host devices (another
+    process), whose chunk step holds no collective: each device compacts its own runs
     (``placement.per_device``) instead of gathering every device's each round."""
     import os
     import subprocess
@@ -444,9 +445,22 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     sharded = tmp_path / "sharded.npz"
     devices = subprocess.Popen([sys.executable, "-c", _DEVICES_SCRIPT % RUNS, str(sharded)], env=env, stderr=subprocess.PIPE)
     simulate = functools.partial(jb.simulate, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300])
-    small_buffers = simulate(solve_batch=4)
+    # Small buffers, in chunks of 100 rounds: checkpointed after the first, then resumed
+    # in 3 groups of 67 runs (201) advanced on threads (runner._run_groups), whatever
+    # grouping this machine's cores gave the checkpoint.
+    chunked = functools.partial(jb.SimulationRun, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300], chunk_size=100, solve_batch=4)
+    small_buffers = chunked()
+    small_buffers.advance(max_chunks=1)
+    saved = small_buffers.checkpoint()
+    small_buffers.advance()
+    monkeypatch.setattr("jaxbandit.runner.cpu_threads", lambda: 3)
+    resumed = chunked()
+    assert len(resumed._carries) == 3
+    resumed.restore(saved)
+    resumed.advance()
+    monkeypatch.undo()
     monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
-    results = [simulate(), small_buffers]
+    results = [simulate(), small_buffers.result(), resumed.result()]
     _, stderr = devices.communicate(timeout=600)
     assert devices.returncode == 0, stderr[-3000:].decode()
     with np.load(sharded) as saved:
