@@ -6,7 +6,8 @@ noise depends only on its own index.  With several processes every process runs 
 same host code on the same inputs: each computes the full (small) initial arrays,
 keeps its own devices' slices of them, and gathers results with ``process_allgather``.
 The chunk step runs on each device over its own runs (:func:`per_device`), so that no
-round waits for another device.
+round waits for another device.  On one device the runs may also advance in groups
+(:func:`split_runs`, :func:`joined_runs`), each its own call of the chunk step.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from __future__ import annotations
 from typing import Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Placement", "per_device", "per_run", "to_host"]
+__all__ = ["Placement", "joined_runs", "per_device", "per_run", "split_runs", "to_host"]
 
 _RUNS = jax.sharding.PartitionSpec(None, "runs")  # (C, R, ...) split along R
 _WHOLE = jax.sharding.PartitionSpec()  # a copy on every device
@@ -106,3 +108,23 @@ def per_device(run_chunk, mesh):
         return local(carry, t0, horizon, times, noise_keys, policy_keys, env, ctx)
 
     return call
+
+
+def joined_runs(groups: list):
+    """Engine carries (or one field of them) of groups of runs as one: the per-run leaves
+    joined along the runs axis, the others (the same in every group) taken once."""
+    if len(groups) == 1:
+        return groups[0]
+    return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves, axis=1) if per_run(leaves[0]) else leaves[0], *groups)
+
+
+def split_runs(carry, groups: int) -> list:
+    """An engine carry of all the runs as ``groups`` equal groups, each with its own
+    buffers (the chunk step donates its carry)."""
+    if groups == 1:
+        return [carry]
+    size = next(leaf.shape[1] for leaf in jax.tree_util.tree_leaves(carry) if per_run(leaf)) // groups
+    return [
+        jax.tree_util.tree_map(lambda x: x[:, g * size : (g + 1) * size] if per_run(x) else jnp.array(x, copy=True), carry)
+        for g in range(groups)
+    ]

@@ -26,7 +26,7 @@ from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, changed_in_p
 from jaxbandit.fingerprint import array_digest, computation_key, source_digest, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
-from jaxbandit.placement import Placement, per_run, to_host
+from jaxbandit.placement import Placement, joined_runs, split_runs, to_host
 from jaxbandit.result import Result
 from jaxbandit.run_inputs import RunInputs, check_inputs
 from jaxbandit.threads import cpu_threads, map_on_threads
@@ -101,26 +101,6 @@ def _run_groups(inputs: RunInputs, placement: Placement) -> int:
     return max(1, min(cpu_threads(), inputs.runs // _GROUP_RUNS))
 
 
-def _joined(groups: list):
-    """Engine carries (or one field of them) of groups of runs as one: the per-run leaves
-    joined along the runs axis, the others (the same in every group) taken once."""
-    if len(groups) == 1:
-        return groups[0]
-    return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves, axis=1) if per_run(leaves[0]) else leaves[0], *groups)
-
-
-def _split(carry, groups: int) -> list:
-    """An engine carry of all the runs as ``groups`` equal groups, each with its own
-    buffers (the chunk step donates its carry)."""
-    if groups == 1:
-        return [carry]
-    size = next(leaf.shape[1] for leaf in jax.tree_util.tree_leaves(carry) if per_run(leaf)) // groups
-    return [
-        jax.tree_util.tree_map(lambda x: x[:, g * size : (g + 1) * size] if per_run(x) else jnp.array(x, copy=True), carry)
-        for g in range(groups)
-    ]
-
-
 class SimulationRun:
     """A simulation in progress: advance it chunk by chunk, checkpoint it, resume it.
 
@@ -183,15 +163,15 @@ class SimulationRun:
     def carry(self):
         """The engine carry of all the runs (:class:`~jaxbandit.engine.EngineCarry`): its
         groups' joined along the runs axis."""
-        return _joined(self._carries)
+        return joined_runs(self._carries)
 
     @carry.setter
     def carry(self, carry) -> None:
-        self._carries = _split(carry, len(self._carries))
+        self._carries = split_runs(carry, len(self._carries))
 
     def _runs_of(self, name: str):
         """One field of :attr:`carry`, joined without the rest."""
-        return _joined([getattr(carry, name) for carry in self._carries])
+        return joined_runs([getattr(carry, name) for carry in self._carries])
 
     @property
     def rounds_done(self) -> int:
@@ -251,11 +231,7 @@ class SimulationRun:
         chunks, engine = 0, self._engine()
         while not self.done and (max_chunks is None or chunks < max_chunks):
             start = time.perf_counter()
-            step = lambda group: engine.run_chunk(*self._chunk_arguments(group))  # noqa: E731
-            groups = list(range(len(self._carries)))
-            first = [] if self._stepped else [step(groups.pop(0))]  # it compiles the program, once
-            self._carries = first + map_on_threads(step, groups, len(groups))
-            self._stepped = True
+            self._advance_groups(engine)
             jax.block_until_ready([carry.round for carry in self._carries])
             self.wall_time += time.perf_counter() - start
             chunks += 1
@@ -264,6 +240,24 @@ class SimulationRun:
             if progress is not None:
                 progress(self.rounds_done, self.horizon)
         return self.rounds_done
+
+    def _advance_groups(self, engine) -> None:
+        """One chunk of every group of runs, the groups at once on threads.  Each group's
+        new carry is kept as its call returns: the chunk step donates the old one, so an
+        interrupt (which the threads' calls outlast) must not lose it."""
+        advanced = list(self._carries)
+
+        def step(group: int) -> None:
+            advanced[group] = engine.run_chunk(*self._chunk_arguments(group))
+
+        groups = list(range(len(advanced)))
+        try:
+            if not self._stepped:  # the first call compiles the program, once
+                step(groups.pop(0))
+                self._stepped = True
+            map_on_threads(step, groups, len(groups))
+        finally:
+            self._carries = advanced
 
     def _first_flagged(self, flagged_round) -> Optional[tuple[int, int, int, int]]:
         """``(cell, run, round, runs flagged)`` of the earliest nonzero entry of a
