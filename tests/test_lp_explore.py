@@ -463,10 +463,10 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     results = [simulate(), small_buffers.result(), resumed.result()]
     _, stderr = devices.communicate(timeout=600)
     assert devices.returncode == 0, stderr[-3000:].decode()
-    with np.load(sharded) as saved:
-        assert saved["devices"] == 4 and list(saved["collectives"]) == []
-        diagnostics = {k.split("/", 1)[1]: saved[k] for k in saved.files if k.startswith("diagnostics/")}
-        results.append(types.SimpleNamespace(regret=saved["regret"], counts=saved["counts"], diagnostics=diagnostics))
+    with np.load(sharded) as arrays:
+        assert arrays["devices"] == 4 and list(arrays["collectives"]) == []
+        diagnostics = {k.split("/", 1)[1]: arrays[k] for k in arrays.files if k.startswith("diagnostics/")}
+        results.append(types.SimpleNamespace(regret=arrays["regret"], counts=arrays["counts"], diagnostics=diagnostics))
     assert results[0].diagnostics["lp_full_solves"].sum() > RUNS  # the full-solve stage ran
     for other in results[1:]:
         np.testing.assert_array_equal(other.regret, results[0].regret)
