@@ -579,9 +579,10 @@ GRAPH = jb.Instance(
 )
 def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compile(name, noise, dtype, monitor, monkeypatch):
     """A short simulation's chunk step compiles with the host's options
-    (:func:`jaxbandit.compile_options.compiles_quickly`); forced to XLA's defaults, the
-    same simulation gives the same bits: 300 rounds x 3 runs of a feedback graph.  An LP
-    policy: ``test_lp_explore.py::test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode``."""
+    (:func:`jaxbandit.compile_options.chunk_mode`): this one, 300 rounds x 3 runs of a
+    feedback graph, with the draft options; forced to the quick options, and to XLA's
+    defaults, the same simulation gives the same bits.  An LP policy:
+    ``test_lp_explore.py::test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devices``."""
     from jaxbandit import compile_options
 
     inst = jb.Instance(GRAPH.mu, GRAPH.sigma, noise=noise)
@@ -589,17 +590,21 @@ def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compi
     if monitor is not None:
         kwargs["monitor"] = jb.monitors.make(monitor)
 
-    def simulate(quick_compile):
+    def simulate(mode):
         run = jb.SimulationRun(jb.policies.make(name), inst, 300, 3, seed=4, **kwargs)
-        assert isinstance(run._sim.run_chunk, compile_options.Program) == quick_compile
+        assert run._engine_settings[-1] == mode
+        assert isinstance(run._sim.run_chunk, compile_options.Program) == (mode != "default")
         run.advance()
         return run.result()
 
     with jax.enable_x64(dtype == "float64"):
-        quick = simulate(True)
+        results = [simulate("draft")]
+        monkeypatch.setattr(compile_options, "DRAFT_WORK", 0)
+        results.append(simulate("quick"))
         monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
-        default = simulate(False)
+        results.append(simulate("default"))
     leaves = lambda r: jax.tree_util.tree_leaves((r.regret, r.counts, r.diagnostics, r.monitor))  # noqa: E731
-    assert len(leaves(quick)) == len(leaves(default))
-    for a, b in zip(leaves(quick), leaves(default)):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for other in results[1:]:
+        assert len(leaves(other)) == len(leaves(results[0]))
+        for a, b in zip(leaves(other), leaves(results[0])):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
