@@ -33,19 +33,21 @@ MODES = {"default": None, "quick": CPU_OPTIONS, "draft": DRAFT_OPTIONS}  # a chu
 # the limit sits where the policies whose trade is closest come out about even
 # (benchmarks/README.md's rows give the trade by policy and K).
 QUICK_WORK = 2**24
-# Of those, the most work of a simulation whose chunk step compiles with DRAFT_OPTIONS.
-# Up to it the LP policies save several seconds of compile for a fraction of one of
-# run, and the other policies, whose programs are small, come out about even.
-DRAFT_WORK = 2**18
+# Of those, the most work of a simulation whose chunk step compiles with DRAFT_OPTIONS,
+# counted as cells x runs x horizon x arms**3: what unoptimised code loses grows about as
+# an LP's tableau work (arms**3), and the LP policies break even at about ten times this
+# limit at every K measured.  The other policies, whose programs are small, come out
+# about even at it.
+DRAFT_WORK = 2**25
 
 
 def chunk_mode(cells: int, runs: int, horizon: int, num_arms: int) -> str:
     """The key of :data:`MODES` a simulation's chunk step compiles with (on a CPU): the
     rule of :data:`QUICK_WORK` and, within it, of :data:`DRAFT_WORK`."""
-    work = cells * runs * horizon * num_arms
-    if work > QUICK_WORK:
+    run_rounds = cells * runs * horizon
+    if run_rounds * num_arms > QUICK_WORK:
         return "default"
-    return "quick" if work > DRAFT_WORK else "draft"
+    return "quick" if run_rounds * num_arms**3 > DRAFT_WORK else "draft"
 
 
 class Program:

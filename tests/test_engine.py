@@ -570,6 +570,19 @@ GRAPH = jb.Instance(
 )
 
 
+def test_the_compile_mode_follows_the_work_of_a_simulation():
+    """Draft up to ``DRAFT_WORK`` of cells x runs x horizon x arms**3, quick up to
+    ``QUICK_WORK`` of cells x runs x horizon x arms, XLA's defaults beyond."""
+    from jaxbandit.compile_options import DRAFT_WORK, QUICK_WORK, chunk_mode
+
+    assert chunk_mode(1, 1, DRAFT_WORK // 1000, 10) == "draft"
+    assert chunk_mode(1, 1, DRAFT_WORK // 1000 + 1, 10) == "quick"
+    assert chunk_mode(2, 1, DRAFT_WORK // 2000 + 1, 10) == "quick"  # cells count
+    assert chunk_mode(1, 1, QUICK_WORK // 10, 10) == "quick"
+    assert chunk_mode(1, 1, QUICK_WORK // 10 + 1, 10) == "default"
+    assert chunk_mode(1, 100, 262, 50) == "quick"  # an LP round at K = 50 loses far more unoptimised
+
+
 @pytest.mark.parametrize(
     "name, noise, dtype, monitor",
     [
