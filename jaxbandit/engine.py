@@ -29,7 +29,7 @@ import numpy as np
 from jaxbandit import compaction, environment, estimator
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
-from jaxbandit.compile_options import MODES, Program
+from jaxbandit.compile_options import Program
 from jaxbandit.fingerprint import computation_key, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
@@ -267,25 +267,18 @@ def _holds_nan(state) -> Array:
     return functools.reduce(jnp.logical_or, flags) if flags else False
 
 
-def _chunk_program(run_chunk, compile_mode: str):
-    """The chunk step jitted: its carry donated, its mesh static, compiled in ``compile_mode``."""
-    jit_arguments = {"donate_argnums": (0,), "static_argnums": (8,)}
-    options = MODES[compile_mode]
-    return jax.jit(run_chunk, **jit_arguments) if options is None else Program(run_chunk, options, **jit_arguments)
-
-
 def make_simulation(
     policy: Policy,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     solve_batch: Optional[int] = None,
     monitor: Optional[Monitor] = None,
     noise: NoiseFamily = GAUSSIAN,
-    compile_mode: str = "default",
+    quick_compile: bool = False,
 ) -> Simulation:
     """Build the jitted pieces of the engine for ``policy`` under the noise family
-    ``noise`` (shapes are traced lazily); ``compile_mode``: the host's compiler options
-    the chunk step compiles with, a key of :data:`jaxbandit.compile_options.MODES`
-    (:func:`~jaxbandit.compile_options.chunk_mode`)."""
+    ``noise`` (shapes are traced lazily); ``quick_compile``: the chunk step compiles
+    with the host's compiler options (:mod:`jaxbandit.compile_options`), for a short
+    simulation."""
     consolidate = None if policy.consolidate_fn is None else jax.vmap(jax.vmap(policy.consolidate_fn))
     one_round = _make_round(policy, solve_batch, monitor, noise)
     holds, as_built = _as_built(policy, monitor)
@@ -296,7 +289,7 @@ def make_simulation(
         diagnostics = jax.jit(as_built(jax.vmap(jax.vmap(policy.diagnostics_fn))))
     return Simulation(
         init=Program(as_built(_make_init(policy, monitor)), static_argnums=(1, 2)),  # runs once a simulation
-        run_chunk=_chunk_program(run_chunk, compile_mode),
+        run_chunk=(Program if quick_compile else jax.jit)(run_chunk, donate_argnums=(0,), static_argnums=(8,)),
         diagnostics=diagnostics,
         chunk_size=chunk_size,
         as_built=holds,
@@ -364,7 +357,7 @@ def cached_simulation(
     solve_batch: Optional[int],
     monitor: Optional[Monitor] = None,
     noise: NoiseFamily = GAUSSIAN,
-    compile_mode: str = "default",
+    quick_compile: bool = False,
 ) -> Simulation:
     """The engine for ``policy`` (and ``monitor``) under ``noise``, built once per
     computation (:func:`policy_key`), noise family and compile mode
@@ -375,13 +368,13 @@ def cached_simulation(
     engine whose own policy was changed in place since it was built is built again (its
     functions read the policy it was built from).
     """
-    key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor), noise, compile_mode)
+    key = (policy_key(policy), chunk_size, solve_batch, computation_key(monitor), noise, quick_compile)
     if key in _SIMULATIONS and not _SIMULATIONS[key].as_built():  # its policy was changed in place
         del _SIMULATIONS[key]
     if key in _SIMULATIONS:
         _SIMULATIONS.move_to_end(key)
     else:
-        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch, monitor, noise, compile_mode)
+        _SIMULATIONS[key] = make_simulation(policy, chunk_size, solve_batch, monitor, noise, quick_compile)
         while len(_SIMULATIONS) > _CACHE_SIZE:
             _SIMULATIONS.popitem(last=False)
     return _SIMULATIONS[key]

@@ -21,7 +21,7 @@ import numpy as np
 from jaxbandit import rng
 from jaxbandit._numbers import integer
 from jaxbandit.base import Policy, options_record
-from jaxbandit.compile_options import chunk_mode
+from jaxbandit.compile_options import compiles_quickly
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, changed_in_place, make_context, policy_code
 from jaxbandit.fingerprint import array_digest, computation_key, source_digest, stable_digest
 from jaxbandit.instances import Instance
@@ -138,8 +138,8 @@ class SimulationRun:
         groups = _run_groups(inputs, self._placement)
         group_runs = -(-self._placement.padded_runs // groups)
         env, ctx = make_context(inputs.instance, inputs.cell_params, inputs.horizon, inputs.dtype)
-        mode = chunk_mode(inputs.num_cells, inputs.runs, inputs.horizon, inputs.instance.num_arms)
-        self._engine_settings = (inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, mode)
+        quick = compiles_quickly(inputs.num_cells, inputs.runs, inputs.horizon, inputs.instance.num_arms)
+        self._engine_settings = (inputs.chunk_size, inputs.solve_batch, inputs.monitor, inputs.instance.noise, quick)
         self._sim = cached_simulation(inputs.policy, *self._engine_settings)
         self._codes = _codes(inputs.policy, inputs.monitor)  # what its engine computes, whatever changes later
         self._engine_checked = False

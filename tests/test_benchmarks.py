@@ -34,11 +34,11 @@ def _launch(script, *args) -> subprocess.CompletedProcess:
     turn it on themselves, and a script that compiles a program twice (``lp.py``'s
     batched solve, in its solve case and again in its warm-start case) then compiles
     it once.  At these sizes compiling is nearly all of a script's time, so every
-    program that the scripts leave to XLA's defaults compiles with the draft options
-    (``compile_options.DRAFT_OPTIONS``, the same bits).  No record depends on either."""
+    program compiles with the host's quick options (``compile_options.CPU_OPTIONS``,
+    the same bits).  No record depends on either."""
     env = dict(os.environ)
-    draft = " ".join(f"--{name}={str(value).lower()}" for name, value in compile_options.DRAFT_OPTIONS.items())
-    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {draft}".strip()
+    quick = " ".join(f"--{name}={str(value).lower()}" for name, value in compile_options.CPU_OPTIONS.items())
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {quick}".strip()
     session_cache = env.get(compile_cache.ENV_VAR, compile_cache.OFF)
     if session_cache.lower() != compile_cache.OFF:
         env["JAX_COMPILATION_CACHE_DIR"] = session_cache

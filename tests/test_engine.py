@@ -570,19 +570,6 @@ GRAPH = jb.Instance(
 )
 
 
-def test_the_compile_mode_follows_the_work_of_a_simulation():
-    """Draft up to ``DRAFT_WORK`` of cells x runs x horizon x arms**3, quick up to
-    ``QUICK_WORK`` of cells x runs x horizon x arms, XLA's defaults beyond."""
-    from jaxbandit.compile_options import DRAFT_WORK, QUICK_WORK, chunk_mode
-
-    assert chunk_mode(1, 1, DRAFT_WORK // 1000, 10) == "draft"
-    assert chunk_mode(1, 1, DRAFT_WORK // 1000 + 1, 10) == "quick"
-    assert chunk_mode(2, 1, DRAFT_WORK // 2000 + 1, 10) == "quick"  # cells count
-    assert chunk_mode(1, 1, QUICK_WORK // 10, 10) == "quick"
-    assert chunk_mode(1, 1, QUICK_WORK // 10 + 1, 10) == "default"
-    assert chunk_mode(1, 100, 262, 50) == "quick"  # an LP round at K = 50 loses far more unoptimised
-
-
 @pytest.mark.parametrize(
     "name, noise, dtype, monitor",
     [
@@ -592,10 +579,9 @@ def test_the_compile_mode_follows_the_work_of_a_simulation():
 )
 def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compile(name, noise, dtype, monitor, monkeypatch):
     """A short simulation's chunk step compiles with the host's options
-    (:func:`jaxbandit.compile_options.chunk_mode`): this one, 300 rounds x 3 runs of a
-    feedback graph, with the draft options; forced to the quick options, and to XLA's
-    defaults, the same simulation gives the same bits.  An LP policy:
-    ``test_lp_explore.py::test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devices``."""
+    (:func:`jaxbandit.compile_options.compiles_quickly`); forced to XLA's defaults, the
+    same simulation gives the same bits: 300 rounds x 3 runs of a feedback graph.  An LP
+    policy: ``test_lp_explore.py::test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode``."""
     from jaxbandit import compile_options
 
     inst = jb.Instance(GRAPH.mu, GRAPH.sigma, noise=noise)
@@ -603,21 +589,17 @@ def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compi
     if monitor is not None:
         kwargs["monitor"] = jb.monitors.make(monitor)
 
-    def simulate(mode):
+    def simulate(quick_compile):
         run = jb.SimulationRun(jb.policies.make(name), inst, 300, 3, seed=4, **kwargs)
-        assert run._engine_settings[-1] == mode
-        assert isinstance(run._sim.run_chunk, compile_options.Program) == (mode != "default")
+        assert isinstance(run._sim.run_chunk, compile_options.Program) == quick_compile
         run.advance()
         return run.result()
 
     with jax.enable_x64(dtype == "float64"):
-        results = [simulate("draft")]
-        monkeypatch.setattr(compile_options, "DRAFT_WORK", 0)
-        results.append(simulate("quick"))
+        quick = simulate(True)
         monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
-        results.append(simulate("default"))
+        default = simulate(False)
     leaves = lambda r: jax.tree_util.tree_leaves((r.regret, r.counts, r.diagnostics, r.monitor))  # noqa: E731
-    for other in results[1:]:
-        assert len(leaves(other)) == len(leaves(results[0]))
-        for a, b in zip(leaves(other), leaves(results[0])):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert len(leaves(quick)) == len(leaves(default))
+    for a, b in zip(leaves(quick), leaves(default)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

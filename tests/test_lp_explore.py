@@ -420,18 +420,17 @@ np.savez(sys.argv[1], devices=len(jax.devices()), collectives=np.array(collectiv
 def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devices(monkeypatch, tmp_path):
     """The compacted check in buffers of 4 (against the default 200) and the full
     solves that update each run's warm start (through the full solve's ``fold_fn``) in
-    buffers of 1 (against 4), in a chunk step compiled with the host's quick options
-    (:mod:`jaxbandit.compile_options`), give the same runs as the default buffers in the
-    program of XLA's defaults (the statistical tests' above, compiled once for all
-    three): 200 runs x 300 rounds of the general reference instance, float32, recorded
-    at rounds 100, 200 and 300.  A difference is either change's (buffers or compile
-    mode); each alone: ``tests/test_compaction.py`` (other buffer sizes of the same
-    mechanism) and ``tests/test_engine.py`` (the compile mode).  So do the runs in 3
-    groups on threads, resumed from a checkpoint of the small buffers' runs, in the
-    draft options a simulation this short compiles with, and the runs sharded over 4
-    forced host devices (another process), whose chunk step holds no collective: each
-    device compacts its own runs (``placement.per_device``) instead of gathering every
-    device's each round."""
+    buffers of 1 (against 4), in the chunk step a simulation this short compiles with
+    the host's options (:mod:`jaxbandit.compile_options`), give the same runs as the
+    default buffers in the program of XLA's defaults (the statistical tests' above,
+    compiled once for all three): 200 runs x 300 rounds of the general reference
+    instance, float32, recorded at rounds 100, 200 and 300.  A difference is either
+    change's (buffers or compile mode); each alone: ``tests/test_compaction.py`` (other
+    buffer sizes of the same mechanism) and ``tests/test_engine.py`` (the compile
+    mode).  So do the runs in 3 groups on threads, resumed from a checkpoint of the
+    small buffers' runs, and the runs sharded over 4 forced host devices (another
+    process), whose chunk step holds no collective: each device compacts its own runs
+    (``placement.per_device``) instead of gathering every device's each round."""
     import os
     import subprocess
     import sys
@@ -441,7 +440,7 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
 
     inst = REFERENCE_INSTANCES["general"]
     policy = _policy(alpha=0.5)
-    assert compile_options.chunk_mode(1, RUNS, 300, inst.num_arms) == "draft"
+    assert compile_options.compiles_quickly(1, RUNS, 300, inst.num_arms)
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     sharded = tmp_path / "sharded.npz"
     devices = subprocess.Popen([sys.executable, "-c", _DEVICES_SCRIPT % RUNS, str(sharded)], env=env, stderr=subprocess.PIPE)
@@ -450,15 +449,13 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     # in 3 groups of 67 runs (201) advanced on threads (runner._run_groups), whatever
     # grouping this machine's cores gave the checkpoint.
     chunked = functools.partial(jb.SimulationRun, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300], chunk_size=100, solve_batch=4)
-    monkeypatch.setattr(compile_options, "DRAFT_WORK", 0)
     small_buffers = chunked()
-    monkeypatch.undo()
     small_buffers.advance(max_chunks=1)
     saved = small_buffers.checkpoint()
     small_buffers.advance()
     monkeypatch.setattr("jaxbandit.runner.cpu_threads", lambda: 3)
     resumed = chunked()
-    assert [len(resumed._carries), small_buffers._engine_settings[-1], resumed._engine_settings[-1]] == [3, "quick", "draft"]
+    assert len(resumed._carries) == 3
     resumed.restore(saved)
     resumed.advance()
     monkeypatch.undo()
