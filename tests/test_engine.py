@@ -570,6 +570,20 @@ GRAPH = jb.Instance(
 )
 
 
+def test_the_quick_options_round_multiply_adds_as_the_defaults():
+    """``a * b + c`` on 10^4 float32 normals: the host's quick options give XLA's
+    defaults' bits, the fused or unfused multiply-add alike (options that change it,
+    such as ``-O0``, change the rounding of every program, and a simulation's mode
+    follows its number of runs)."""
+    from jaxbandit import compile_options
+
+    a, b, c = np.random.default_rng(0).standard_normal((3, 10_000)).astype(np.float32)
+    multiply_add = lambda a, b, c: a * b + c  # noqa: E731
+    quick = compile_options.Program(multiply_add)(a, b, c)
+    default = jax.jit(multiply_add)(a, b, c)
+    np.testing.assert_array_equal(np.asarray(quick), np.asarray(default))
+
+
 @pytest.mark.parametrize(
     "name, noise, dtype, monitor",
     [
