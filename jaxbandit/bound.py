@@ -144,14 +144,16 @@ def _on_lanes(function, *arrays, largest: int = _MAX_LANES):
     if count == 0:  # an empty batch: nothing to pad with
         return jax.tree.map(np.asarray, function(*arrays))
     lanes = _lanes(count, largest)
-    batches = []
-    for start in range(0, count, lanes):
+
+    def solved(start: int):
+        # each batch gathered where it is solved: no copy of the whole input at once
         take = np.arange(start, start + lanes)
         take[take >= count] = 0
-        batches.append(tuple(a[take] for a in arrays))
-    solved = lambda batch: jax.tree.map(np.asarray, function(*batch))  # noqa: E731
+        return jax.tree.map(np.asarray, function(*(a[take] for a in arrays)))
+
+    starts = range(0, count, lanes)
     # The first batch alone: it compiles the program.
-    pieces = [solved(batches[0])] + map_on_threads(solved, batches[1:], cpu_threads())
+    pieces = [solved(starts[0])] + map_on_threads(solved, starts[1:], cpu_threads())
     return jax.tree.map(lambda *parts: np.concatenate(parts)[:count], *pieces)
 
 
