@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import time
 import traceback
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxbandit import comparison, compile_cache, distributed, io, shards, sweep
+from jaxbandit import comparison, compile_cache, distributed, io, shards, stopping, sweep
 from jaxbandit import config as config_module
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
@@ -29,7 +30,7 @@ from jaxbandit.config import ConfigError, instance_file
 from jaxbandit.instances import Instance, check_unique_best
 from jaxbandit.sweep import SweepMismatchError
 
-__all__ = ["main"]
+__all__ = ["console", "main"]
 
 EXIT_ERROR = 1  # a run or plot that failed on its input or files (message on stderr)
 EXIT_USAGE = 2
@@ -296,8 +297,9 @@ def _main(argv: Sequence[str] | None) -> int:
         if distributed.is_initialized():  # perhaps raised in this process only: the others may wait for it
             distributed.exit_after_failure(err)  # does not return
         if isinstance(err, KeyboardInterrupt):
-            print("jaxbandit: interrupted; run the same command again to resume.", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            how = str(err) if isinstance(err, stopping.Stopped) else "interrupted"
+            print(f"jaxbandit: {how}; run the same command again to resume.", file=sys.stderr)
+            return 128 + err.signum if isinstance(err, stopping.Stopped) else EXIT_INTERRUPTED
         # Bad input found by jaxbandit (a policy that breaks the contract or plays an
         # invalid arm, nothing to plot) or a file that cannot be written: a message.
         # A ValueError from deeper down (numpy, jax) may be a bug: its traceback stays.
@@ -426,5 +428,19 @@ def bound_main(argv: list[str] | None = None) -> int:
     return 0 if status == LowerBoundStatus.OPTIMAL else 1
 
 
+def console() -> None:
+    """The ``jaxbandit`` command: :func:`main`, then the process's exit.  After an
+    interruption the exit skips the interpreter's teardown: XLA may still be compiling
+    on a thread of its own, and destroying its client under that thread crashes the
+    process.  What the command wrote is complete by then (every write is atomic)."""
+    status = main()
+    if status in (EXIT_INTERRUPTED, 128 + signal.SIGTERM):
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxbandit import distributed, files, io
+from jaxbandit import distributed, files, io, stopping
 from jaxbandit.config.records import cell_label
 from jaxbandit.runner import InvalidArmError, NaNStateError, SimulationRun
 
@@ -181,14 +181,18 @@ def _advance(sim: SimulationRun, cfg, group, history: _History, path: Path, bar,
         if next_record < len(times) and sim.rounds_done >= times[next_record]:
             history.record(sim)
             next_record = int(np.searchsorted(times, sim.rounds_done, side="right"))
+        stop = stopping.requested()
         if not sim.done and (
-            (every_chunks is not None and chunks_since_save >= every_chunks)
+            stop
+            or (every_chunks is not None and chunks_since_save >= every_chunks)
             or (every_seconds is not None and time.monotonic() - last_save >= every_seconds)
         ):
             _save_checkpoint(sim, group, history, path)
             last_save, chunks_since_save = time.monotonic(), 0
         if after_chunk is not None:
             after_chunk(group.id, sim.rounds_done)
+        if stop and not sim.done:  # saved above; a finished group writes its results first
+            stopping.check()
 
 
 def _group_metadata(cfg, group, result, session_time: float, resumed_from: int) -> dict:

@@ -33,7 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxbandit import config as config_module
-from jaxbandit import distributed, files, io, shards, summary
+from jaxbandit import distributed, files, io, shards, stopping, summary
 from jaxbandit._numbers import path
 from jaxbandit.base import options_record
 from jaxbandit.config.records import encode_numbers
@@ -95,7 +95,6 @@ def run(
         total=sum(len(g.cells) * cfg.runs * g.horizon for g in mine), disable=not (progress and distributed.is_writer()),
         unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr,
     )  # fmt: skip
-    total_cells, cells_done = sum(len(g.cells) for g in mine), 0
     # A single unsharded run that stops before any result leaves no manifest behind: the
     # same directory then serves the corrected configuration (a shard or a process of
     # several cannot tell whether others are running under it, and nor can a run that
@@ -103,18 +102,8 @@ def run(
     alone = created == [True] and shard is None and not distributed.is_multiprocess()
     marker = files.running_marker(out) if distributed.is_writer() else None
     try:
-        for number, (group, done) in enumerate(zip(mine, finished)):
-            if done:
-                bar.update(len(group.cells) * cfg.runs * group.horizon)
-                logger.info("group %s (%s) already finished; skipped", group.id, group.policy_name)
-                if distributed.is_writer():  # left by a run stopped between the results and its removal
-                    io.checkpoint_file(out, group.id).unlink(missing_ok=True)
-            else:
-                run_group(cfg, group, out, bar, after_chunk, f"cells {cells_done}/{total_cells}")
-            cells_done += len(group.cells)
-            bar.set_description_str(f"cells {cells_done}/{total_cells}", refresh=False)
-            if not done:
-                logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
+        with stopping.on_signals(enabled=not distributed.is_multiprocess()):
+            _run_groups(cfg, out, mine, finished, bar, after_chunk)
     except BaseException:
         unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
         if alone and unused and not files.others_running(out, marker):  # alone: the writer, so marked
@@ -133,6 +122,25 @@ def run(
         logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
                        "; ".join(results.describe_missing()))  # fmt: skip
     return results
+
+
+def _run_groups(cfg, out: Path, mine: list, finished: list, bar, after_chunk) -> None:
+    """Run the groups of ``mine`` not ``finished``; a signal's stop request is taken
+    after a chunk (see :func:`jaxbandit.group_run.run_group`) or before a group."""
+    total_cells, cells_done = sum(len(g.cells) for g in mine), 0
+    for number, (group, done) in enumerate(zip(mine, finished)):
+        if done:
+            bar.update(len(group.cells) * cfg.runs * group.horizon)
+            logger.info("group %s (%s) already finished; skipped", group.id, group.policy_name)
+            if distributed.is_writer():  # left by a run stopped between the results and its removal
+                io.checkpoint_file(out, group.id).unlink(missing_ok=True)
+        else:
+            stopping.check()
+            run_group(cfg, group, out, bar, after_chunk, f"cells {cells_done}/{total_cells}")
+        cells_done += len(group.cells)
+        bar.set_description_str(f"cells {cells_done}/{total_cells}", refresh=False)
+        if not done:
+            logger.info("group %d/%d finished (%d/%d cells)", number + 1, len(mine), cells_done, total_cells)
 
 
 def _agreed_setup(config, shard) -> tuple:

@@ -2,6 +2,7 @@
 killed with SIGKILL mid-cell and resumed."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -231,7 +232,9 @@ def test_bound_json_is_strict_json_without_an_optimum(monkeypatch, capsys):
 @pytest.mark.slow
 def test_kill_9_mid_cell_then_resume_is_bit_identical(tmp_path):
     """A real process killed with SIGKILL right after its first checkpoint; the same
-    command then resumes from that chunk and ends bit-identical to an in-process run."""
+    command then resumes from that chunk, is stopped by a SIGTERM after its next
+    checkpoint (exit status 143, a checkpoint of its own), and run once more ends
+    bit-identical to an in-process run."""
     cfg = fx.base_config(
         horizon=60000, chunk_size=1024, policies=[{"name": "ts_n"}], checkpoint={"every_chunks": 1}
     )  # fmt: skip
@@ -249,12 +252,24 @@ def test_kill_9_mid_cell_then_resume_is_bit_identical(tmp_path):
         pytest.skip("the cell finished before the kill; nothing interrupted")
     assert checkpoint.exists()
 
+    killed_at = checkpoint.stat().st_mtime_ns
+    log = tmp_path / "stopped.log"
+    with open(log, "w") as stderr:
+        stopped = fx.cli_process(args, stdout=subprocess.DEVNULL, stderr=stderr)
+        while checkpoint.stat().st_mtime_ns == killed_at and stopped.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stopped.send_signal(signal.SIGTERM)
+        assert stopped.wait(timeout=60) == 128 + signal.SIGTERM, log.read_text()
+    stopped_log = log.read_text()
+    assert "stopping after the current chunk" in stopped_log and "stopped by SIGTERM" in stopped_log
+    first_resume = int(re.search(r"resuming from round (\d+)", stopped_log).group(1))
+
     resumed = fx.cli_process(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, stderr
     assert "group g000: resuming from round" in stderr
     meta = json.loads((out / "groups" / "g000.json").read_text())
-    assert 0 < meta["resumed_from_round"] < 60000
+    assert first_resume < meta["resumed_from_round"] < 60000  # from the stop's checkpoint
 
     sweep.run(cfg, tmp_path / "reference", progress=False)
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(tmp_path / "reference"))

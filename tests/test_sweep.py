@@ -1,15 +1,16 @@
-"""Sweeps: one compile per grid, resumption bit for bit, refusal of a changed config,
-labelled results, and identical results on 4 (forced host) devices."""
+"""Sweeps: one compile per grid, resumption bit for bit, a stop on a signal, refusal of a
+changed config, labelled results, and identical results on 4 (forced host) devices."""
 
 import json
 import shutil
+import signal
 import subprocess
 
 import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import config, engine, files, io, policies, sweep
+from jaxbandit import config, engine, files, io, policies, stopping, sweep
 from jaxbandit.config import plan as config_plan
 from jaxbandit.runner import SimulationRun
 from tests import sweep_fixtures as fx
@@ -148,6 +149,54 @@ def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
     assert json.loads((out / "groups" / "g001.json").read_text())["resumed_from_round"] == 6 * 128
     assert (out / "summary.csv").read_text() == (ref_dir / "summary.csv").read_text()
+
+
+@pytest.fixture
+def default_signal_handlers():
+    """Python's own SIGINT and SIGTERM handlers during the test (a test runner may set
+    others, which a sweep leaves alone)."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, reference, default_signal_handlers):
+    """A SIGTERM (a scheduler's) during chunk 4 of the first group: the sweep runs chunk
+    5, saves a checkpoint there (off its cadence of every 2 chunks) and raises
+    ``Stopped``.  Resumed, a second signal (Ctrl-C twice) interrupts at once, with no
+    checkpoint.  Resumed again, the sweep ends bit-identical to an uninterrupted one,
+    and Python's own handlers are back after each run."""
+    ref_dir, _ = reference
+    out = tmp_path / "sweep"
+    cfg = fx.base_config()
+
+    def signals_at(rounds, *signums, seen):
+        def hook(group_id, rounds_done):
+            seen.append(rounds_done)
+            if group_id == "g000" and rounds_done == rounds:
+                for signum in signums:
+                    signal.raise_signal(signum)
+
+        return hook
+
+    with pytest.raises(stopping.Stopped) as stopped:
+        sweep.run(cfg, out, progress=False, after_chunk=signals_at(4 * 128, signal.SIGTERM, seen=[]))
+    assert stopped.value.signum == signal.SIGTERM and not (out / "groups" / "g000.json").exists()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    seen = []
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        sweep.run(cfg, out, progress=False, after_chunk=signals_at(6 * 128, signal.SIGINT, signal.SIGINT, seen=seen))
+    assert not isinstance(interrupted.value, stopping.Stopped)
+    assert seen == [6 * 128]  # resumed after the checkpoint of chunk 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    seen = []
+    sweep.run(cfg, out, progress=False, after_chunk=lambda group_id, rounds_done: seen.append(rounds_done))
+    assert seen[0] == 6 * 128  # the second run saved no checkpoint
+    assert json.loads((out / "groups" / "g000.json").read_text())["resumed_from_round"] == 5 * 128
+    fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
 
 
 def test_a_group_whose_arrays_are_gone_is_run_again(tmp_path, reference):

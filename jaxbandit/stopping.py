@@ -1,0 +1,76 @@
+"""A sweep's stop at a safe point, asked for by a signal: Ctrl-C or a scheduler's SIGTERM.
+
+Python turns Ctrl-C into a ``KeyboardInterrupt`` wherever the main thread happens to be:
+inside one of JAX's callbacks, which swallows it, or while XLA compiles a program on a
+thread of its own, which the interpreter's exit then tears down under it (a crash).  A
+SIGTERM ends the process at once.  While a sweep runs, :func:`on_signals` makes the
+first SIGINT or SIGTERM a request instead: the sweep finishes the chunk in flight,
+saves its checkpoint and raises :class:`Stopped`, so nothing computed is lost.  A
+second signal interrupts at once, as Python would.
+
+The handlers are set only from the main thread, only over Python's own ones (a handler
+the user set stays), and only where the caller allows: in a run of several processes
+a stop must be taken by all of them together, and there the default stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+
+__all__ = ["Stopped", "check", "on_signals", "requested"]
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+_received: list = []  # the signals received while on_signals is active
+
+
+class Stopped(KeyboardInterrupt):
+    """A sweep stopped at a safe point on a signal's request; ``signum`` is the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def _request(signum, frame) -> None:
+    if _received:  # the second signal: at once
+        raise KeyboardInterrupt
+    _received.append(signum)
+    again = "press Ctrl-C again to stop at once" if signum == signal.SIGINT else "a second signal stops it at once"
+    # os.write, not print: the handler may run while the main thread is writing to stderr
+    os.write(2, f"\njaxbandit: stopping after the current chunk, with a checkpoint ({again}).\n".encode())
+
+
+@contextlib.contextmanager
+def on_signals(enabled: bool = True):
+    """Within the block, SIGINT and SIGTERM ask for a stop (:func:`check`) where Python's
+    own handlers are set, from the main thread, if ``enabled``."""
+    mine = []
+    if enabled and threading.current_thread() is threading.main_thread():
+        mine = [s for s in _SIGNALS if signal.getsignal(s) is _DEFAULTS[s]]
+    if not mine:  # another block's handlers, the user's own, or none allowed here
+        yield
+        return
+    _received.clear()
+    for signum in mine:
+        signal.signal(signum, _request)
+    try:
+        yield
+    finally:
+        for signum in mine:
+            signal.signal(signum, _DEFAULTS[signum])
+        _received.clear()
+
+
+def requested() -> bool:
+    """Whether a signal asked the sweep to stop."""
+    return bool(_received)
+
+
+def check() -> None:
+    """Raise :class:`Stopped` if a signal asked the sweep to stop."""
+    if _received:
+        raise Stopped(_received[0])
