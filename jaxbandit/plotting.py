@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import textwrap
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -106,6 +107,12 @@ def _names(items, labels: list) -> list:
     return [f"{label} ({', '.join(part)})" if part else label for label, part in zip(labels, parts)]
 
 
+def _wrapped(text: str, width: int = 30) -> str:
+    """``text`` in lines of about ``width`` characters, broken at its spaces: a long
+    label (a policy's resolved parameters) would squeeze the axes of a figure."""
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)) or text
+
+
 def _directory_names(directories: list) -> list:
     """Sweep directories as a legend names them: by their last part, or whole where
     two of them share it."""
@@ -185,7 +192,7 @@ def final_distribution(ax, cells, *, kind: str = "box", colors: Union[dict, Sequ
             box.set_alpha(0.6)
         key = "box: quartiles, line: median, triangle: mean"
     ax.set_xticks(positions)
-    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_xticklabels([_wrapped(name) for name in names], rotation=30, ha="right")
     at = f"T = {cells[0].horizon}" if len({c.horizon for c in cells}) == 1 else "each cell's horizon T"
     ax.set_ylabel(f"regret at {at}\n({key})")
 
@@ -219,7 +226,7 @@ def case_mix(ax, cell) -> None:
     ax.set_ylim(0, 1)
     ax.set_xlabel("round t")
     ax.set_ylabel("share of rounds")
-    ax.set_title(cell.resolved_label, fontsize="medium")
+    ax.set_title(_wrapped(cell.resolved_label, 40), fontsize="medium")
 
 
 def paired_differences(ax, rows: list) -> None:
@@ -236,9 +243,10 @@ def paired_differences(ax, rows: list) -> None:
     ax.set_yticks(positions)
     tied = lambda r: f", {r.ties:.0%} tied" if r.ties else ""
     names = _names(rows, [r.a_resolved for r in rows])  # rows of several instances or horizons say which
-    ax.set_yticklabels([f"{name}  ({r.a_better:.0%} of runs better{tied(r)})" for name, r in zip(names, rows)])
+    ax.set_yticklabels([f"{_wrapped(name)}\n({r.a_better:.0%} of runs better{tied(r)})" for name, r in zip(names, rows)])
     ax.invert_yaxis()
-    ax.set_xlabel(f"final regret minus {rows[0].b_resolved}'s, run by run\n(mean, 95% interval)")  # two lines: a long label fits
+    reference = _wrapped(f"final regret minus {rows[0].b_resolved}'s, run by run", 60)
+    ax.set_xlabel(f"{reference}\n(mean, 95% interval)")
 
 
 def supported_formats() -> list:
@@ -411,7 +419,7 @@ def _paired_figure(rows, cells, out, suffix, formats) -> list:
 
     if not rows:
         return []
-    fig = Figure(figsize=(7.2, 1.2 + 0.45 * len(rows)), layout="constrained")
+    fig = Figure(figsize=(7.2, 1.4 + 0.6 * len(rows)), layout="constrained")
     ax = fig.subplots()
     paired_differences(ax, rows)
     ax.set_title(f"{_title(cells)} on common noise", fontsize="medium")
@@ -442,6 +450,7 @@ def _instance_figures(cells, bound_value, label, out, suffix, logx, logy, distri
         draw(ax)
         if logy:
             ax.set_yscale("symlog", linthresh=1.0)  # regret starts at 0
+            ax.set_ylim(bottom=0)  # and is never negative: no decades below 0
         ax.set_title(title, fontsize="medium")
         ax.legend(fontsize="small")
         written += _save(fig, out / f"{stem}_{suffix}", formats)

@@ -260,7 +260,9 @@ def test_resolved_parameters_include_the_defaults(results, monkeypatch):
     assert [line.get_label() for line in ax.get_lines()] == ["ucb_n(alpha=1.0)", rule.resolved_label] and ucb.cells[0].label == "ucb_n"
     ax = Figure().subplots()  # test_rule plays as ucb_n(alpha=1.0): on common noise, every run ties
     plotting.paired_differences(ax, jb.compare(ucb, "test_rule", "ucb_n"))
-    assert [t.get_text() for t in ax.get_yticklabels()] == [f"{rule.resolved_label}  (0% of runs better, 100% tied)"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"{plotting._wrapped(rule.resolved_label)}\n(0% of runs better, 100% tied)"]
+    # a long resolved label in lines of at most 30 characters, leaving the axes room
+    assert len(rule.resolved_label) > 30 and max(map(len, plotting._wrapped(rule.resolved_label).split("\n"))) <= 30
     assert ax.get_xlabel().startswith("final regret minus ucb_n(alpha=1.0)'s")
     assert {(c.instance, c.seed, c.noise_stream) for c in results.cells} == {("bandit", 3, 0), ("graph_star", 3, 1)}
 
@@ -393,7 +395,7 @@ def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
     plotting.paired_differences(ax, rows)
     assert ax.get_xlabel() == "final regret minus ts_n's, run by run\n(mean, 95% interval)"
     # rows of two instances: each tick says which
-    assert [t.get_text() for t in ax.get_yticklabels()] == [f"cases(alpha=1.0) ({r.instance})  ({r.a_better:.0%} of runs better)" for r in rows]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"cases(alpha=1.0) ({r.instance})\n({r.a_better:.0%} of runs better)" for r in rows]
 
 
 def test_readme_analysis_snippets_run_as_written(tmp_path, monkeypatch, capsys):
