@@ -114,14 +114,15 @@ class CellResult:
     policy_name: str
     params: dict
     horizon: int
-    times: np.ndarray
-    regret: np.ndarray
-    counts: np.ndarray
-    diagnostics: dict
-    diagnostic_times: np.ndarray
-    diagnostic_history: dict
+    # the arrays stay out of the repr: a notebook cell that shows results shows a line each
+    times: np.ndarray = dataclasses.field(repr=False)
+    regret: np.ndarray = dataclasses.field(repr=False)
+    counts: np.ndarray = dataclasses.field(repr=False)
+    diagnostics: dict = dataclasses.field(repr=False)
+    diagnostic_times: np.ndarray = dataclasses.field(repr=False)
+    diagnostic_history: dict = dataclasses.field(repr=False)
     group: str
-    monitor: dict = dataclasses.field(default_factory=dict)
+    monitor: dict = dataclasses.field(default_factory=dict, repr=False)
     noise: str = "gaussian"
     resolved_params: dict = dataclasses.field(default_factory=dict)
     seed: int = 0
@@ -191,6 +192,11 @@ class SweepResults:
     in_progress: tuple = ()
     # {label: (instance, bound)}: each instance's bound solved once; not copied by replace()
     _bounds: dict = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        missing = f", missing {', '.join(self.missing)}" if self.missing else ""
+        cells = f"{len(self.cells)} cell{'' if len(self.cells) == 1 else 's'}"
+        return f"SweepResults({str(self.directory)!r}: {cells}{missing})"
 
     @property
     def complete(self) -> bool:

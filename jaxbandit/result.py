@@ -93,10 +93,11 @@ class Result:
             ``"student_t(df=3)"``; see :mod:`jaxbandit.noise`).
     """
 
-    times: np.ndarray
-    regret: np.ndarray
-    counts: np.ndarray
-    diagnostics: dict
+    # the arrays stay out of the repr: a notebook cell that shows a result shows a line
+    times: np.ndarray = dataclasses.field(repr=False)
+    regret: np.ndarray = dataclasses.field(repr=False)
+    counts: np.ndarray = dataclasses.field(repr=False)
+    diagnostics: dict = dataclasses.field(repr=False)
     policy: str
     params: dict
     options: dict
@@ -105,7 +106,7 @@ class Result:
     runs: int
     dtype: str
     wall_time: float
-    monitor: dict = dataclasses.field(default_factory=dict)
+    monitor: dict = dataclasses.field(default_factory=dict, repr=False)
     noise: str = "gaussian"
 
     @property

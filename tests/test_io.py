@@ -49,6 +49,10 @@ def test_intact_directory_loads(out):
     results = io.load(out)
     assert results.complete and len(results.cells) == 1
     assert io.group_finished(out, "g000", fingerprint(out))
+    # shown in a notebook: a line each, the arrays left out
+    assert repr(results) == f"SweepResults({str(out)!r}: 1 cell)"
+    cell = repr(results.cells[0])
+    assert cell.startswith("CellResult(instance=") and "\n" not in cell and "array" not in cell and "regret" not in cell
 
 
 def test_truncated_group_arrays(out):
