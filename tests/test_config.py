@@ -126,6 +126,8 @@ def _edit(text, old, new):
 BAD = [
     # (edit of GOOD, key named, reason fragment)
     (("runs = 10", "runs = 10\nrun = 3"), "run", "unknown key"),
+    # a misspelt required key: the unknown key, not the missing one, with the likely meaning
+    (("runs = 10", "rusn = 10"), "rusn", "unknown key; did you mean 'runs'? allowed keys: checkpoint"),
     (("runs = 10", 'runs = "10"'), "runs", "must be an integer >= 1, got string '10'"),
     (("runs = 10", "runs = 0"), "runs", "must be an integer >= 1"),
     # refused by check, not only by run (which writes the directory first)
@@ -356,7 +358,7 @@ def test_instances_take_a_noise_family():
         ({**entries[2], "noise": {"family": "student_t(df=3)", "df": 4}}, "instances[2].noise", "got family 'student_t(df=3)' with df = 4.0"),
         ({**entries[2], "noise": {"family": "student_t"}}, "instances[2].noise", "'student_t' needs its degrees of freedom"),
         ({**entries[2], "noise": {"family": "uniform", "scale": 3}}, "instances[2].noise.scale", "unknown key; allowed keys: df, family"),
-        ({**entries[1], "noise": {"family": "student_t", "dof": 3}}, "instances[1].noise.dof", "unknown key; allowed keys: df, family"),
+        ({**entries[1], "noise": {"family": "student_t", "dof": 3}}, "instances[1].noise.dof", "unknown key; did you mean 'df'? allowed keys: df, family"),
         ({**entries[2], "mu": [1.5, 0.5], "noise": "bernoulli"}, "instances[2].mu", "under Bernoulli noise a mean is the probability of a 1"),
     ]  # fmt: skip
     for entry, key, reason in bad:

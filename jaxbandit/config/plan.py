@@ -31,7 +31,7 @@ from jaxbandit._numbers import ArgumentError, describe, is_real
 from jaxbandit.base import Policy
 from jaxbandit.config.instance_file import read as read_instance_file
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record, resolved_params
-from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path
+from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path, unknown_key
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, source_digest, stable_digest
 from jaxbandit.instances import Instance, check_unique_best
@@ -382,8 +382,7 @@ def _check_keys(fail, key: str, function, given: dict, what: str, own: tuple, ta
     accepted = {p.name for p in signature} - set(taken_apart)
     for name in given:
         if name not in accepted:
-            allowed = ", ".join(sorted(accepted | set(own)))
-            fail(f"{key}.{name}", f"unknown key; allowed keys: {allowed} ({what} plus {' and '.join(own)})")
+            fail(f"{key}.{name}", unknown_key(name, accepted | set(own), f" ({what} plus {' and '.join(own)})"))
 
 
 def _check_numeric(fail, key: str, built: list, grid: tuple, dtype) -> None:

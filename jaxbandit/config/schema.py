@@ -12,6 +12,7 @@ the key (its full path, e.g. ``policies[1].alpha``) and the value.
 from __future__ import annotations
 
 import datetime
+import difflib
 import inspect
 import math
 import typing
@@ -26,7 +27,7 @@ from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dt
 from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.result import DEFAULT_POINTS
 
-__all__ = ["CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "key_path", "validate"]
+__all__ = ["CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "key_path", "unknown_key", "validate"]
 
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
 
@@ -308,12 +309,35 @@ def validate(data, source: str) -> tuple[SweepFile, dict]:
     try:
         return SweepFile.model_validate(data), data
     except ValidationError as err:
-        raise _config_error(err.errors()[0], source) from None
+        raise _config_error(_reported(err.errors()), source) from None
+
+
+def _location(error: dict) -> list:
+    """An error's key path, without the union tags pydantic adds."""
+    return [part for part in error["loc"] if not (isinstance(part, str) and part.startswith("~"))]
+
+
+def _reported(errors: list) -> dict:
+    """The error to report: pydantic's first, but an unknown key before a missing one
+    (a misspelt key is both), unless TOML's header rule explains the missing one."""
+    first = errors[0]
+    if first["type"] == "missing" and not _written_after_a_header(_location(first), first.get("input")):
+        return next((e for e in errors if e["type"] == "extra_forbidden"), first)
+    return first
+
+
+def unknown_key(name: str, allowed, detail: str = "") -> str:
+    """The reason an unknown key ``name`` gives, with the ``allowed`` ones (and the
+    closest of them, a likely misspelling)."""
+    allowed = sorted(allowed)
+    close = difflib.get_close_matches(name, allowed, n=1)
+    meant = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key; {meant}allowed keys: {', '.join(allowed)}{detail}"
 
 
 def _config_error(error: dict, source: str) -> ConfigError:
-    """The first error pydantic found, as a :class:`ConfigError`."""
-    loc = [part for part in error["loc"] if not (isinstance(part, str) and part.startswith("~"))]
+    """An error pydantic found, as a :class:`ConfigError`."""
+    loc = _location(error)
     kind, value = error["type"], error.get("input")
     if kind == "value_error":
         reason = str(error["ctx"]["error"]).rstrip(".")
@@ -322,8 +346,7 @@ def _config_error(error: dict, source: str) -> ConfigError:
         if name is not None and reason.startswith(f"{name} "):
             reason = reason[len(name) + 1 :]
     elif kind == "extra_forbidden":
-        allowed = sorted(_model_at(error["loc"][:-1]).model_fields)
-        reason = f"unknown key; allowed keys: {', '.join(allowed)}"
+        reason = unknown_key(str(loc[-1]) if loc else "", _model_at(error["loc"][:-1]).model_fields)
     elif kind == "missing":
         reason = "missing required key" + _written_after_a_header(loc, value)
     elif kind in ("union_tag_invalid", "union_tag_not_found"):
