@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -365,6 +366,18 @@ def _bound_instance(args) -> Instance:
     return instance
 
 
+def _values_attached(argv: list, options: tuple) -> list:
+    """``--mu -0.5,-1`` as ``--mu=-0.5,-1``: argparse takes a value that starts with
+    ``-`` for an option unless it is a single number."""
+    joined = []
+    for item in argv:
+        if joined and joined[-1] in options and re.match(r"-(\d|\.\d|inf)", item):
+            joined[-1] = f"{joined[-1]}={item}"
+        else:
+            joined.append(item)
+    return joined
+
+
 def bound_main(argv: list[str] | None = None) -> int:
     """``jaxbandit bound``: print the lower bound of one instance.
 
@@ -391,7 +404,7 @@ def bound_main(argv: list[str] | None = None) -> int:
         "the Gaussian LP at sigma, labelled a reference: for a family without a known bound"))  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_values_attached(list(sys.argv[1:] if argv is None else argv), ("--mu", "--sigma")))
     except SystemExit as exit_:  # argparse already printed the message
         return int(exit_.code or 0) and EXIT_USAGE
     try:
