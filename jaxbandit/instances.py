@@ -131,7 +131,9 @@ def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_tie
         raise ArgumentError(f"mu must hold at least one instance, got an empty batch of shape {mu_arr.shape}.", argument="mu")
     num_arms = mu_arr.shape[-1]
     if num_arms < 2:
-        raise ArgumentError(f"mu must have at least K=2 arms, got shape {mu_arr.shape}.", argument="mu")
+        raise ArgumentError(
+            f"mu must have at least K=2 arms on its last axis ((K,), or (num_instances, K) for a batch), "
+            f"got shape {mu_arr.shape}.", argument="mu")  # fmt: skip
     expected = mu_arr.shape + (num_arms,)
     if sigma_arr.shape != expected:
         raise ArgumentError(
@@ -391,7 +393,8 @@ def check_instance(name: str, value) -> Instance:
     """``value`` if it is an :class:`Instance`, else an :class:`ArgumentError` naming ``name``."""
     if not isinstance(value, Instance):
         shown = reprlib.repr(value)  # a long list shortened
-        raise ArgumentError(f"{name} must be a jaxbandit.Instance, got {type(value).__name__} {shown}.", argument=name)
+        batch = " (for a batch, jaxbandit.instances.stack them into one)" if isinstance(value, (list, tuple)) else ""
+        raise ArgumentError(f"{name} must be a jaxbandit.Instance{batch}, got {type(value).__name__} {shown}.", argument=name)
     return value
 
 

@@ -5,6 +5,7 @@ import re
 import warnings
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -304,8 +305,8 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
 
 
 def test_the_schema_takes_what_toml_and_python_users_write():
-    """Booleans in an adjacency, TOML's own inf, numpy arrays in a dict, and a horizon
-    written 2e4 (an exact integer)."""
+    """Booleans in an adjacency, TOML's own inf, numpy and JAX arrays in a dict, and a
+    horizon written 2e4 (an exact integer)."""
     adjacency = [[False, True, False], [False, False, True], [True, False, False]]
     data = {
         "runs": 1, "horizon": 2e4,
@@ -315,6 +316,8 @@ def test_the_schema_takes_what_toml_and_python_users_write():
     cfg = config.load(data)
     assert cfg.horizons == (20000,) and [p.grid for p in cfg.policies] == [({"alpha": 1.0}, {"alpha": 2.0})]
     assert cfg.instances[0].instance == instances.graph([1.0, 0.5, 0.2], np.array(adjacency))
+    jax_means = {**data["instances"][0], "mu": jnp.array([1.0, 0.5, 0.25])}  # float32: 0.25 as exact as 0.2 is not
+    assert config.load({**data, "instances": [jax_means]}).raw["instances"][0]["mu"] == [1.0, 0.5, 0.25]
     text = GOOD.replace('sigma = [[1.0, "inf"], [0.5, 2.0]]', "sigma = [[1.0, inf], [0.5, 2.0]]")
     assert config.loads(text).instances[2].instance == config.loads(GOOD).instances[2].instance
     assert config.loads(text).fingerprint() == config.loads(GOOD).fingerprint()  # inf is inf, however written

@@ -693,7 +693,7 @@ def test_families_without_a_bound_get_a_labelled_gaussian_reference():
         assert reference.value == gaussian.value
     with pytest.raises(ValueError, match="reference must be None or 'gaussian', got 'bernoulli'"):
         lower_bound(instances.bandit(mu, sigma), reference="bernoulli")
-    with pytest.raises(ValueError, match=r"instance must be a jaxbandit.Instance, got list \[1, 0.5\]") as caught:
+    with pytest.raises(ValueError, match=r"instance must be a jaxbandit.Instance \(for a batch, jaxbandit.instances.stack them into one\), got list \[1, 0.5\]") as caught:
         lower_bound([1, 0.5])
     assert caught.value.argument == "instance"
 

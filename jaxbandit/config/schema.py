@@ -273,15 +273,15 @@ class SweepFile(_Table):
 
 
 def plain(value, key: str = ""):
-    """``value`` as TOML or JSON would hold it: numpy arrays and scalars as lists and
-    numbers, tuples as lists; a ValueError naming ``key`` for what a configuration
-    cannot hold (dates, NaN, other objects)."""
+    """``value`` as TOML or JSON would hold it: numpy (or JAX) arrays and scalars as
+    lists and numbers, tuples as lists; a ValueError naming ``key`` for what a
+    configuration cannot hold (dates, NaN, other objects)."""
     if isinstance(value, dict):
         return {k: plain(v, key_path(key, k) if key else k) for k, v in value.items()}
     if isinstance(value, noise_module.NoiseFamily):
         return value.label  # a family as a file writes it
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
+    if isinstance(value, np.ndarray) or (hasattr(value, "__array__") and hasattr(value, "shape")):  # numpy, JAX
+        value = np.asarray(value).tolist()
     if isinstance(value, (list, tuple)):
         return [plain(v, f"{key}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, np.generic):
