@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import socket
 import tempfile
 import uuid
 import zipfile
@@ -105,17 +106,53 @@ def create_exclusive_json(path, obj) -> bool:
         return True
 
 
+def _process() -> dict:
+    """This process as a marker names it: host, PID namespace and PID."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino  # containers on one host differ here
+    except OSError:
+        namespace = None
+    return {"host": socket.gethostname(), "pid_namespace": namespace, "pid": os.getpid()}
+
+
 def running_marker(directory) -> Path:
-    """An empty hidden file in ``directory`` that says a run uses it, until the run
-    removes it (one a killed run leaves says so for ever: the safe side)."""
+    """A hidden file in ``directory`` that says a run uses it, until the run removes it,
+    naming the process.  One a killed run left is removed by a later run on the same
+    host that finds its process gone (:func:`others_running`); elsewhere it stays,
+    which is the safe side."""
     marker = Path(directory) / f".running-{uuid.uuid4().hex}.tmp"
-    marker.touch()
+    marker.write_text(json.dumps(_process()))
+    others_running(directory, marker)  # removes what killed runs left
     return marker
 
 
+def _left_by_a_killed_run(marker: Path) -> bool:
+    """Whether ``marker`` names a process of this host and PID namespace that is gone."""
+    try:
+        named = json.loads(marker.read_text())
+        here = _process()
+        if named["host"] != here["host"] or named["pid_namespace"] != here["pid_namespace"] or named["pid_namespace"] is None:
+            return False
+        os.kill(int(named["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError, TypeError, KeyError):  # another's, unreadable, or a process of another user
+        return False
+    return False
+
+
 def others_running(directory, marker: Path) -> bool:
-    """Whether another run's :func:`running_marker` is in ``directory``."""
-    return any(p != marker for p in Path(directory).glob(".running-*.tmp"))
+    """Whether another run's :func:`running_marker` is in ``directory`` (removing those
+    that killed runs left)."""
+    running = False
+    for other in Path(directory).glob(".running-*.tmp"):
+        if other == marker:
+            continue
+        if _left_by_a_killed_run(other):
+            other.unlink(missing_ok=True)
+        else:
+            running = True
+    return running
 
 
 def visible_entries(directory) -> list:

@@ -5,6 +5,7 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -383,6 +384,15 @@ def test_a_run_that_failed_before_any_result_does_not_lock_its_directory(tmp_pat
     with pytest.raises(jb.InvalidArmError):
         sweep.run(cfg, out, progress=False)
     assert (out / "sweep.json").is_file()
+    # but a marker a killed run left (its process gone, on this host) is no other run
+    out = tmp_path / "left_by_a_killed_run"
+    out.mkdir()
+    killed = "import os, sys; from jaxbandit import files; files.running_marker(sys.argv[1]); os._exit(9)"
+    assert subprocess.run([sys.executable, "-c", killed, str(out)], check=False).returncode == 9
+    assert len(list(out.glob(".running-*.tmp"))) == 1
+    with pytest.raises(jb.InvalidArmError):
+        sweep.run(cfg, out, progress=False)
+    assert list(out.iterdir()) == []
 
 
 def test_a_sweep_records_each_instance_s_noise_family(tmp_path):
