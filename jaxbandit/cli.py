@@ -28,7 +28,7 @@ from jaxbandit import config as config_module
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.config import ConfigError, instance_file
-from jaxbandit.instances import Instance, check_unique_best
+from jaxbandit.instances import Instance, check_unique_best, explicit
 from jaxbandit.sweep import SweepMismatchError
 
 __all__ = ["console", "main"]
@@ -352,7 +352,7 @@ def _bound_instance(args) -> Instance:
         if args.mu is None or args.sigma is None:
             raise ValueError("give --mu and --sigma (or --file).")
         mu, sigma = _parse_vector(args.mu, "mu"), _parse_sigma(args.sigma)
-        return instance_file.build(mu, sigma, args.noise)
+        return explicit(mu, sigma, noise=args.noise)
     if args.mu is not None or args.sigma is not None:
         raise ValueError("give either --file or --mu/--sigma, not both.")
     found = instance_file.read(args.file, os.getcwd())

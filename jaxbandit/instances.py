@@ -36,6 +36,7 @@ __all__ = [
     "check_instance",
     "check_unique_best",
     "default_instances",
+    "explicit",
     "from_networkx",
     "full_information",
     "graph",
@@ -230,6 +231,13 @@ def _as_means(mu: ArrayLike) -> np.ndarray:
     if mu_arr.ndim != 1:
         raise ArgumentError(f"mu must have shape (K,), got shape {mu_arr.shape}.", argument="mu")
     return mu_arr
+
+
+def explicit(mu: ArrayLike, sigma: ArrayLike, *, noise="gaussian") -> Instance:
+    """The instance of ``mu`` and ``sigma`` as a user writes them down (a configuration,
+    an instance file, the command line): ``sigma`` a ``(K, K)`` matrix, or one number for
+    a standard bandit's (:func:`bandit`)."""
+    return (bandit if np.ndim(sigma) == 0 else Instance)(mu, sigma, noise=noise)
 
 
 def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0, *, noise="gaussian") -> Instance:

@@ -159,10 +159,11 @@ def test_bad_instance_files_name_the_configuration_the_key_and_the_file(tmp_path
 
 
 def test_a_sigma_of_one_number_is_a_standard_bandit_in_a_sweep_and_in_bound(tmp_path, capsys):
-    """One rule for instance files, wherever they are read: ``sigma`` one number is the
-    standard bandit's matrix (as ``jb.instances.bandit`` builds it), in a sweep
-    configuration and in ``jaxbandit bound --file``; a batch of means is a sweep's
-    batch of instances, and ``bound`` (one instance) refuses it naming the file."""
+    """One rule for an instance written as data, wherever it is read: ``sigma`` one
+    number is the standard bandit's matrix (as ``jb.instances.bandit`` builds it), in a
+    sweep configuration's file entry or inline entry and in ``jaxbandit bound --file``;
+    a batch of means is a sweep's batch of instances, and ``bound`` (one instance)
+    refuses it naming the file."""
     from jaxbandit import cli
 
     (tmp_path / "b.json").write_text(json.dumps({"mu": [1.0, 0.5, 0.0], "sigma": 2.0}))
@@ -170,6 +171,8 @@ def test_a_sigma_of_one_number_is_a_standard_bandit_in_a_sweep_and_in_bound(tmp_
     cfg_path.write_text(_toml(_sweep({"type": "file", "path": "b.json"})))
     (spec,) = config.load(cfg_path).instances
     assert spec.instance == jb.instances.bandit([1.0, 0.5, 0.0], 2.0)
+    (inline,) = config.from_dict(_sweep({"name": "inline", "mu": [1.0, 0.5, 0.0], "sigma": 2.0})).instances
+    assert inline.instance == spec.instance
     assert cli.main(["bound", "--file", str(tmp_path / "b.json"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["value"] == pytest.approx(2 * 4 / 0.5 + 2 * 4 / 1.0)
     (tmp_path / "two.json").write_text(json.dumps({"mu": [[1.0, 0.5], [0.5, 1.0]], "sigma": [[[1, "inf"], ["inf", 1]]] * 2}))

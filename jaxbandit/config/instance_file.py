@@ -4,8 +4,8 @@ A configuration's entry ``type = "file", path = "graph.npz"`` names it, by a pat
 relative to the configuration file's directory (for a dict: the current directory).
 The file holds ``mu`` and ``sigma`` and nothing else: ``.npz`` arrays, or ``.json`` and
 ``.toml`` numbers with ``"inf"`` (or TOML's own ``inf``) for no information.  Their
-values are an explicit instance's (:meth:`InstanceFile.instance`), or a standard
-bandit's where ``sigma`` is one number; ``jaxbandit bound --file`` reads the same.
+values are an explicit instance's (:func:`jaxbandit.instances.explicit`: a standard
+bandit's where ``sigma`` is one number); ``jaxbandit bound --file`` reads the same.
 The sweep directory records the path as given and the SHA-256 digest of the file's
 bytes, so the same configuration over an edited file computes something else.
 """
@@ -18,18 +18,16 @@ import json
 import os
 import sys
 
-import numpy as np
-
 from jaxbandit.config.schema import decode_numbers
 from jaxbandit.files import read_npz
-from jaxbandit.instances import Instance, bandit
+from jaxbandit.instances import Instance, explicit
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["KEYS", "SUFFIXES", "InstanceFile", "build", "read"]
+__all__ = ["KEYS", "SUFFIXES", "InstanceFile", "read"]
 
 SUFFIXES = (".npz", ".json", ".toml")
 KEYS = ("mu", "sigma")
@@ -55,16 +53,9 @@ class InstanceFile:
             ValueError: naming the file and the value it refuses.
         """
         try:
-            return build(self.mu, self.sigma, noise)
+            return explicit(self.mu, self.sigma, noise=noise)
         except ValueError as err:
             raise ValueError(f"{self.path}: {err}") from None
-
-
-def build(mu, sigma, noise="gaussian") -> Instance:
-    """The instance of ``mu`` and ``sigma`` given as data (a file, the command line),
-    checked as any instance is: ``sigma`` one number is a standard bandit's
-    (:func:`~jaxbandit.instances.bandit`)."""
-    return (bandit if np.ndim(sigma) == 0 else Instance)(mu, sigma, noise=noise)
 
 
 def read(path: str, directory: str) -> InstanceFile:

@@ -226,7 +226,7 @@ CONSTRUCTORS = {
     "graph": instances.graph,
     "revealing_arm": instances.revealing_arm,
     "random": instances.random,
-    "explicit": lambda mu, sigma, noise="gaussian": instances.Instance(mu, sigma, noise=noise),
+    "explicit": instances.explicit,
 }
 # an adjacency is checked by graph's own rule (booleans or 0/1, K x K)
 INSTANCE_TYPES = {kind: _constructor_table(kind, build, adjacency=Any, noise=Noise) for kind, build in CONSTRUCTORS.items()}
