@@ -237,7 +237,8 @@ def explicit(mu: ArrayLike, sigma: ArrayLike, *, noise="gaussian") -> Instance:
     """The instance of ``mu`` and ``sigma`` as a user writes them down (a configuration,
     an instance file, the command line): ``sigma`` a ``(K, K)`` matrix, or one number for
     a standard bandit's (:func:`bandit`)."""
-    return (bandit if np.ndim(sigma) == 0 else Instance)(mu, sigma, noise=noise)
+    one_number = np.isscalar(sigma) or getattr(sigma, "ndim", None) == 0  # np.ndim would read a ragged list
+    return (bandit if one_number else Instance)(mu, sigma, noise=noise)
 
 
 def bandit(mu: ArrayLike, sigma: ArrayLike = 1.0, *, noise="gaussian") -> Instance:

@@ -80,7 +80,14 @@ def run(
         SweepMismatchError: ``out_dir`` holds a different sweep, or unrelated files.
         DistributedMismatchError: the processes of a multi-process run disagree on
             the configuration or the shard (raised in every process).
+        jaxbandit.stopping.Stopped: a SIGINT or SIGTERM stopped it at a safe point
+            (a ``KeyboardInterrupt``; see :mod:`jaxbandit.stopping`).
     """
+    with stopping.on_signals(enabled=not distributed.is_multiprocess()):
+        return _run(config, out_dir, shard, progress, after_chunk)
+
+
+def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResults":
     out = path("out_dir", out_dir)
     cfg, shard = _agreed_setup(config, shard)
     groups = cfg.plan()
@@ -102,8 +109,7 @@ def run(
     alone = created == [True] and shard is None and not distributed.is_multiprocess()
     marker = files.running_marker(out) if distributed.is_writer() else None
     try:
-        with stopping.on_signals(enabled=not distributed.is_multiprocess()):
-            _run_groups(cfg, out, mine, finished, bar, after_chunk)
+        _run_groups(cfg, out, mine, finished, bar, after_chunk)
     except BaseException:
         unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
         if alone and unused and not files.others_running(out, marker):  # alone: the writer, so marked

@@ -1524,7 +1524,7 @@ INSTANCE_SLOTS = {
         [[1.0, "inf"], [0.5]],  # ragged
         [[1.0, 1.0, 1.0]] * 3,  # K = 3 for two means
         [["inf", 1.0], ["inf", 2.0]],  # arm 0 observed by no row
-        1.0, [1.0, 1.0],
+        [1.0, 1.0],  # (one number is a standard bandit's: tests/test_instance_file.py)
     ]))),  # fmt: skip
     "instances[2].adjacency[0][1]": _slot("instances[2].adjacency[0][1]", st.one_of(
         # true and false are flags, as 1 and 0
