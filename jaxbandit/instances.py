@@ -237,7 +237,8 @@ def explicit(mu: ArrayLike, sigma: ArrayLike, *, noise="gaussian") -> Instance:
     """The instance of ``mu`` and ``sigma`` as a user writes them down (a configuration,
     an instance file, the command line): ``sigma`` a ``(K, K)`` matrix, or one number for
     a standard bandit's (:func:`bandit`)."""
-    one_number = np.isscalar(sigma) or getattr(sigma, "ndim", None) == 0  # np.ndim would read a ragged list
+    # not np.ndim, which raises numpy's own error for a ragged list
+    one_number = not isinstance(sigma, (list, tuple)) and getattr(sigma, "ndim", 0) == 0
     return (bandit if one_number else Instance)(mu, sigma, noise=noise)
 
 
