@@ -129,9 +129,8 @@ def running_marker(directory) -> Path:
 def _left_by_a_killed_run(marker: Path) -> bool:
     """Whether ``marker`` names a process of this host and PID namespace that is gone."""
     try:
-        named = json.loads(marker.read_text())
-        here = _process()
-        if named["host"] != here["host"] or named["pid_namespace"] != here["pid_namespace"] or named["pid_namespace"] is None:
+        named, here = json.loads(marker.read_text()), _process()
+        if here["pid_namespace"] is None or any(named[k] != here[k] for k in ("host", "pid_namespace")):
             return False
         os.kill(int(named["pid"]), 0)
     except ProcessLookupError:

@@ -404,7 +404,9 @@ def check_instance(name: str, value) -> Instance:
     if not isinstance(value, Instance):
         shown = reprlib.repr(value)  # a long list shortened
         batch = " (for a batch, jaxbandit.instances.stack them into one)" if isinstance(value, (list, tuple)) else ""
-        raise ArgumentError(f"{name} must be a jaxbandit.Instance{batch}, got {type(value).__name__} {shown}.", argument=name)
+        raise ArgumentError(
+            f"{name} must be a jaxbandit.Instance{batch}, got {type(value).__name__} {shown}.", argument=name
+        )
     return value
 
 

@@ -243,7 +243,8 @@ def paired_differences(ax, rows: list) -> None:
     ax.set_yticks(positions)
     tied = lambda r: f", {r.ties:.0%} tied" if r.ties else ""
     names = _names(rows, [r.a_resolved for r in rows])  # rows of several instances or horizons say which
-    ax.set_yticklabels([f"{_wrapped(name)}\n({r.a_better:.0%} of runs better{tied(r)})" for name, r in zip(names, rows)])
+    shares = [f"({r.a_better:.0%} of runs better{tied(r)})" for r in rows]
+    ax.set_yticklabels([f"{_wrapped(name)}\n{share}" for name, share in zip(names, shares)])
     ax.invert_yaxis()
     reference = _wrapped(f"final regret minus {rows[0].b_resolved}'s, run by run", 60)
     ax.set_xlabel(f"{reference}\n(mean, 95% interval)")
