@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import dtypes as jax_dtypes
 
 from jaxbandit import compaction, environment, estimator
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, int32_arm
 from jaxbandit.compile_options import Program
-from jaxbandit.fingerprint import computation_key, stable_digest
+from jaxbandit.fingerprint import computation_key, numpy_arrays, stable_digest
 from jaxbandit.instances import Instance
 from jaxbandit.monitors import Monitor
 from jaxbandit.noise import GAUSSIAN, NoiseFamily
@@ -324,6 +326,7 @@ def _as_built(policy: Policy, monitor: Optional[Monitor]) -> tuple[Callable, Cal
         def traced(*args, **kwargs):
             if current() != traced_as[0]:
                 raise changed_in_place(policy)
+            _drop_older_jax_copies(policy, monitor)
             out = function(*args, **kwargs)
             traced_as[0] = current()
             return out
@@ -334,6 +337,43 @@ def _as_built(policy: Policy, monitor: Optional[Monitor]) -> tuple[Callable, Cal
 
 
 _SIMULATIONS: collections.OrderedDict = collections.OrderedDict()
+
+
+def _jax_holds_older_values(array: np.ndarray) -> bool:
+    """Whether JAX keeps a conversion of ``array`` to its canonical dtype (float64 to
+    float32 without x64) that no longer holds the array's values.
+
+    JAX converts a numpy array that a traced function reads once, and keeps the copy for
+    as long as the copy lives: the program of an earlier simulation keeps it alive, and
+    a later trace then reads the copy, not the values the array was changed to in place.
+    (``jax._src.dtypes.canonicalize_value`` is that conversion; no public function
+    reaches its cache.)"""
+    try:
+        held = np.asarray(jax_dtypes.canonicalize_value(array))
+    except Exception:  # noqa: BLE001 - not a value JAX takes: its trace will say so
+        return False
+    return held.dtype != array.dtype and held.tobytes() != array.astype(held.dtype).tobytes()
+
+
+def _drop_older_jax_copies(policy: Policy, monitor: Optional[Monitor]) -> None:
+    """Before ``policy`` is traced: drop the engines (and JAX's caches) that keep JAX's
+    copies of arrays it reads alive where those copies hold older values; a PolicyError
+    if something else keeps them (a live simulation of the earlier values)."""
+    stale = [a for a in numpy_arrays(policy, monitor) if _jax_holds_older_values(a)]
+    if not stale:
+        return
+    for key, simulation in list(_SIMULATIONS.items()):
+        if any(a is b for a in stale for b in numpy_arrays(*simulation.built_from)):
+            del _SIMULATIONS[key]
+    jax.clear_caches()
+    gc.collect()
+    if any(_jax_holds_older_values(a) for a in stale):
+        raise PolicyError(
+            f"policy {policy.name!r} reads a numpy array that was changed in place after an earlier simulation "
+            "read it, and JAX still holds that simulation's copy of its old values (converted to "
+            f"{jax_dtypes.canonicalize_value(stale[0]).dtype}); a trace would read them. Give the policy a new array "
+            "instead of changing one in place (or one of JAX's canonical dtype, float32 without x64)."
+        )
 
 
 def policy_key(policy: Policy) -> tuple:

@@ -62,7 +62,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["array_digest", "computation_key", "json_digest", "source_digest", "stable_digest"]
+__all__ = ["array_digest", "computation_key", "json_digest", "numpy_arrays", "source_digest", "stable_digest"]
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -99,16 +99,26 @@ def computation_key(*objects) -> tuple:
 
 
 def _describe_whole(obj) -> Any:
-    """``obj`` described with every attribute name that any code it reaches spells:
-    walked again with the names the last walk found until they stop growing (a helper
-    that reads ``settings.ARM`` of a module another function passes it)."""
+    """``obj`` described with every attribute name that any code it reaches spells."""
+    return _whole_walk(obj)[0]
+
+
+def _whole_walk(obj) -> tuple:
+    """``(description, walk)`` of ``obj``: walked again with the names the last walk
+    found until they stop growing (a helper that reads ``settings.ARM`` of a module
+    another function passes it)."""
     spelled: frozenset = frozenset()
     while True:
         walk = _Walk(spelled)
         described = _describe(obj, walk)
         if walk.spelled <= spelled:
-            return described
+            return described, walk
         spelled = spelled | walk.spelled
+
+
+def numpy_arrays(*objects) -> list:
+    """The numpy arrays that ``objects`` reach, as :func:`computation_key` finds them."""
+    return [array for obj in objects for array in _whole_walk(obj)[1].arrays]
 
 
 def stable_digest(key: tuple) -> str:
@@ -180,6 +190,7 @@ class _Walk:
         self.met: dict = {}  # (id, names) -> (object, order)
         self.known = spelled  # the names every module and class of the user's is read by
         self.spelled: set = set()  # the names the code met so far spells
+        self.arrays: list = []  # the numpy arrays met (numpy_arrays)
 
     def once(self, obj, names: frozenset, describe) -> Any:
         key = (id(obj), names)
@@ -200,6 +211,8 @@ def _describe(obj: Any, walk: _Walk, names: frozenset = frozenset()) -> Any:
     if isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
         return ("keys", str(obj.dtype), _describe(jax.random.key_data(obj), walk))
     if isinstance(obj, (np.ndarray, np.generic)) or (isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)):
+        if type(obj) is np.ndarray:
+            walk.arrays.append(obj)
         array = np.asarray(obj)  # the dtype in full: narrow and structured dtypes share their .str ('<V1')
         if array.dtype.hasobject:  # its objects, not their addresses
             return ("object array", array.shape, _describe(array.ravel().tolist(), walk, names))
