@@ -18,9 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
+from typing import Callable
 
-__all__ = ["Stopped", "check", "on_signals", "requested"]
+__all__ = ["Stopped", "check", "exit_after", "on_signals", "requested"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
@@ -74,3 +76,15 @@ def check() -> None:
     """Raise :class:`Stopped` if a signal asked the sweep to stop."""
     if _received:
         raise Stopped(_received[0])
+
+
+def exit_after(main: Callable[[], int]) -> None:
+    """Exit with the status of a script's ``main``; a sweep it ran that a signal stopped
+    exits as the ``jaxbandit`` command does: a line, and the shell's status (128 plus
+    the signal), not a traceback."""
+    try:
+        status = main()
+    except Stopped as stopped:
+        print(f"{os.path.basename(sys.argv[0])}: {stopped}; run the same command again to resume.", file=sys.stderr)
+        status = 128 + stopped.signum
+    raise SystemExit(status)

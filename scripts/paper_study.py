@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from jaxbandit import monitors  # noqa: E402
+from jaxbandit import monitors, stopping  # noqa: E402
 
 THEOREM_51_ALPHAS = (4.5, 1.0, 0.25)
 THEOREM_61_ALPHAS = (4.01, 4.5, 8.0)
@@ -576,4 +576,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    stopping.exit_after(main)

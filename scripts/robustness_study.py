@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
+from jaxbandit import stopping  # noqa: E402
 from scripts.paper_study import finished_or_run, output_directories  # noqa: E402  (one way to run or load a study's sweeps)
 
 FAMILIES = ("gaussian", "bernoulli", "uniform", "rademacher", "student_t(df=3)")
@@ -207,4 +208,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    stopping.exit_after(main)

@@ -200,6 +200,22 @@ def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, re
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
 
 
+def test_a_script_stopped_by_a_signal_exits_with_a_line_and_the_shell_s_status(capsys):
+    """What the study scripts' entry (``stopping.exit_after``) does with a sweep a signal
+    stopped: 128 plus the signal and one line, as the jaxbandit command; else main's status."""
+
+    def stopped():
+        raise stopping.Stopped(signal.SIGTERM)
+
+    with pytest.raises(SystemExit) as exit_:
+        stopping.exit_after(stopped)
+    assert exit_.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.endswith(": stopped by SIGTERM; run the same command again to resume.\n")
+    with pytest.raises(SystemExit) as exit_:
+        stopping.exit_after(lambda: 3)
+    assert exit_.value.code == 3
+
+
 def test_a_group_whose_arrays_are_gone_is_run_again(tmp_path, reference):
     """A finished group's ``.npz`` deleted (its ``.json`` kept): the next run computes
     the group again instead of skipping it and reporting it missing forever."""
