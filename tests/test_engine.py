@@ -121,35 +121,6 @@ def test_an_object_changed_in_place_is_another_computation():
     assert engine.policy_key(captured) != before
 
 
-def test_a_float64_array_changed_in_place_between_simulations_is_read_anew():
-    """JAX keeps its float32 copy of a float64 numpy array a traced function read for as
-    long as the copy lives, and an earlier simulation's program keeps it alive: the
-    next simulation of the array changed in place would read the old values (and keep
-    that program under the new values' key, for a fresh array of them too).  The
-    engine drops what keeps the copy before it traces (its own programs and JAX's caches,
-    a live simulation of the old values notwithstanding); a copy kept alive elsewhere is
-    a PolicyError."""
-
-    def prefers(weights):
-        return user_policies.fixed_arm(0)._replace(select_fn=lambda k, s, t, c: jb.play(jnp.argmax(jnp.asarray(weights))))
-
-    weights = np.array([1.0, 0.0, 0.0])
-    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
-    weights[:] = [0.0, 1.0, 0.0]
-    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[0, 50, 0]] * 2)
-    np.testing.assert_array_equal(jb.simulate(prefers(np.array([0.0, 1.0, 0.0])), BANDIT, 50, 2).counts, [[0, 50, 0]] * 2)
-    kept = jb.SimulationRun(prefers(weights), BANDIT, 50, 2)
-    kept.advance()  # a live simulation of [0, 1, 0]
-    weights[:] = [0.0, 0.0, 1.0]
-    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[0, 0, 50]] * 2)
-    held = jax_dtypes.canonicalize_value(weights)  # JAX's copy, kept alive where the engine cannot drop it
-    weights[:] = [1.0, 0.0, 0.0]
-    with pytest.raises(jb.PolicyError, match="reads a numpy array that was changed in place after an earlier simulation"):
-        jb.simulate(prefers(weights), BANDIT, 50, 2)
-    del held
-    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
-
-
 def test_policy_keys_see_what_else_a_function_reads(monkeypatch):
     """Hyper-parameters kept where users keep them give different computations different
     keys (one compiled program would otherwise serve both): an attribute set on the
@@ -647,3 +618,33 @@ def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compi
     assert len(leaves(quick)) == len(leaves(default))
     for a, b in zip(leaves(quick), leaves(default)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_float64_array_changed_in_place_between_simulations_is_read_anew():
+    """JAX keeps its float32 copy of a float64 numpy array a traced function read for as
+    long as the copy lives, and an earlier simulation's program keeps it alive: the
+    next simulation of the array changed in place would read the old values (and keep
+    that program under the new values' key, for a fresh array of them too).  The
+    engine drops what keeps the copy before it traces (its own programs and JAX's caches,
+    a live simulation of the old values notwithstanding); a copy kept alive elsewhere is
+    a PolicyError.  (Last in this file: dropping JAX's caches makes the programs
+    compiled before it compile again.)"""
+
+    def prefers(weights):
+        return user_policies.fixed_arm(0)._replace(select_fn=lambda k, s, t, c: jb.play(jnp.argmax(jnp.asarray(weights))))
+
+    weights = np.array([1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
+    weights[:] = [0.0, 1.0, 0.0]
+    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[0, 50, 0]] * 2)
+    np.testing.assert_array_equal(jb.simulate(prefers(np.array([0.0, 1.0, 0.0])), BANDIT, 50, 2).counts, [[0, 50, 0]] * 2)
+    kept = jb.SimulationRun(prefers(weights), BANDIT, 50, 2)
+    kept.advance()  # a live simulation of [0, 1, 0]
+    weights[:] = [0.0, 0.0, 1.0]
+    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[0, 0, 50]] * 2)
+    held = jax_dtypes.canonicalize_value(weights)  # JAX's copy, kept alive where the engine cannot drop it
+    weights[:] = [1.0, 0.0, 0.0]
+    with pytest.raises(jb.PolicyError, match="reads a numpy array that was changed in place after an earlier simulation"):
+        jb.simulate(prefers(weights), BANDIT, 50, 2)
+    del held
+    np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
