@@ -46,6 +46,7 @@ __all__ = [
     "MAX_ROUNDS",
     "Simulation",
     "cached_simulation",
+    "drop_older_jax_copies",
     "make_context",
     "make_simulation",
     "policy_key",
@@ -326,7 +327,7 @@ def _as_built(policy: Policy, monitor: Optional[Monitor]) -> tuple[Callable, Cal
         def traced(*args, **kwargs):
             if current() != traced_as[0]:
                 raise changed_in_place(policy)
-            _drop_older_jax_copies(policy, monitor)
+            drop_older_jax_copies(policy, monitor)
             out = function(*args, **kwargs)
             traced_as[0] = current()
             return out
@@ -355,18 +356,21 @@ def _jax_holds_older_values(array: np.ndarray) -> bool:
     return held.dtype != array.dtype and held.tobytes() != array.astype(held.dtype).tobytes()
 
 
-def _drop_older_jax_copies(policy: Policy, monitor: Optional[Monitor]) -> None:
-    """Before ``policy`` is traced: drop the engines (and JAX's caches) that keep JAX's
-    copies of arrays it reads alive where those copies hold older values; a PolicyError
-    if something else keeps them (a live simulation of the earlier values)."""
+def drop_older_jax_copies(policy: Policy, monitor: Optional[Monitor] = None) -> None:
+    """Before ``policy`` is traced: drop what keeps JAX's copies of the arrays it reads
+    alive where those copies hold older values: the engines built from them, then, if
+    that is not enough, JAX's caches (whose programs then compile again); a PolicyError
+    if something else keeps them."""
     stale = [a for a in numpy_arrays(policy, monitor) if _jax_holds_older_values(a)]
     if not stale:
         return
     for key, simulation in list(_SIMULATIONS.items()):
         if any(a is b for a in stale for b in numpy_arrays(*simulation.built_from)):
             del _SIMULATIONS[key]
-    jax.clear_caches()
     gc.collect()
+    if any(_jax_holds_older_values(a) for a in stale):
+        jax.clear_caches()
+        gc.collect()
     if any(_jax_holds_older_values(a) for a in stale):
         raise PolicyError(
             f"policy {policy.name!r} reads a numpy array that was changed in place after an earlier simulation "

@@ -18,7 +18,7 @@ import numpy as np
 from jaxbandit import rng
 from jaxbandit._numbers import ArgumentError, check_held, float_array, float_dtype, integer
 from jaxbandit.base import OWN_ARM, Context, Policy
-from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, policy_key
+from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, drop_older_jax_copies, policy_key
 from jaxbandit.fingerprint import computation_key
 from jaxbandit.instances import Instance, check_instance, stack
 from jaxbandit.monitors import Monitor
@@ -264,6 +264,7 @@ def check_contract(policy: Policy, num_arms: int, param_names, dtype, monitor: O
     """:func:`~jaxbandit.policy_check.check_policy` (and
     :func:`~jaxbandit.policy_check.check_monitor`) on one cell's abstract context, once
     per computation and shapes."""
+    drop_older_jax_copies(policy, monitor)  # before this first trace reads them
     dtype = np.dtype(dtype)
     key = (policy_key(policy), None if monitor is None else computation_key(monitor), num_arms, tuple(param_names), dtype.name)
     if key in _CHECKED:
