@@ -21,6 +21,7 @@ from jaxbandit.io import load
 from jaxbandit.policy_check import PolicyError
 from jaxbandit.result import Result, geometric_times
 from jaxbandit.runner import InvalidArmError, NaNStateError, SimulationRun, simulate
+from jaxbandit.stopping import Stopped
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,7 @@ __all__ = [
     "SimulationRun",
     "Solver",
     "Stage",
+    "Stopped",
     "compare",
     "comparison",
     "compile_cache",

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbandit import rng
+from jaxbandit import rng, stopping
 from jaxbandit._numbers import integer
 from jaxbandit.base import Policy, options_record
 from jaxbandit.compile_options import compiles_quickly
@@ -219,6 +219,8 @@ class SimulationRun:
         """Run up to ``max_chunks`` chunks (all remaining by default); returns rounds done.
 
         Raises:
+            jaxbandit.stopping.Stopped: a SIGINT or SIGTERM asked to stop: after the
+                chunk it came in (``advance()`` goes on from there).
             InvalidArmError: the policy chose an arm outside ``[0, num_arms)`` in the
                 chunk just run (the simulation cannot continue).
             NaNStateError: the policy's state held a NaN at a round it is looked for
@@ -229,16 +231,19 @@ class SimulationRun:
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be a function (rounds_done, horizon) or None, got {progress!r}.")
         chunks, engine = 0, self._engine()
-        while not self.done and (max_chunks is None or chunks < max_chunks):
-            start = time.perf_counter()
-            self._advance_groups(engine)
-            jax.block_until_ready([carry.round for carry in self._carries])
-            self.wall_time += time.perf_counter() - start
-            chunks += 1
-            self._raise_for_invalid_arms()
-            self._raise_for_nan_state()
-            if progress is not None:
-                progress(self.rounds_done, self.horizon)
+        with stopping.on_signals() as stops_here:
+            while not self.done and (max_chunks is None or chunks < max_chunks):
+                start = time.perf_counter()
+                self._advance_groups(engine)
+                jax.block_until_ready([carry.round for carry in self._carries])
+                self.wall_time += time.perf_counter() - start
+                chunks += 1
+                self._raise_for_invalid_arms()
+                self._raise_for_nan_state()
+                if progress is not None:
+                    progress(self.rounds_done, self.horizon)
+                if stops_here and not self.done:
+                    stopping.check()
         return self.rounds_done
 
     def _advance_groups(self, engine) -> None:

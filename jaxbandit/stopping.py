@@ -1,11 +1,12 @@
-"""A sweep's stop at a safe point, asked for by a signal: Ctrl-C or a scheduler's SIGTERM.
+"""A stop at a safe point, asked for by a signal: Ctrl-C or a scheduler's SIGTERM.
 
 Python turns Ctrl-C into a ``KeyboardInterrupt`` wherever the main thread happens to be:
 inside one of JAX's callbacks, which swallows it, or while XLA compiles a program on a
 thread of its own, which the interpreter's exit then tears down under it (a crash).  A
-SIGTERM ends the process at once.  While a sweep runs, :func:`on_signals` makes the
-first SIGINT or SIGTERM a request instead: the sweep finishes the chunk in flight,
-saves its checkpoint and raises :class:`Stopped`, so nothing computed is lost.  A
+SIGTERM ends the process at once.  While a sweep or a simulation runs,
+:func:`on_signals` makes the first SIGINT or SIGTERM a request instead: the chunk in
+flight finishes, a sweep saves its checkpoint, and :class:`Stopped` is raised, so
+nothing computed is lost (a stopped ``SimulationRun`` goes on with ``advance()``).  A
 second signal interrupts at once, as Python would.
 
 The handlers are set only from the main thread, only over Python's own ones (a handler
@@ -49,18 +50,20 @@ def _request(signum, frame) -> None:
 @contextlib.contextmanager
 def on_signals(enabled: bool = True):
     """Within the block, SIGINT and SIGTERM ask for a stop (:func:`check`) where Python's
-    own handlers are set, from the main thread, if ``enabled``."""
+    own handlers are set, from the main thread, if ``enabled``.  Yields whether this
+    block set the handlers: an inner block (a sweep's simulation) leaves the stop to
+    the outer one, which knows where to save."""
     mine = []
     if enabled and threading.current_thread() is threading.main_thread():
         mine = [s for s in _SIGNALS if signal.getsignal(s) is _DEFAULTS[s]]
     if not mine:  # another block's handlers, the user's own, or none allowed here
-        yield
+        yield False
         return
     _received.clear()
     for signum in mine:
         signal.signal(signum, _request)
     try:
-        yield
+        yield True
     finally:
         for signum in mine:
             signal.signal(signum, _DEFAULTS[signum])

@@ -389,3 +389,27 @@ def test_ucb_regret_matches_lai_robbins_constant():
     assert abs(ratio[-1] - 4.0) < 0.05 * 4.0, (ratio, standard_error)
     assert standard_error[-1] < 0.05
     assert ratio[0] < ratio[1] < ratio[2]
+
+
+def test_a_signal_stops_a_simulation_after_its_chunk_and_advance_goes_on():
+    """Ctrl-C during a chunk of ``advance()`` (Python's own handlers set): the chunk
+    finishes, ``Stopped`` is raised, and ``advance()`` goes on from there to the same
+    results as an uninterrupted run."""
+    import signal
+
+    from jaxbandit import stopping
+
+    policy = jb.policies.make("ucb_n")
+    whole = jb.SimulationRun(policy, GENERAL, 300, 4, seed=2, chunk_size=100)
+    whole.advance()
+    stopped = jb.SimulationRun(policy, GENERAL, 300, 4, seed=2, chunk_size=100)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(stopping.Stopped):
+            stopped.advance(progress=lambda done, horizon: done == 100 and signal.raise_signal(signal.SIGINT))
+        assert stopped.rounds_done == 100 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        stopped.advance()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    np.testing.assert_array_equal(stopped.result().regret, whole.result().regret)
+    np.testing.assert_array_equal(stopped.result().counts, whole.result().counts)
