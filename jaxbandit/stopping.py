@@ -31,7 +31,8 @@ _received: list = []  # the signals received while on_signals is active
 
 
 class Stopped(KeyboardInterrupt):
-    """A sweep stopped at a safe point on a signal's request; ``signum`` is the signal."""
+    """A sweep or a simulation stopped at a safe point on a signal's request; ``signum``
+    is the signal."""
 
     def __init__(self, signum: int):
         super().__init__(f"stopped by {signal.Signals(signum).name}")
@@ -44,7 +45,7 @@ def _request(signum, frame) -> None:
     _received.append(signum)
     again = "press Ctrl-C again to stop at once" if signum == signal.SIGINT else "a second signal stops it at once"
     # os.write, not print: the handler may run while the main thread is writing to stderr
-    os.write(2, f"\njaxbandit: stopping after the current chunk, with a checkpoint ({again}).\n".encode())
+    os.write(2, f"\njaxbandit: stopping after the current chunk ({again}).\n".encode())
 
 
 @contextlib.contextmanager
