@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbandit import distributed, rng, stopping
+from jaxbandit import rng, stopping
 from jaxbandit._numbers import integer
 from jaxbandit.base import Policy, options_record
 from jaxbandit.compile_options import compiles_quickly
@@ -231,7 +231,7 @@ class SimulationRun:
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be a function (rounds_done, horizon) or None, got {progress!r}.")
         chunks, engine = 0, self._engine()
-        with stopping.on_signals(enabled=not distributed.is_multiprocess()) as stops_here:
+        with stopping.on_signals() as stops_here:
             while not self.done and (max_chunks is None or chunks < max_chunks):
                 start = time.perf_counter()
                 self._advance_groups(engine)

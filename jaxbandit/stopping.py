@@ -10,8 +10,8 @@ nothing computed is lost (a stopped ``SimulationRun`` goes on with ``advance()``
 second signal interrupts at once, as Python would.
 
 The handlers are set only from the main thread, only over Python's own ones (a handler
-the user set stays), and only where the caller allows: in a run of several processes
-a stop must be taken by all of them together, and there the default stays.
+the user set stays), and only in a run of one process: in a run of several, a stop
+must be taken by all of them together, and there the default stays.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import signal
 import sys
 import threading
 from typing import Callable
+
+import jax
 
 __all__ = ["Stopped", "check", "exit_after", "on_signals", "requested"]
 
@@ -49,13 +51,13 @@ def _request(signum, frame) -> None:
 
 
 @contextlib.contextmanager
-def on_signals(enabled: bool = True):
+def on_signals():
     """Within the block, SIGINT and SIGTERM ask for a stop (:func:`check`) where Python's
-    own handlers are set, from the main thread, if ``enabled``.  Yields whether this
-    block set the handlers: an inner block (a sweep's simulation) leaves the stop to
-    the outer one, which knows where to save."""
+    own handlers are set, from the main thread, in a run of one process.  Yields whether
+    this block set the handlers: an inner block (a sweep's simulation) leaves the stop
+    to the outer one, which knows where to save."""
     mine = []
-    if enabled and threading.current_thread() is threading.main_thread():
+    if jax.process_count() == 1 and threading.current_thread() is threading.main_thread():
         mine = [s for s in _SIGNALS if signal.getsignal(s) is _DEFAULTS[s]]
     if not mine:  # another block's handlers, the user's own, or none allowed here
         yield False

@@ -83,7 +83,7 @@ def run(
         jaxbandit.stopping.Stopped: a SIGINT or SIGTERM stopped it at a safe point
             (a ``KeyboardInterrupt``; see :mod:`jaxbandit.stopping`).
     """
-    with stopping.on_signals(enabled=not distributed.is_multiprocess()):
+    with stopping.on_signals():
         return _run(config, out_dir, shard, progress, after_chunk)
 
 
