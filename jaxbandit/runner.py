@@ -481,10 +481,13 @@ def simulate(
             ``[0, num_arms)`` chosen during the run; :class:`NaNStateError` for a NaN
             in the policy's state.
     """
-    run = SimulationRun(
-        policy, instance, horizon, runs, seed, times,
-        dtype=dtype, chunk_size=chunk_size, solve_batch=solve_batch, first_run=first_run, devices=devices,
-        monitor=monitor,
-    )  # fmt: skip
+    with stopping.on_signals() as stops_here:  # the setup traces and compiles too
+        run = SimulationRun(
+            policy, instance, horizon, runs, seed, times,
+            dtype=dtype, chunk_size=chunk_size, solve_batch=solve_batch, first_run=first_run, devices=devices,
+            monitor=monitor,
+        )  # fmt: skip
+        if stops_here:
+            stopping.check()
     run.advance(progress=progress)
     return run.result()

@@ -413,3 +413,30 @@ def test_a_signal_stops_a_simulation_after_its_chunk_and_advance_goes_on():
         signal.signal(signal.SIGINT, previous)
     np.testing.assert_array_equal(stopped.result().regret, whole.result().regret)
     np.testing.assert_array_equal(stopped.result().counts, whole.result().counts)
+
+
+def test_a_signal_during_a_simulation_s_setup_stops_it_before_its_first_chunk():
+    """Ctrl-C while ``jb.simulate`` sets its run up (here while the contract check traces
+    the policy, as the signal arrives in a script's first seconds): ``Stopped`` before
+    any chunk runs, not a ``KeyboardInterrupt`` out of a compile."""
+    import signal
+
+    from jaxbandit import stopping
+
+    ucb_n = jb.policies.make("ucb_n")
+    fired = []
+
+    def select_fn(key, state, t, ctx):
+        if not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)
+        return ucb_n.select_fn(key, state, t, ctx)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    chunks = []
+    try:
+        with pytest.raises(stopping.Stopped):
+            jb.simulate(ucb_n._replace(select_fn=select_fn), GENERAL, 300, 4, chunk_size=100, progress=lambda d, h: chunks.append(d))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert fired and chunks == []
