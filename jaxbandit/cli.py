@@ -298,9 +298,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if distributed.is_initialized():  # perhaps raised in this process only: the others may wait for it
             distributed.exit_after_failure(err)  # does not return
         if isinstance(err, KeyboardInterrupt):
-            how = str(err) if isinstance(err, stopping.Stopped) else "interrupted"
-            print(f"jaxbandit: {how}; run the same command again to resume.", file=sys.stderr)
-            return 128 + err.signum if isinstance(err, stopping.Stopped) else EXIT_INTERRUPTED
+            return stopping.interrupted(err, "jaxbandit")
         # Bad input found by jaxbandit (a policy that breaks the contract or plays an
         # invalid arm, nothing to plot) or a file that cannot be written: a message.
         # A ValueError from deeper down (numpy, jax) may be a bug: its traceback stays.

@@ -25,7 +25,7 @@ from typing import Callable
 
 import jax
 
-__all__ = ["Stopped", "check", "exit_after", "on_signals", "requested"]
+__all__ = ["Stopped", "check", "exit_after", "interrupted", "on_signals", "requested"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
@@ -91,6 +91,13 @@ def exit_after(main: Callable[[], int]) -> None:
     try:
         status = main()
     except Stopped as stopped:
-        print(f"{os.path.basename(sys.argv[0])}: {stopped}; run the same command again to resume.", file=sys.stderr)
-        status = 128 + stopped.signum
+        status = interrupted(stopped, os.path.basename(sys.argv[0]))
     raise SystemExit(status)
+
+
+def interrupted(error: KeyboardInterrupt, program: str) -> int:
+    """The line a command that ``error`` stopped ends with (on stderr), and its exit
+    status: the shell's for the signal, 128 plus its number."""
+    how = str(error) if isinstance(error, Stopped) else "interrupted"
+    print(f"{program}: {how}; run the same command again to resume.", file=sys.stderr)
+    return 128 + (error.signum if isinstance(error, Stopped) else signal.SIGINT)

@@ -11,9 +11,11 @@ is the same executable, so no result depends on it.
 
 import os
 import shutil
+import signal
 import tempfile
 
 import jax
+import pytest
 
 SESSION_CACHE = "JAXBANDIT_TEST_SESSION_CACHE"  # set by the first process, inherited by the rest
 MIN_COMPILE_TIME = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # read by JAX in subprocesses
@@ -50,3 +52,15 @@ def pytest_unconfigure(config):
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         os.environ.pop(SESSION_CACHE, None)
+
+
+@pytest.fixture
+def default_signal_handlers():
+    """Python's own SIGINT and SIGTERM handlers during the test (a test runner may set
+    others, which a sweep or a simulation leaves alone)."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)

@@ -391,7 +391,7 @@ def test_ucb_regret_matches_lai_robbins_constant():
     assert ratio[0] < ratio[1] < ratio[2]
 
 
-def test_a_signal_stops_a_simulation_after_its_chunk_and_advance_goes_on():
+def test_a_signal_stops_a_simulation_after_its_chunk_and_advance_goes_on(default_signal_handlers):
     """Ctrl-C during a chunk of ``advance()`` (Python's own handlers set): the chunk
     finishes, ``Stopped`` is raised, and ``advance()`` goes on from there to the same
     results as an uninterrupted run."""
@@ -403,19 +403,15 @@ def test_a_signal_stops_a_simulation_after_its_chunk_and_advance_goes_on():
     whole = jb.SimulationRun(policy, GENERAL, 300, 4, seed=2, chunk_size=100)
     whole.advance()
     stopped = jb.SimulationRun(policy, GENERAL, 300, 4, seed=2, chunk_size=100)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(stopping.Stopped):
-            stopped.advance(progress=lambda done, horizon: done == 100 and signal.raise_signal(signal.SIGINT))
-        assert stopped.rounds_done == 100 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        stopped.advance()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with pytest.raises(stopping.Stopped):
+        stopped.advance(progress=lambda done, horizon: done == 100 and signal.raise_signal(signal.SIGINT))
+    assert stopped.rounds_done == 100 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    stopped.advance()
     np.testing.assert_array_equal(stopped.result().regret, whole.result().regret)
     np.testing.assert_array_equal(stopped.result().counts, whole.result().counts)
 
 
-def test_a_signal_during_a_simulation_s_setup_stops_it_before_its_first_chunk():
+def test_a_signal_during_a_simulation_s_setup_stops_it_before_its_first_chunk(default_signal_handlers):
     """Ctrl-C while ``jb.simulate`` sets its run up (here while the contract check traces
     the policy, as the signal arrives in a script's first seconds): ``Stopped`` before
     any chunk runs, not a ``KeyboardInterrupt`` out of a compile."""
@@ -432,11 +428,7 @@ def test_a_signal_during_a_simulation_s_setup_stops_it_before_its_first_chunk():
             signal.raise_signal(signal.SIGINT)
         return ucb_n.select_fn(key, state, t, ctx)
 
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     chunks = []
-    try:
-        with pytest.raises(stopping.Stopped):
-            jb.simulate(ucb_n._replace(select_fn=select_fn), GENERAL, 300, 4, chunk_size=100, progress=lambda d, h: chunks.append(d))
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with pytest.raises(stopping.Stopped):
+        jb.simulate(ucb_n._replace(select_fn=select_fn), GENERAL, 300, 4, chunk_size=100, progress=lambda d, h: chunks.append(d))
     assert fired and chunks == []

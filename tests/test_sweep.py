@@ -152,18 +152,6 @@ def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
     assert (out / "summary.csv").read_text() == (ref_dir / "summary.csv").read_text()
 
 
-@pytest.fixture
-def default_signal_handlers():
-    """Python's own SIGINT and SIGTERM handlers during the test (a test runner may set
-    others, which a sweep leaves alone)."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
 def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, reference, default_signal_handlers):
     """A SIGTERM (a scheduler's) during chunk 4 of the first group: the sweep runs chunk
     5, saves a checkpoint there (off its cadence of every 2 chunks) and raises
