@@ -68,9 +68,15 @@ def graph20() -> jb.Instance:
     return jb.instances.graph(mu, adjacency, 1.0)
 
 
+def ratio_times(horizon: int) -> list:
+    """The Theorem 6.1 checkpoints of a sweep to ``horizon``: those of ``RATIO_TIMES`` it
+    reaches, and the horizon itself (a short study's only one)."""
+    return sorted({t for t in RATIO_TIMES if t <= horizon} | {int(horizon)})
+
+
 def recording_times(horizon: int) -> list:
-    """~80 geometric rounds plus the Theorem 6.1 checkpoints below the horizon."""
-    grid = set(jb.geometric_times(horizon, 80).tolist()) | {t for t in RATIO_TIMES if t <= horizon}
+    """~80 geometric rounds plus the Theorem 6.1 checkpoints."""
+    grid = set(jb.geometric_times(horizon, 80).tolist()) | set(ratio_times(horizon))
     return sorted(int(t) for t in grid)
 
 
@@ -228,7 +234,7 @@ def theorem61_rows(all_results: dict, longer: tuple = ()) -> list:
             if cell.policy_name != "lp_explore" or cell.params["alpha"] not in THEOREM_61_ALPHAS or lp[instance] <= 0:
                 continue
             alpha = cell.params["alpha"]
-            for t in RATIO_TIMES:
+            for t in ratio_times(int(cell.times[-1])):
                 where = np.flatnonzero(cell.times == t)
                 if where.size and (instance, alpha, t) not in seen:
                     seen.add((instance, alpha, t))
@@ -398,6 +404,12 @@ def _format(value: float, error: float) -> str:
     return f"{value:.{digits}g} ± {error:.2g}"
 
 
+def _horizon_label(t: int) -> str:
+    """``T = 10^5`` for a power of ten, else ``T = 20,000``."""
+    exponent = round(math.log10(t))
+    return f"T = 10^{exponent}" if 10**exponent == t else f"T = {t:,}"
+
+
 def _theorem51_line(r: dict, with_sweep: bool = False) -> str:
     percent = round(100 * r["relative_to_bound"]) if not math.isnan(r["relative_to_bound"]) else None
     versus = "" if percent is None else f"{percent:+d}%" if percent else "0%"
@@ -485,19 +497,20 @@ def report(all_results: dict, figures: str, path: str, command: str, longer: dic
         ]
         lines += [_theorem51_line(r, with_sweep=True) for r in rows51_longer]
         lines.append("")
+    columns61 = sorted({r["t"] for r in rows61})
     lines += [
         "## Theorem 6.1: lp_explore against its leading term 4 alpha x LP x log T",
         "",
         f"![Theorem 6.1]({rel(names['theorem61'])})",
         "",
-        "| instance | alpha | " + " | ".join(f"T = 10^{int(math.log10(t))}" for t in RATIO_TIMES) + " |",
-        "|---|--:|" + "--:|" * len(RATIO_TIMES),
+        "| instance | alpha | " + " | ".join(_horizon_label(t) for t in columns61) + " |",
+        "|---|--:|" + "--:|" * len(columns61),
     ]
     for instance in sorted({r["instance"] for r in rows61}):
         for alpha in THEOREM_61_ALPHAS:
             cells = {r["t"]: r for r in rows61 if r["instance"] == instance and r["alpha"] == alpha}
             if cells:
-                values = [_format(cells[t]["ratio"], cells[t]["standard_error"]) if t in cells else "" for t in RATIO_TIMES]
+                values = [_format(cells[t]["ratio"], cells[t]["standard_error"]) if t in cells else "" for t in columns61]
                 lines.append(f"| {instance} | {alpha:g} | " + " | ".join(values) + " |")
     if longer:
         lines += ["", "A ratio at a T beyond the study's horizon comes from a longer sweep (its own runs)."]

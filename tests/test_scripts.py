@@ -137,3 +137,15 @@ def test_a_study_s_out_holding_other_sweeps_is_a_usage_error(tmp_path, capsys):
         study.finished_or_run(parser, "--report-only", {"k5": {**tiny, "runs": 3}}, str(tmp_path / "out"), False)
     err = capsys.readouterr().err
     assert "--out: " in err and "different sweep configuration (changed keys: runs)" in err
+
+
+def test_a_short_paper_study_takes_theorem_6_1_at_its_horizon():
+    """Below T = 10^5 the study's only Theorem 6.1 checkpoint is its horizon (an empty
+    table before); longer ones keep 10^5, 10^6, 10^7 as reached, and a column is named
+    by its round."""
+    study = _script("paper_study")
+    assert study.ratio_times(20_000) == [20_000]
+    assert study.ratio_times(10**6) == [10**5, 10**6]
+    assert study.ratio_times(3 * 10**6) == [10**5, 10**6, 3 * 10**6]
+    assert set(study.ratio_times(20_000)) <= set(study.recording_times(20_000))
+    assert [study._horizon_label(t) for t in (20_000, 10**5)] == ["T = 20,000", "T = 10^5"]
