@@ -250,8 +250,9 @@ InstanceEntry = Annotated[
 class SweepFile(_Table):
     """A whole configuration: the run settings, the instances, the policies.
 
-    ``times`` is a number of geometric grid points, or the explicit rounds; ``horizon``
-    one horizon or several (a sweep axis).  Relations between keys (the times against
+    ``times`` is a number of geometric grid points, or the explicit rounds (each horizon
+    records those it reaches, and its last round); ``horizon`` one horizon or several
+    (a sweep axis).  Relations between keys (the times against
     the horizons) are checked by :mod:`jaxbandit.config.plan`.
     """
 
