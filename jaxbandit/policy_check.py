@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxbandit._numbers import describe, is_real
 from jaxbandit.base import BATCHING, OWN_ARM, Context, Decision, Policy, Solver, Stage
 from jaxbandit.estimator import EstimatorState
 
@@ -28,7 +29,12 @@ _INT32 = jax.ShapeDtypeStruct((), np.int32)  # a round t, or an arm
 
 class PolicyError(ValueError):
     """A policy breaks the contract of :mod:`jaxbandit.base`, or a monitor that of
-    :mod:`jaxbandit.monitors` (the message names the function)."""
+    :mod:`jaxbandit.monitors` (the message names the function, or ``argument`` the
+    hyper-parameter of ``Policy.params`` at fault)."""
+
+    def __init__(self, message: str, *, argument: str | None = None):
+        super().__init__(message)
+        self.argument = argument
 
 
 def _describe(tree) -> str:
@@ -160,7 +166,7 @@ def _check_estimators_consolidated(state) -> None:
 def check_policy_fields(policy: Policy) -> None:
     """Raise :class:`PolicyError` for a :class:`~jaxbandit.base.Policy` field of the
     wrong kind: a name that is not a string, ``params`` or ``options`` that are not
-    dicts with string keys, a ``check_params`` that is not a function, or a ``feedback``
+    dicts with string keys, a ``params`` value that is not one number, a ``check_params`` that is not a function, or a ``feedback``
     option other than :data:`~jaxbandit.base.OWN_ARM` (a misspelt one would skip the
     check it asks for)."""
     if not isinstance(policy.name, str):
@@ -169,6 +175,18 @@ def check_policy_fields(policy: Policy) -> None:
         value = getattr(policy, field)
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise PolicyError(f"Policy.{field} must be a dict with string keys, got {value!r}.")
+    for name, value in policy.params.items():
+        if not is_real(value):  # an array would be read as one value per cell of a grid
+            shape = np.shape(value) if isinstance(value, (list, tuple)) or hasattr(value, "shape") else ()
+            hint = (
+                " A grid of values is given to jb.SimulationRun(..., params={name: [...]}) or in a sweep's configuration; "
+                "an array the policy reads (a per-arm weight) belongs in its functions, not in params."
+            )
+            raise PolicyError(
+                f"policy {policy.name!r}: Policy.params[{name!r}] must be one number, got "
+                + (f"an array of shape {shape}.{hint}" if shape else f"{describe(value)}."),
+                argument=name,
+            )
     if policy.check_params is not None and not callable(policy.check_params):
         raise PolicyError(f"Policy.check_params must be a function or None, got {policy.check_params!r}.")
     feedback = policy.options.get("feedback", OWN_ARM)

@@ -287,7 +287,7 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [{**keywords, "epss": 1.0}]})
     # a user's factory that checks nothing: true is still not a number for its params
     lax = {"name": "tests.user_policies:traced_threshold", "eps": [0.5, True]}
-    with pytest.raises(ConfigError, match=r"key 'policies\[0\].eps': must be a number \(or an array of them\), got boolean True"):
+    with pytest.raises(ConfigError, match=r"key 'policies\[0\].eps': policy 'traced_threshold': Policy.params\['eps'\] must be one number, got boolean True \(the factory called with eps=True\)"):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [lax]})
     # a parameter the policy keeps in its closure: 1 and 1.0 made two identical cells
     static = {"name": "tests.user_policies:fixed_arm", "arm": [1, 1.0]}

@@ -74,6 +74,19 @@ def test_policy_fields_of_the_wrong_kind_are_named():
     _fails(BASE._replace(options={"feedback": "own-arm"}), r"Policy.options\['feedback'\] can only be 'own_arm', got 'own-arm'")
 
 
+def test_a_hyper_parameter_is_one_number():
+    """A per-arm vector in ``Policy.params`` was read as a grid of three cells by
+    ``jb.simulate`` and crashed a sweep's records; both now refuse it naming the policy
+    and the parameter (a grid is ``jb.SimulationRun``'s ``params`` argument)."""
+    _fails(user_policies.per_arm_weight(), r"policy 'fixed_arm': Policy.params\['w'\] must be one number, got an array of shape \(3,\)")
+    _fails(BASE._replace(params={"w": True}), r"Policy.params\['w'\] must be one number, got boolean True\.$")
+    grid = jb.SimulationRun(BASE._replace(params={"w": 1.0}), BANDIT, 10, 2, params={"w": [1.0, 2.0]})
+    assert grid.inputs.num_cells == 2  # a grid, as the argument gives it
+    entry = {"name": "tests.user_policies:per_arm_weight"}
+    with pytest.raises(jb.config.ConfigError, match=r"key 'policies\[0\]': policy 'fixed_arm': Policy.params\['w'\] must be one number"):
+        jb.config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [entry]})
+
+
 def _solver_policy(stages, finish_fn=None):
     def select_fn(key, stats, t, ctx):
         return Decision(jnp.int32(0), t % 2 == 0, jnp.float32(1.0))

@@ -136,3 +136,8 @@ def shared_setting(arm: int = 0) -> jb.Policy:
     return jb.policies.make("greedy")._replace(
         select_fn=lambda key, state, t, ctx: jb.play(jnp.int32(SHARED.arm)), name="shared_setting", params={}
     )
+
+
+def per_arm_weight() -> jb.Policy:
+    """A per-arm vector in ``params``, where a simulation would read one value per cell."""
+    return fixed_arm(0)._replace(params={"w": jnp.asarray([1.0, 1.0, 2.0])})
