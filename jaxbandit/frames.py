@@ -29,9 +29,11 @@ __all__ = [
 ]  # fmt: skip
 
 LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
+# what tells apart cells of one label in several sweeps (a frame of two sweeps' cells)
+SOURCE_FIELDS = ("seed", "precision", "directory")
 # the views' own names (a frame's columns, a dataset's dimensions and variables): a
 # hyper-parameter, counter or report of one of these names is prefixed
-RESERVED = (*LABEL_FIELDS, "horizon", "cell", "run", "time", "arm", "regret", "final_regret", "counts",
+RESERVED = (*LABEL_FIELDS, "horizon", *SOURCE_FIELDS, "cell", "run", "time", "arm", "regret", "final_regret", "counts",
             "regret_over_log_T", "lower_bound", "lower_bound_log_T", "lower_bound_log_t", "lower_bound_kind")  # fmt: skip
 
 
@@ -175,6 +177,9 @@ def _labels(cells) -> dict:
     params = column_names(names, RESERVED, "param_")
     labels = {field: [getattr(cell, field) for cell in cells] for field in LABEL_FIELDS}
     labels["horizon"] = [cell.horizon for cell in cells]
+    labels["seed"] = [cell.seed for cell in cells]
+    labels["precision"] = [cell.precision for cell in cells]
+    labels["directory"] = [None if cell.directory is None else str(cell.directory) for cell in cells]
     labels.update({column: [cell.resolved_params.get(name) for cell in cells] for name, column in params.items()})
     return labels
 
@@ -190,6 +195,8 @@ def _label_column(values: list, sizes: list, text: bool):
     if text and all(isinstance(v, str) for v in values):
         return _categorical(repeated)
     parts = [None if v is None else np.asarray(v) for v in values]
+    if all(p is None for p in parts):  # a directory no cell has
+        return np.full(sum(sizes), None, dtype=object)
     if any(p is not None and p.dtype.kind not in "iufb" for p in parts):  # text parameters
         return np.asarray(repeated, dtype=object)
     return _combined(parts, sizes)
@@ -198,7 +205,8 @@ def _label_column(values: list, sizes: list, text: bool):
 def cells_frame(cells, curves: bool = False, bounds=None):
     """A long :class:`pandas.DataFrame` of ``cells``.
 
-    Columns: ``instance, noise, policy, label, policy_name, horizon``, one per resolved
+    Columns: ``instance, noise, policy, label, policy_name, horizon, seed, precision,
+    directory`` (the sweep a cell came from), one per resolved
     hyper-parameter (prefixed ``param_`` where its name is taken), ``run``, then
     ``final_regret``, ``regret_over_log_T``, the bound's ``lower_bound``,
     ``lower_bound_log_T`` and ``lower_bound_kind`` (with ``bounds``:
@@ -216,7 +224,8 @@ def _frame(cells: list, curves: bool, bounds):
     labels = _labels(cells)
     points = [len(cell.times) if curves else 1 for cell in cells]
     sizes = [cell.runs * p for cell, p in zip(cells, points)]
-    columns = {name: _label_column(values, sizes, name in LABEL_FIELDS) for name, values in labels.items()}
+    text = (*LABEL_FIELDS, "precision", "directory")
+    columns = {name: _label_column(values, sizes, name in text) for name, values in labels.items()}
     taken = set(columns) | set(RESERVED)
     columns["run"] = np.concatenate([np.repeat(np.arange(cell.runs, dtype=np.int64), p) for cell, p in zip(cells, points)])
     if curves:
@@ -274,9 +283,10 @@ def cells_dataset(cells, bounds=None):
     and run count.
 
     Dimensions ``cell``, ``run``, ``time`` (and ``arm``, where every cell has the same
-    number of arms). Variables: ``regret (cell, run, time)``, ``final_regret (cell,
-    run)``, ``counts (cell, run, arm)``, each diagnostic ``(cell, run)`` and monitor
-    report ``(cell, run, time)``; the labels, the resolved hyper-parameters (prefixed
+    number of arms; else ``attrs["note"]`` says why ``counts`` is absent).  Variables:
+    ``regret (cell, run, time)``, ``final_regret (cell, run)``, ``counts (cell, run,
+    arm)``, each diagnostic ``(cell, run)`` and monitor report ``(cell, run, time)``;
+    the labels, the sweep's seed, precision and directory, the resolved hyper-parameters (prefixed
     ``param_`` where the name is one of the dataset's own, such as ``counts`` or ``arm``)
     and, with ``bounds``, ``lower_bound`` are coordinates along ``cell``.
     """
@@ -305,15 +315,19 @@ def _dataset(cells: list, bounds):
         "regret": (("cell", "run", "time"), np.stack([c.regret for c in cells])),
         "final_regret": (("cell", "run"), np.stack([c.final_regret for c in cells])),
     }
+    notes = {}
     if len({c.counts.shape for c in cells}) == 1:
         data["counts"] = (("cell", "run", "arm"), np.stack([c.counts for c in cells]))
+    else:
+        arms = sorted({c.counts.shape[-1] for c in cells})
+        notes["note"] = f"no counts: the cells have {', '.join(map(str, arms))} arms (select cells of one instance size)"
     for kind, dims in (("diagnostics", ("cell", "run")), ("monitor", ("cell", "run", "time"))):
         per_cell = [getattr(c, kind) for c in cells]
         names = list(dict.fromkeys(name for values in per_cell for name in values))
         for name, variable in column_names(names, set(data) | set(coords) | set(RESERVED), f"{kind}_").items():
             array, attrs = _stacked([v.get(name) for v in per_cell], name)
             data[variable] = (dims, array, attrs)
-    return xr.Dataset(data, coords=coords)
+    return xr.Dataset(data, coords=coords, attrs=notes)
 
 
 # -- one simulation -----------------------------------------------------------------
@@ -334,21 +348,22 @@ def _result_cells(result) -> list:
             diagnostics={k: pick(v) for k, v in result.diagnostics.items()},
             monitor={k: pick(v) for k, v in result.monitor.items()},
             resolved_params=params, runs=result.runs, final_regret=pick(result.regret)[:, -1],
+            seed=result.seed, precision=result.dtype, directory=None,
         ))  # fmt: skip
     return cells
 
 
 def result_frame(result, curves: bool = False):
-    """:func:`cells_frame` of one :class:`~jaxbandit.result.Result`, without ``label`` and
-    ``policy_name`` (one policy): ``instance`` is the cell's index in its batch (0 for a
+    """:func:`cells_frame` of one :class:`~jaxbandit.result.Result`, without ``label``,
+    ``policy_name`` (one policy) and ``directory`` (none): ``instance`` is the cell's index in its batch (0 for a
     single instance; a grid of hyper-parameters on one instance has a cell per value,
     told apart by their columns), ``run`` the run's index in it."""
-    return _frame(_result_cells(result), boolean("curves", curves), None).drop(columns=["label", "policy_name"])
+    return _frame(_result_cells(result), boolean("curves", curves), None).drop(columns=["label", "policy_name", "directory"])
 
 
 def result_dataset(result):
     """:func:`cells_dataset` of one :class:`~jaxbandit.result.Result`: dimensions
     ``(instance, run, time)`` for a batch of cells (instances, or a grid of
     hyper-parameters on one instance: see :func:`result_frame`), ``(run, time)`` for one."""
-    dataset = _dataset(_result_cells(result), None).drop_vars(["label", "policy_name"]).swap_dims(cell="instance")
+    dataset = _dataset(_result_cells(result), None).drop_vars(["label", "policy_name", "directory"]).swap_dims(cell="instance")
     return dataset if result.regret.ndim == 3 else dataset.isel(instance=0)

@@ -47,8 +47,11 @@ def test_the_run_frame_holds_the_stored_values_label_by_label(results, bounds):
     frame = results.to_pandas()
     assert len(frame) == sum(c.runs for c in results.cells) == 8 * 6
     assert frame["final_regret"].dtype == np.float64 and frame["run"].dtype == np.int64
-    for name in ("instance", "noise", "policy", "label", "policy_name"):
+    for name in ("instance", "noise", "policy", "label", "policy_name", "precision", "directory"):
         assert isinstance(frame[name].dtype, pd.CategoricalDtype), name
+    # the sweep each row came from: rows of two sweeps' cells in one frame stay apart
+    assert set(frame["seed"]) == {results.config["seed"]} and frame["seed"].dtype == np.int64
+    assert set(frame["precision"]) == {"float32"} and set(frame["directory"]) == {str(results.directory.resolve())}
     for cell in results.cells:
         rows = frame[(frame["label"] == cell.label) & (frame["instance"] == cell.instance)]
         np.testing.assert_array_equal(rows["run"], np.arange(cell.runs))
@@ -138,6 +141,7 @@ def test_the_dataset_has_cell_run_and_time_dimensions(results, bounds):
     np.testing.assert_array_equal(data["counts"].values, np.stack([c.counts for c in results.cells]))
     np.testing.assert_array_equal(data["time"].values, results.cells[0].times)
     assert list(data["label"].values) == [c.label for c in results.cells]
+    assert set(data["seed"].values) == {results.config["seed"]} and set(data["directory"].values) == {str(results.directory.resolve())}
     assert list(data["lower_bound"].values) == pytest.approx([bounds[c.instance] for c in results.cells])
     assert data["regret"].dtype == np.float64 and data["counts"].dtype == np.int64
     alpha = data["alpha"].values  # ts_n has no alpha: NaN there, the resolved value elsewhere
@@ -147,6 +151,9 @@ def test_the_dataset_has_cell_run_and_time_dimensions(results, bounds):
     assert np.isnan(case_a.values[[c.policy_name == "ts_n" for c in results.cells]]).all()
     picked = results.to_xarray(policy="ts_n")
     assert "case_a" not in picked and picked.sizes["cell"] == 2
+    fewer_arms = [results.cells[0], dataclasses.replace(results.cells[1], counts=results.cells[1].counts[:, :3])]
+    mixed = jb.frames.cells_dataset(fewer_arms)  # no counts, and the dataset says why
+    assert "counts" not in mixed and mixed.attrs["note"] == "no counts: the cells have 3, 5 arms (select cells of one instance size)"
 
 
 def test_a_dataset_of_cells_with_other_recording_times_is_refused_naming_them(results):
@@ -170,7 +177,8 @@ def test_views_of_a_batched_and_a_single_result():
     np.testing.assert_array_equal(data["regret"].values, result.regret)
     assert list(data["instance"].values) == [0, 1] and float(data["alpha"][0]) == 1.0 and list(data["rule"].values) == ["first"] * 2
     frame = result.to_pandas()
-    assert list(frame.columns[:7]) == ["instance", "noise", "policy", "horizon", "alpha", "rule", "run"]
+    assert list(frame.columns[:9]) == ["instance", "noise", "policy", "horizon", "seed", "precision", "alpha", "rule", "run"]
+    assert set(frame["seed"]) == {0} and set(frame["precision"]) == {"float32"}
     np.testing.assert_array_equal(frame["final_regret"], result.final_regret.ravel())
     np.testing.assert_array_equal(frame["instance"], np.repeat([0, 1], 3))
     single = jb.simulate(jb.policies.make("ucb_n"), jb.instances.bandit([1.0, 0.5, 0.2]), horizon=60, runs=3, times=[10, 30])
