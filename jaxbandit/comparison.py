@@ -159,7 +159,8 @@ def _unpaired(a, a_sweep, b, b_sweep) -> str:
                        ("run count", a.runs, b.runs), ("noise family", a.noise, b.noise),
                        ("precision", a.precision, b.precision)):  # fmt: skip
         if x != y:
-            return f"{a.label} ran with {what} {x}, {b.label} with {y}"
+            one, other = (a.label, b.label) if a.label != b.label else (f"{a.label} of {a_sweep.directory}", f"{b.label} of {b_sweep.directory}")
+            return f"{one} ran with {what} {x}, {other} with {y}"
     x, y = a_sweep.instances[a.instance], b_sweep.instances[b.instance]
     if not (np.array_equal(x.mu, y.mu) and np.array_equal(x.sigma, y.sigma)):
         return f"instance {a.instance!r} has other means or noise levels in the two sweeps"
@@ -203,7 +204,7 @@ def paired(cells: list, a, b, unfinished: str = "") -> list:
     first, second = (pick_one_per_place(cells, s, name, unfinished) for s, name in ((a, "a"), (b, "b")))
     places = [place for place in first if place in second]
     if not places:
-        raise ValueError(f"a = {a!r} and b = {b!r} share no instance and horizon: nothing to pair.")
+        raise ValueError(f"a = {a!r} and b = {b!r} share no instance and horizon: nothing to pair{unfinished}.")
     rows = []
     for place in places:
         (x, x_sweep), (y, y_sweep) = first[place], second[place]

@@ -203,14 +203,17 @@ class SweepResults:
         return not self.missing
 
     def describe_missing(self) -> list:
-        """One line per missing group, e.g. ``"g002 (ucb_n, T=10000, 6 cells, in progress)"``."""
+        """One line per missing group, e.g. ``"g002 (ucb_n on bandit, graph_star, T=10000,
+        6 cells, in progress)"``."""
         lines = []
         for group_id in self.missing:
             entry = self.plan.get(group_id, {})
             state = "in progress" if group_id in self.in_progress else "not started"
+            cells = entry.get("cells", ())
+            instances = ", ".join(dict.fromkeys(str(cell.get("instance", "?")) for cell in cells)) or "?"
             lines.append(
-                f"{group_id} ({entry.get('policy_name', '?')}, T={entry.get('horizon', '?')}, "
-                f"{len(entry.get('cells', ()))} cells, {state})"
+                f"{group_id} ({entry.get('policy_name', '?')} on {instances}, T={entry.get('horizon', '?')}, "
+                f"{len(cells)} cells, {state})"
             )
         return lines
 

@@ -306,6 +306,10 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
     other_seed = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, seed=4) for c in results.cells))
     with pytest.raises(ValueError, match=r"cannot pair .* ran with seed 3, ts_n with 4, so they did not run on the same noise"):
         jb.compare([results, other_seed], {"label": "cases(alpha=0.5)", "seed": 3}, {"policy": "ts_n", "seed": 4})
+    elsewhere = dataclasses.replace(other_seed, directory=results.directory.parent / "other")
+    told = re.escape(f"ts_n of {results.directory} ran with seed 3, ts_n of {elsewhere.directory} with 4")
+    with pytest.raises(ValueError, match=told):  # one label twice: the sweeps named
+        jb.compare([results, elsewhere], {"policy": "ts_n", "seed": 3}, {"policy": "ts_n", "seed": 4})
     # one label in two sweeps: the message says what tells the cells apart
     with pytest.raises(ValueError, match=r"b = 'ts_n' matches 2 cells .*: ts_n, ts_n; pick one by a dict of select\(\) criteria, .*: seed \[3, 4\]\.$"):
         jb.compare([results, other_seed], {"label": "cases(alpha=0.5)", "seed": 3}, "ts_n")
@@ -367,7 +371,9 @@ def test_a_comparison_of_an_unfinished_sweep_says_what_is_not_there(results, cap
     partial = dataclasses.replace(results, cells=tuple(c for c in results.cells if c.group != ts_group), missing=(ts_group,))
     with pytest.raises(ValueError, match=rf"b = 'ts_n' matches no cell; .* \(groups not finished yet: .*{ts_group} \(ts_n"):
         jb.compare(partial, "cases(alpha=0.5)", "ts_n")
-    assert f"left out of the comparison: {results.directory}: {ts_group} (ts_n" in caplog.text
+    assert f"left out of the comparison: {results.directory}: {ts_group} (ts_n on bandit, graph_star" in caplog.text
+    with pytest.raises(ValueError, match=rf"share no instance and horizon: nothing to pair \(groups not finished yet: .*{ts_group} \(ts_n"):
+        jb.compare(partial, {"label": "cases(alpha=0.5)", "instance": "bandit"}, {"label": "cases(alpha=1.0)", "instance": "graph_star"})
 
 
 def test_compare_command_prints_the_table_and_json(results, capsys):

@@ -234,7 +234,7 @@ def test_three_shards_fill_one_directory_with_the_unsharded_results(tmp_path, re
     out = tmp_path / "out"
     first = sweep.run(config(), out, shard="0/3", progress=False)
     assert first.missing == ("g001", "g002", "g003") and [c.group for c in first.cells] == ["g000"] * 4
-    assert first.describe_missing()[0] == "g001 (ucb_n, T=1500, 4 cells, not started)"
+    assert first.describe_missing()[0] == "g001 (ucb_n on bandit, graph_star, T=1500, 4 cells, not started)"
     caplog.clear()
     with caplog.at_level("WARNING"):
         paths = plotting.plot_sweep(out, formats=["png"], bound=False)
