@@ -246,7 +246,7 @@ def test_three_shards_fill_one_directory_with_the_unsharded_results(tmp_path, re
     path = fx.write_config_toml(tmp_path / "sweep.toml", config())
     assert cli.main(["run", str(path), "--out", str(out), "--shard", "2/3"]) == 0  # no --quiet: it sets up logging for good
     printed = capsys.readouterr().out
-    assert "shard 2/3 finished" in printed and "not finished yet (1 of 4 groups): g001 (ucb_n, T=1500" in printed
+    assert "shard 2/3 finished" in printed and "not finished yet (1 of 4 groups): g001 (ucb_n on bandit, graph_star, T=1500" in printed
     assert io.load(out).missing == ("g001",)
 
     last = sweep.run(config(), out, shard=shards.Shard(1, 3), progress=False)
