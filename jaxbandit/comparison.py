@@ -60,6 +60,7 @@ def half_width_95(stderr, runs: int):
     """The half-width of the 95% interval of a mean of ``runs`` runs whose standard error
     is ``stderr`` (a number or an array): Student's t with ``runs - 1`` degrees of
     freedom; NaN for one run."""
+    runs = integer("runs", runs, 1)
     if runs < 2:
         return np.full_like(np.asarray(stderr, np.float64), np.nan)[()]
     return t_quantile_975(runs - 1) * stderr

@@ -278,6 +278,9 @@ def test_resolved_parameters_include_the_defaults(results, monkeypatch):
 def test_t_quantile_against_scipy():
     for df in [*range(1, 120), 200, 1000, 10**6]:
         assert comparison.t_quantile_975(df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-9), df
+    assert comparison.half_width_95(2.0, 20) == pytest.approx(2 * stats.t.ppf(0.975, 19), rel=1e-9)
+    with pytest.raises(jb.ArgumentError, match=r"runs must be an integer >= 1, got string '20'"):
+        comparison.half_width_95(1.0, "20")
 
 
 def test_paired_comparison_against_numpy(results):
