@@ -210,7 +210,8 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     hyper-parameter (prefixed ``param_`` where its name is taken), ``run``, then
     ``final_regret``, ``regret_over_log_T``, the bound's ``lower_bound``,
     ``lower_bound_log_T`` and ``lower_bound_kind`` (with ``bounds``:
-    ``{instance: InstanceBound}``) and each diagnostic counter; with ``curves``, ``time``
+    ``{instance: InstanceBound}``), each diagnostic counter and each monitor report at
+    the horizon (prefixed ``monitor_`` where a counter has its name); with ``curves``, ``time``
     and ``regret``, the bound's columns with ``lower_bound_log_t`` (``lower_bound *
     log(time)``), and the monitor's reports instead of the per-run values.
     """
@@ -231,15 +232,17 @@ def _frame(cells: list, curves: bool, bounds):
     if curves:
         columns["time"] = np.concatenate([np.tile(np.asarray(cell.times, np.int64), cell.runs) for cell in cells])
         columns["regret"] = np.concatenate([np.asarray(cell.regret).ravel() for cell in cells])
-        per_cell = [cell.monitor for cell in cells]
-        reshape = np.ravel
+        reported = [("monitor_", [cell.monitor for cell in cells], np.ravel)]
     else:
         columns["final_regret"] = np.concatenate([cell.final_regret for cell in cells])
         log_horizon = np.repeat([math.log(cell.horizon) for cell in cells], sizes)
         with np.errstate(divide="ignore", invalid="ignore"):  # a horizon of 1 has no log T
             columns["regret_over_log_T"] = np.where(log_horizon > 0, columns["final_regret"] / log_horizon, np.nan)
-        per_cell = [cell.diagnostics for cell in cells]
-        reshape = np.asarray
+        # the counters, then each monitor report at the horizon (its last recording time)
+        reported = [
+            ("diagnostic_", [cell.diagnostics for cell in cells], np.asarray),
+            ("monitor_", [cell.monitor for cell in cells], lambda report: np.asarray(report)[:, -1]),
+        ]
     if bounds is not None:
         found = [bounds[cell.instance] for cell in cells]
         columns["lower_bound"] = _combined([b.value for b in found], sizes)
@@ -249,9 +252,11 @@ def _frame(cells: list, curves: bool, bounds):
             curve = [None if b.value is None else b.value * x for b, x in zip(found, log_t)]
             columns["lower_bound_log_t"] = _combined(curve, sizes)
         columns["lower_bound_kind"] = _label_column([b.kind for b in found], sizes, True)
-    names = list(dict.fromkeys(name for values in per_cell for name in values))
-    for name, column in column_names(names, taken, "diagnostic_" if not curves else "monitor_").items():
-        columns[column] = _combined([None if name not in v else reshape(v[name]) for v in per_cell], sizes)
+    for prefix, per_cell, reshape in reported:
+        names = list(dict.fromkeys(name for values in per_cell for name in values))
+        for name, column in column_names(names, taken, prefix).items():
+            columns[column] = _combined([None if name not in v else reshape(v[name]) for v in per_cell], sizes)
+            taken.add(column)
     return pd.DataFrame(columns)
 
 

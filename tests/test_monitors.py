@@ -77,6 +77,9 @@ def test_a_monitor_needs_nothing_from_the_policy_but_where_its_estimator_is():
     assert outside.shape == (2, 4, len(result.times))
     assert np.all(np.diff(outside, axis=-1) >= 0)
     assert np.all(outside[..., -1].sum(axis=1) > 0)  # counted in both cells: a monitor of zeros fails
+    frame = result.to_pandas()  # each run's report at the horizon; every recording time with curves
+    np.testing.assert_array_equal(frame["outside_rounds_alpha0.5"], outside[..., -1].ravel())
+    np.testing.assert_array_equal(result.to_pandas(curves=True)["outside_rounds_alpha0.5"], outside.ravel())
     assert jb.simulate(user_policies.fixed_arm(1), batch, 300, 4, seed=0).monitor == {}
 
 
