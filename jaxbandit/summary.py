@@ -5,7 +5,9 @@ included), the final regret's mean, standard error, median and 5% / 95% quantile
 ``regret / log T``, and the instance's lower-bound constant ``c`` with ``c log T``, the
 regret the asymptotic bound asks for at the cell's horizon.  For a noise family whose
 bound is not known, the constant is the Gaussian LP at the instance's ``sigma``, and
-``lower_bound_kind`` says it is a reference, not a bound.
+``lower_bound_kind`` says it is a reference, not a bound.  Last, the mean over runs of
+each diagnostic counter (``mean_lp_full_solves``; empty where a cell's policy has no
+such counter).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def summary_rows(cells, bounds: dict) -> list:
     None in its row."""
     names = list(dict.fromkeys(name for cell in cells for name in cell.resolved_params))
     params = column_names(names, LABEL_FIELDS + STATISTICS, "param_")
+    counters = list(dict.fromkeys(name for cell in cells for name in cell.diagnostics))
     rows = []
     for cell in cells:
         final, bound = cell.final_regret, bounds[cell.instance]
@@ -105,8 +108,14 @@ def summary_rows(cells, bounds: dict) -> list:
             "lower_bound": bound.value,
             "lower_bound_log_T": bound.times_log(cell.horizon),
             "lower_bound_kind": bound.kind,
+            **{f"mean_{name}": _mean(cell.diagnostics.get(name)) for name in counters},
         })  # fmt: skip
     return rows
+
+
+def _mean(counter) -> Optional[float]:
+    """The mean over runs of a ``(runs,)`` counter, or None for a cell without it."""
+    return None if counter is None else float(np.mean(counter, dtype=np.float64))
 
 
 def _field(value) -> str:

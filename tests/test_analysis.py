@@ -206,6 +206,10 @@ def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, b
         assert float(row["lower_bound"]) == pytest.approx(bounds[cell.instance])
         assert float(row["lower_bound_log_T"]) == pytest.approx(bounds[cell.instance] * math.log(cell.horizon))
         assert row["lower_bound_kind"] == "bound"
+        for name in ("case_a", "initial_rounds"):  # a counter's mean; empty where the policy has none
+            value = cell.diagnostics.get(name)
+            assert row[f"mean_{name}"] == ("" if value is None else repr(float(np.mean(value))))
+    assert any(row["mean_case_a"] for row in rows) and any(row["mean_initial_rounds"] for row in rows)
     # one run: no standard error, an empty field (not "nan")
     one_run = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, regret=c.regret[:1]) for c in results.cells))
     path = summary.write_summary_csv(one_run, tmp_path / "one_run.csv")
