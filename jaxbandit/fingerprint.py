@@ -169,6 +169,12 @@ def array_digest(value) -> str:
     return hashlib.sha256(repr(array.shape).encode() + array.tobytes()).hexdigest()[:16]
 
 
+def instance_digest(instance) -> str:
+    """A short hex digest of an :class:`~jaxbandit.instances.Instance`'s values: its
+    means, noise levels and noise family (what tells apart two instances of one label)."""
+    return json_digest([array_digest(instance.mu), array_digest(instance.sigma), instance.noise.label])
+
+
 def _portable(node: Any) -> Any:
     if isinstance(node, _Identity):
         obj = node.obj

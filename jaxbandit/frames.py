@@ -104,10 +104,12 @@ def as_cell(name: str, value):
     raise ArgumentError(f"{name} must be one jaxbandit.io.CellResult, got {got}.", argument=name)
 
 
-def check_bounds(name: str, bounds, instances) -> None:
+def check_bounds(name: str, bounds, cells) -> None:
     """An :class:`ArgumentError` naming ``name`` unless ``bounds`` is a dict ``{instance
-    label: InstanceBound}`` (:func:`jaxbandit.summary.lower_bounds`) with each of
-    ``instances``."""
+    label: InstanceBound}`` (:func:`jaxbandit.summary.lower_bounds`) with the bound of
+    each of ``cells``' instances: of its label and, where both know them, its values
+    (two sweeps may give one label to other means)."""
+    instances = [cell.instance for cell in cells]
     if not isinstance(bounds, dict):
         raise ArgumentError(
             f"{name} must be a dict {{instance label: InstanceBound}} (results.lower_bounds()), got {shown(bounds)}.",
@@ -127,13 +129,22 @@ def check_bounds(name: str, bounds, instances) -> None:
                 f"{name}[{label!r}] must be an InstanceBound (results.lower_bounds()), got {shown(bounds[label])}.",
                 argument=name,
             )
+    for cell in cells:
+        known = getattr(bounds[cell.instance], "instance_digest", ""), getattr(cell, "instance_digest", "")
+        if all(known) and known[0] != known[1]:
+            raise ArgumentError(
+                f"{name}[{cell.instance!r}] is the bound of another instance than the one {cell.label} ran on in "
+                f"{cell.directory} (other means or noise levels under the same label): give each sweep's cells "
+                "with its own results.lower_bounds().",
+                argument=name,
+            )
 
 
 def _checked(cells, bounds) -> list:
     """``cells`` as a list and ``bounds``, checked as the views take them."""
     cells = as_cells("cells", cells)
     if bounds is not None:
-        check_bounds("bounds", bounds, [cell.instance for cell in cells])
+        check_bounds("bounds", bounds, cells)
     return cells
 
 

@@ -27,6 +27,7 @@ from jaxbandit import frames, summary
 from jaxbandit._numbers import ArgumentError, boolean, float_dtype, integer, path
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers, resolved_params
 from jaxbandit.files import npz_names, read_json, read_npz
+from jaxbandit.fingerprint import instance_digest
 from jaxbandit.instances import Instance
 from jaxbandit.noise import resolve as resolve_noise
 from jaxbandit.result import Result
@@ -107,6 +108,8 @@ class CellResult:
         precision: the sweep's floating-point precision, ``"float32"`` or ``"float64"``.
         directory: the sweep directory it was loaded from, absolute (None for a cell
             made otherwise): what tells apart cells of one label in two sweeps.
+        instance_digest: the instance's values
+            (:func:`~jaxbandit.fingerprint.instance_digest`; "" if unknown).
     """
 
     instance: str
@@ -129,6 +132,7 @@ class CellResult:
     noise_stream: int = 0
     precision: str = "float32"
     directory: Path | None = None
+    instance_digest: str = ""
 
     @property
     def label(self) -> str:
@@ -425,6 +429,7 @@ def load(directory) -> SweepResults:
         except ValueError as err:  # an edited or damaged manifest
             raise ValueError(f"{manifest_path}: instance {label!r}: {err}") from None
     settings = manifest["resolved_settings"]
+    digests = {label: instance_digest(inst) for label, inst in instances.items()}
     cells, groups, missing = [], {}, []
     for group in manifest["groups"]:
         found = _finished_group(directory, group["id"], group["fingerprint"], len(group["cells"]))
@@ -459,6 +464,7 @@ def load(directory) -> SweepResults:
                     noise_stream=int(manifest["instances"][cell["instance"]].get("index", 0)),
                     precision=settings["precision"],
                     directory=directory.resolve(),
+                    instance_digest=digests[cell["instance"]],
                 )
             )
     return SweepResults(

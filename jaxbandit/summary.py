@@ -28,6 +28,7 @@ from jaxbandit._numbers import ArgumentError, path as as_path
 from jaxbandit.bound import BOUND_FAMILIES, bound_kind, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.files import save_text
+from jaxbandit.fingerprint import instance_digest
 from jaxbandit.frames import LABEL_FIELDS, column_names, is_sweep_results, shown
 from jaxbandit.result import standard_error
 
@@ -49,10 +50,14 @@ class InstanceBound:
         value: ``sum_i c*_i Delta_i``, or None where the LP is not solved.
         kind: ``"bound"``, or ``"gaussian reference"`` for a noise family without a
             known bound (the Gaussian LP at the instance's ``sigma``).
+        instance_digest: the instance's values
+            (:func:`~jaxbandit.fingerprint.instance_digest`), so that a view refuses the
+            bound for cells of another instance of the same label; "" if unknown.
     """
 
     value: Optional[float]
     kind: str
+    instance_digest: str = dataclasses.field(default="", compare=False)
 
     def times_log(self, horizon: int) -> Optional[float]:
         """``value * log(horizon)``, or None."""
@@ -65,21 +70,21 @@ def lower_bounds(instances: dict) -> dict:
     batches: dict = {}
     for label, inst in instances.items():
         batches.setdefault((inst.num_arms, inst.noise), []).append(label)
-    bounds = {}
+    bounds, digests = {}, {label: instance_digest(inst) for label, inst in instances.items()}
     for (_, family), labels in batches.items():
         reference = None if family.name in BOUND_FAMILIES else "gaussian"
         try:
             solved = lower_bound(instances_module.stack([instances[k] for k in labels]), throw=False, reference=reference)
         except ValueError as err:  # the statistics survive a bound that cannot be solved; say why
             logger.warning("the lower bound of instances %s is not solved: %s", labels, err)
-            bounds.update({label: InstanceBound(None, bound_kind(family, reference)) for label in labels})
+            bounds.update({label: InstanceBound(None, bound_kind(family, reference), digests[label]) for label in labels})
             continue
         for label, value, status in zip(labels, solved.value, solved.status):
             if int(status) != LowerBoundStatus.OPTIMAL or not np.isfinite(value):
                 logger.warning("the lower bound of instance %r is not solved (status %s)", label, LowerBoundStatus.NAMES[int(status)])
-                bounds[label] = InstanceBound(None, solved.kind)
+                bounds[label] = InstanceBound(None, solved.kind, digests[label])
             else:
-                bounds[label] = InstanceBound(float(value), solved.kind)
+                bounds[label] = InstanceBound(float(value), solved.kind, digests[label])
     return bounds
 
 

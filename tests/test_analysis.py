@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 import jaxbandit as jb
-from jaxbandit import base, cli, comparison, frames, plotting, summary, sweep
+from jaxbandit import base, cli, comparison, fingerprint, frames, plotting, summary, sweep
 from tests import sweep_fixtures as fx
 from tests import user_policies
 
@@ -222,6 +222,15 @@ def test_summary_csv_has_resolved_parameters_as_columns_and_the_bound(results, b
 def test_views_and_the_summary_name_a_wrong_argument(results, tmp_path):
     """What the views and summary.csv take, refused by name where something else is given."""
     cells, bounds = list(results.cells), results.lower_bounds()
+    assert {c.instance_digest for c in cells} == {b.instance_digest for b in bounds.values()} and len(bounds) == 2
+    # a sweep elsewhere that gave the label 'bandit' to other means: its cells beside
+    # these, with these bounds, would take a bound that is not theirs
+    moved = jb.Instance(results.instances["bandit"].mu + 0.1, results.instances["bandit"].sigma)
+    elsewhere = dataclasses.replace(cells[0], directory=tmp_path, instance_digest=fingerprint.instance_digest(moved))
+    assert elsewhere.instance == "bandit"
+    for view in (frames.cells_frame, frames.cells_dataset):
+        with pytest.raises(jb.ArgumentError, match=rf"bounds\['bandit'\] is the bound of another instance than the one .* ran on in {re.escape(str(tmp_path))} "):
+            view([cells[0], elsewhere], bounds=bounds)
     for view in (frames.cells_frame, frames.cells_dataset):
         with pytest.raises(jb.ArgumentError, match=r"bounds must be a dict \{instance label: InstanceBound\} \(results.lower_bounds\(\)\), got boolean True\."):
             view(cells, bounds=True)
