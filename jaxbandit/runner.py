@@ -225,7 +225,9 @@ class SimulationRun:
                 chunk just run (the simulation cannot continue).
             NaNStateError: the policy's state held a NaN at a round it is looked for
                 (see :class:`NaNStateError`) in the chunk just run.
+            Either again, before any round, once raised (or restored from such a run).
         """
+        self._raise_for_failed_runs()
         if max_chunks is not None:
             max_chunks = integer("max_chunks", max_chunks, 1)
         if progress is not None and not callable(progress):
@@ -238,8 +240,7 @@ class SimulationRun:
                 jax.block_until_ready([carry.round for carry in self._carries])
                 self.wall_time += time.perf_counter() - start
                 chunks += 1
-                self._raise_for_invalid_arms()
-                self._raise_for_nan_state()
+                self._raise_for_failed_runs()
                 if progress is not None:
                     progress(self.rounds_done, self.horizon)
                 if stops_here and not self.done:
@@ -273,6 +274,11 @@ class SimulationRun:
         rounds = np.where(flagged_round > 0, flagged_round, np.iinfo(np.int32).max)
         cell, run = np.unravel_index(np.argmin(rounds), rounds.shape)
         return int(cell), int(run), int(rounds[cell, run]), int((flagged_round > 0).sum())
+
+    def _raise_for_failed_runs(self) -> None:
+        """Raise for flagged runs: an invalid arm counts for none, so the results are wrong."""
+        self._raise_for_invalid_arms()
+        self._raise_for_nan_state()
 
     def _raise_for_invalid_arms(self) -> None:
         first = self._first_flagged(self._runs_of("invalid_round"))
@@ -392,7 +398,8 @@ class SimulationRun:
         self.wall_time = float(arrays["wall_time"])
 
     def result(self) -> Result:
-        """The :class:`~jaxbandit.result.Result` (call when :attr:`done`)."""
+        """The :class:`~jaxbandit.result.Result` (when :attr:`done`; flagged runs: as in advance)."""
+        self._raise_for_failed_runs()
         if not self.done:
             raise RuntimeError(f"simulation not finished: {self.rounds_done} of {self.horizon} rounds done.")
         runs = self.runs

@@ -474,6 +474,17 @@ def test_an_arm_outside_the_arms_is_reported_with_its_round():
     with pytest.raises(jb.InvalidArmError, match=r"select_fn chose arm 3 at round 700 \(run 0, cell 0\); arms are 0..2") as caught:
         run.advance()
     assert run.rounds_done == 1000  # it stopped after the chunk in which it happened
+    # the runs cannot go on, nor give a result (the invalid round counted for no arm),
+    # here or restored from a checkpoint
+    saved = run.checkpoint()
+    for attempt in (lambda: run.advance(max_chunks=1), lambda: run.advance(), lambda: run.result()):
+        with pytest.raises(jb.InvalidArmError, match=r"chose arm 3 at round 700"):
+            attempt()
+    assert run.rounds_done == 1000
+    restored = jb.SimulationRun(policy, BANDIT, 2000, 3, chunk_size=500)
+    restored.restore(saved)
+    with pytest.raises(jb.InvalidArmError, match=r"chose arm 3 at round 700"):
+        restored.advance()
     # whole across processes (multiprocessing pickles it): its message and its cell
     again = pickle.loads(pickle.dumps(caught.value))
     assert (type(again), str(again), again.cell) == (jb.InvalidArmError, str(caught.value), 0)
