@@ -66,7 +66,8 @@ def test_summary_csv(reference):
     lines = (out / "summary.csv").read_text().splitlines()
     assert lines[0] == (
         "instance,noise,policy,label,policy_name,alpha,horizon,runs,mean,stderr,median,q05,q95,"
-        "regret_over_log_T,lower_bound,lower_bound_log_T,lower_bound_kind"
+        "regret_over_log_T,lower_bound,lower_bound_log_T,lower_bound_kind,"
+        "mean_case_a,mean_case_b,mean_case_c,mean_initial_rounds"
     )
     assert len(lines) == 1 + len(results.cells)
     row = results.summary()[7]
@@ -76,6 +77,7 @@ def test_summary_csv(reference):
     assert row["stderr"] == pytest.approx(final.std(ddof=1) / np.sqrt(6))
     assert row["q05"] == pytest.approx(np.quantile(final, 0.05))
     assert row["q95"] == pytest.approx(np.quantile(final, 0.95))
+    assert row["mean_initial_rounds"] == pytest.approx(results.cells[7].diagnostics["initial_rounds"].mean())
 
 
 def test_grid_cells_equal_separate_simulations(reference):
