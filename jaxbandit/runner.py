@@ -313,11 +313,11 @@ class SimulationRun:
         return {k: to_host(v)[:, : self.runs] for k, v in values.items()}
 
     def monitor_record(self) -> dict:
-        """The monitor's reports at the recording times so far: ``{name: (C, runs, P) numpy}``."""
-        record = self._runs_of("monitor_record")
+        """The monitor's reports at the recording times reached: ``{name: (C, runs, P') numpy}``."""
+        record, reached = self._runs_of("monitor_record"), int(np.searchsorted(self.times, self.rounds_done, "right"))
         if record is None:
             return {}
-        return {k: to_host(v)[:, : self.runs, ..., : len(self.times)] for k, v in record.items()}
+        return {k: to_host(v)[:, : self.runs, ..., :reached] for k, v in record.items()}
 
     def identity(self) -> dict:
         """What determines this simulation's results, as a JSON-able dict: scalars (and

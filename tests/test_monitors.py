@@ -132,6 +132,9 @@ def test_a_custom_monitor_reports_at_every_recording_time():
     monitor = _counting_monitor(lambda state: {"n": state})
     result = jb.simulate(jb.policies.make("ucb_n"), GENERAL, 20, 2, times=[5, 10, 20], monitor=monitor)
     np.testing.assert_array_equal(result.monitor["n"], [[5, 10, 20]] * 2)
+    run = jb.SimulationRun(jb.policies.make("ucb_n"), GENERAL, 20, 2, times=[5, 10, 20], monitor=monitor, chunk_size=12)
+    run.advance(max_chunks=1)  # round 12: the reports of rounds 5 and 10, not a slot still empty
+    np.testing.assert_array_equal(run.monitor_record()["n"], [[[5, 10]] * 2])
 
 
 def test_deviation_bound_arguments():
