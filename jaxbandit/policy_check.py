@@ -54,8 +54,8 @@ def _evaluate(name: str, fn: Callable, params: dict, *args, with_jaxpr: bool = F
     if not callable(fn):
         raise PolicyError(f"{name} must be a function, got {fn!r}.")
     try:
-        if with_jaxpr:
-            return jax.make_jaxpr(fn, return_shape=True)(*args)
+        if with_jaxpr:  # traced anew: JAX keeps the trace of a function it traced on these shapes
+            return jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*args)
         return jax.eval_shape(fn, *args)
     except PolicyError:
         raise
@@ -194,6 +194,25 @@ def check_policy_fields(policy: Policy) -> None:
         raise PolicyError(f"Policy.options['feedback'] can only be {OWN_ARM!r}, got {feedback!r}.")
 
 
+def _traced_alike(name: str, fn: Callable, params: dict, traced, *args) -> None:
+    """A :class:`PolicyError` unless ``fn`` traced again gives the program ``traced``: a
+    Python random number or a global changed while tracing would make the results
+    depend on when the engine traces it (for each run count and chunk size)."""
+    again, _ = _evaluate(name, fn, params, *args, with_jaxpr=True)
+    same = str(again.jaxpr) == str(traced.jaxpr) and len(again.consts) == len(traced.consts)
+    if same:
+        for x, y in zip(map(np.asarray, again.consts), map(np.asarray, traced.consts)):
+            same = same and x.shape == y.shape and x.dtype == y.dtype
+            same = same and np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")
+    if not same:
+        raise PolicyError(
+            f"{name} gave another program when traced a second time: it reads something that changes while it is "
+            "traced (a Python or numpy random number, a global it updates), so its results would depend on the "
+            "run count and chunk size; draw randomness with jaxbandit.rng from the key and keep state in the "
+            "policy's state."
+        )
+
+
 def check_policy(policy: Policy, ctx: Context) -> None:
     """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes.
 
@@ -208,6 +227,7 @@ def check_policy(policy: Policy, ctx: Context) -> None:
     state = _evaluate("init_fn", policy.init_fn, params, ctx)
     key = jax.ShapeDtypeStruct((2,), np.uint32)
     select_jaxpr, decision = _evaluate("select_fn", policy.select_fn, params, key, state, _INT32, ctx, with_jaxpr=True)
+    _traced_alike("select_fn", policy.select_fn, params, select_jaxpr, key, state, _INT32, ctx)
     if not isinstance(decision, Decision):
         raise PolicyError(
             f"select_fn returned {_describe(decision)}; expected a jaxbandit.Decision "
@@ -235,7 +255,9 @@ def check_policy(policy: Policy, ctx: Context) -> None:
     if policy.consolidate_fn is None:
         _check_estimators_consolidated(state)
     values = jax.ShapeDtypeStruct((ctx.sigma.shape[-1],), ctx.sigma.dtype)
-    _same_state("update_fn", state, _evaluate("update_fn", policy.update_fn, params, state, _INT32, values, ctx))
+    update_jaxpr, updated = _evaluate("update_fn", policy.update_fn, params, state, _INT32, values, ctx, with_jaxpr=True)
+    _same_state("update_fn", state, updated)
+    _traced_alike("update_fn", policy.update_fn, params, update_jaxpr, state, _INT32, values, ctx)
     if policy.consolidate_fn is not None:
         _same_state("consolidate_fn", state, _evaluate("consolidate_fn", policy.consolidate_fn, params, state))
     if policy.diagnostics_fn is not None:

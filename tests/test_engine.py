@@ -61,7 +61,7 @@ def test_numeric_hyper_parameters_in_params_share_one_compile():
         jb.simulate(user_policies.traced_threshold(eps)._replace(select_fn=counting_select), BANDIT, 50, 2, seed=0)
         for eps in (0.9, 0.1, 0.7)
     ]
-    assert next(traces) == 2  # the contract check (abstract) and the one compile
+    assert next(traces) == 3  # the contract check (abstract, twice: a second trace is the same program) and the one compile
     assert [float(r.final_regret[0]) for r in results] == [25.0, 0.0, 25.0]
 
 

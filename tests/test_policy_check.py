@@ -74,6 +74,22 @@ def test_policy_fields_of_the_wrong_kind_are_named():
     _fails(BASE._replace(options={"feedback": "own-arm"}), r"Policy.options\['feedback'\] can only be 'own_arm', got 'own-arm'")
 
 
+def test_a_function_that_traces_to_another_program_each_time_is_refused():
+    """A numpy random number drawn while tracing, or a global a function updates while
+    traced: each trace of the engine (per run count, chunk size) would bake in another
+    constant, so the results would depend on them, not on the seed alone."""
+    base = jb.policies.make("ucb_n")
+    drawn = base._replace(select_fn=lambda k, s, t, c: jb.play(jnp.where(t > int(np.random.randint(2**30)), 0, base.select_fn(k, s, t, c).arm)))
+    _fails(drawn, r"select_fn gave another program when traced a second time: it reads something that changes while it is traced")
+    traced = {"times": 0}
+
+    def counting_update(state, arm, values, ctx):
+        traced["times"] += 1
+        return base.update_fn(state, arm, values * traced["times"], ctx)
+
+    _fails(base._replace(update_fn=counting_update), r"update_fn gave another program when traced a second time")
+
+
 def test_a_hyper_parameter_is_one_number():
     """A per-arm vector in ``Policy.params`` was read as a grid of three cells by
     ``jb.simulate`` and crashed a sweep's records; both now refuse it naming the policy
