@@ -48,15 +48,36 @@ def _describe(tree) -> str:
     return f"{type(tree).__name__} {jax.tree_util.tree_map(_describe, tree)}"
 
 
-def _evaluate(name: str, fn: Callable, params: dict, *args, with_jaxpr: bool = False):
+class _Params(dict):
+    """One cell's abstract hyper-parameters, and the names the functions evaluated
+    with them read (``read``)."""
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.read: set = set()
+
+
+def _note_reads(params: _Params, jaxpr, args) -> None:
+    """Add to ``params.read`` the hyper-parameters of a ``Context`` among ``args`` that
+    ``jaxpr`` (of one trace on ``args``) reads: their inputs appear in an equation or
+    an output (a nested computation's equation counts as a read)."""
+    used = {id(v) for eqn in jaxpr.jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.jaxpr.outvars}
+    leaves = jax.tree_util.tree_flatten_with_path(args)[0]
+    for (path, _), invar in zip(leaves, jaxpr.jaxpr.invars):
+        keys = [getattr(entry, "name", getattr(entry, "key", None)) for entry in path]
+        if "params" in keys[:-1] and isinstance(args[path[0].idx], Context) and id(invar) in used:
+            params.read.add(keys[keys.index("params") + 1])
+
+
+def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool = False):
     """``jax.eval_shape(fn, *args)`` (with ``with_jaxpr``, the pair ``(jaxpr, shapes)``
-    of one trace), with any failure re-raised as a :class:`PolicyError`."""
+    of one trace), with any failure re-raised as a :class:`PolicyError`; the
+    hyper-parameters it reads are added to ``params.read``."""
     if not callable(fn):
         raise PolicyError(f"{name} must be a function, got {fn!r}.")
     try:
-        if with_jaxpr:  # traced anew: JAX keeps the trace of a function it traced on these shapes
-            return jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*args)
-        return jax.eval_shape(fn, *args)
+        # traced anew (JAX keeps the trace of a function it traced on these shapes)
+        jaxpr, shapes = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*args)
     except PolicyError:
         raise
     except KeyError as err:
@@ -71,6 +92,8 @@ def _evaluate(name: str, fn: Callable, params: dict, *args, with_jaxpr: bool = F
         raise PolicyError(f"{name} failed on one run's abstract inputs: KeyError: {err}") from err
     except Exception as err:  # any failure of user code is reported with its function
         raise PolicyError(f"{name} failed on one run's abstract inputs: {type(err).__name__}: {err}") from err
+    _note_reads(params, jaxpr, args)
+    return (jaxpr, shapes) if with_jaxpr else shapes
 
 
 def _same_state(name: str, expected, got) -> None:
@@ -213,8 +236,9 @@ def _traced_alike(name: str, fn: Callable, params: dict, traced, *args) -> None:
         )
 
 
-def check_policy(policy: Policy, ctx: Context) -> None:
-    """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes.
+def check_policy(policy: Policy, ctx: Context) -> set:
+    """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes;
+    return the names of ``ctx.params`` its functions read.
 
     Args:
         policy: the policy to check (a :class:`~jaxbandit.base.Policy` whose fields
@@ -223,7 +247,7 @@ def check_policy(policy: Policy, ctx: Context) -> None:
         ctx: the :class:`~jaxbandit.base.Context` of ONE cell (arrays or
             ``jax.ShapeDtypeStruct``; ``sigma`` is ``(num_arms, num_arms)``).
     """
-    params = dict(ctx.params)
+    params = _Params(ctx.params)
     state = _evaluate("init_fn", policy.init_fn, params, ctx)
     key = jax.ShapeDtypeStruct((2,), np.uint32)
     select_jaxpr, decision = _evaluate("select_fn", policy.select_fn, params, key, state, _INT32, ctx, with_jaxpr=True)
@@ -262,6 +286,7 @@ def check_policy(policy: Policy, ctx: Context) -> None:
         _same_state("consolidate_fn", state, _evaluate("consolidate_fn", policy.consolidate_fn, params, state))
     if policy.diagnostics_fn is not None:
         _scalars("diagnostics_fn", _evaluate("diagnostics_fn", policy.diagnostics_fn, params, state))
+    return params.read
 
 
 def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
@@ -274,7 +299,7 @@ def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
         policy: the policy whose state it watches.
         ctx: the :class:`~jaxbandit.base.Context` of ONE cell, as for :func:`check_policy`.
     """
-    params = dict(ctx.params)
+    params = _Params(ctx.params)
     state = _evaluate("monitor init_fn", monitor.init_fn, params, ctx)
     policy_state = jax.eval_shape(policy.init_fn, ctx)
     updated = _evaluate("monitor update_fn", monitor.update_fn, params, state, policy_state, _INT32, ctx)

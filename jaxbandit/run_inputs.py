@@ -144,7 +144,13 @@ def check_inputs(
     check_param_values(policy, columns, dtype)
     noise_index = _noise_index(noise_index, num_cells)
     check_feedback(policy, instance)
-    check_contract(policy, instance.num_arms, sorted(columns), dtype, monitor)
+    unread = sorted(set(params or {}) - check_contract(policy, instance.num_arms, sorted(columns), dtype, monitor))
+    if unread:  # every cell would run the value the policy's functions hold themselves
+        raise ArgumentError(
+            f"params gives {unread}, which no function of policy {policy.name!r} reads as ctx.params[name] (a value "
+            "captured in a closure or attribute instead?): its cells would all compute the same thing.",
+            argument="params",
+        )
     return RunInputs(
         policy=policy, instance=instance, params=merged, cell_params=columns, horizon=horizon, runs=runs,
         seed=int(seed), times=times, noise_index=noise_index, dtype=dtype, chunk_size=chunk_size,
@@ -257,18 +263,18 @@ def check_feedback(policy: Policy, instance: Instance) -> None:
         )
 
 
-_CHECKED: set = set()  # (computation, monitor, K, params, dtype) that passed the contract check
+_CHECKED: dict = {}  # (computation, monitor, K, params, dtype) that passed the contract check: the params read
 
 
-def check_contract(policy: Policy, num_arms: int, param_names, dtype, monitor: Optional[Monitor] = None) -> None:
+def check_contract(policy: Policy, num_arms: int, param_names, dtype, monitor: Optional[Monitor] = None) -> set:
     """:func:`~jaxbandit.policy_check.check_policy` (and
     :func:`~jaxbandit.policy_check.check_monitor`) on one cell's abstract context, once
-    per computation and shapes."""
+    per computation and shapes; the names of ``ctx.params`` the policy reads."""
     drop_older_jax_copies(policy, monitor)  # before this first trace reads them
     dtype = np.dtype(dtype)
     key = (policy_key(policy), None if monitor is None else computation_key(monitor), num_arms, tuple(param_names), dtype.name)
     if key in _CHECKED:
-        return
+        return _CHECKED[key]
     square = jax.ShapeDtypeStruct((num_arms, num_arms), dtype)
     one_cell = Context(
         sigma=square,
@@ -277,7 +283,8 @@ def check_contract(policy: Policy, num_arms: int, param_names, dtype, monitor: O
         true_mean=jax.ShapeDtypeStruct((num_arms,), dtype),
         params={name: jax.ShapeDtypeStruct((), dtype) for name in param_names},
     )
-    check_policy(policy, one_cell)
+    read = check_policy(policy, one_cell)
     if monitor is not None:
         check_monitor(monitor, policy, one_cell)
-    _CHECKED.add(key)
+    _CHECKED[key] = read
+    return read

@@ -90,13 +90,25 @@ def test_a_function_that_traces_to_another_program_each_time_is_refused():
     _fails(base._replace(update_fn=counting_update), r"update_fn gave another program when traced a second time")
 
 
+def test_a_grid_over_a_parameter_no_function_reads_is_refused():
+    """A factory that uses its argument as a closure value and only records it in
+    ``params``: a grid given to the simulation changes ``ctx.params`` alone, so every
+    cell would run the closure's value under another label."""
+    closure = user_policies.fixed_arm(0)._replace(params={"w": 1.0})
+    with pytest.raises(jb.ArgumentError, match=r"params gives \['w'\], which no function of policy 'fixed_arm' reads as ctx.params\[name\]"):
+        jb.SimulationRun(closure, BANDIT, 10, 2, params={"w": [1.0, 2.0]})
+    jb.simulate(closure, BANDIT, 10, 2)  # recorded, not varied: nothing to refuse
+    read = user_policies.traced_threshold(0.5)  # reads ctx.params["eps"] in select_fn
+    assert jb.SimulationRun(read, BANDIT, 10, 2, params={"eps": [0.1, 0.9]}).inputs.num_cells == 2
+
+
 def test_a_hyper_parameter_is_one_number():
     """A per-arm vector in ``Policy.params`` was read as a grid of three cells by
     ``jb.simulate`` and crashed a sweep's records; both now refuse it naming the policy
     and the parameter (a grid is ``jb.SimulationRun``'s ``params`` argument)."""
     _fails(user_policies.per_arm_weight(), r"policy 'fixed_arm': Policy.params\['w'\] must be one number, got an array of shape \(3,\)")
     _fails(BASE._replace(params={"w": True}), r"Policy.params\['w'\] must be one number, got boolean True\.$")
-    grid = jb.SimulationRun(BASE._replace(params={"w": 1.0}), BANDIT, 10, 2, params={"w": [1.0, 2.0]})
+    grid = jb.SimulationRun(user_policies.traced_threshold(0.5), BANDIT, 10, 2, params={"eps": [0.1, 0.2]})
     assert grid.inputs.num_cells == 2  # a grid, as the argument gives it
     entry = {"name": "tests.user_policies:per_arm_weight"}
     with pytest.raises(jb.config.ConfigError, match=r"key 'policies\[0\]': policy 'fixed_arm': Policy.params\['w'\] must be one number"):
