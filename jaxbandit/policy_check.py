@@ -189,9 +189,9 @@ def _check_estimators_consolidated(state) -> None:
 def check_policy_fields(policy: Policy) -> None:
     """Raise :class:`PolicyError` for a :class:`~jaxbandit.base.Policy` field of the
     wrong kind: a name that is not a string, ``params`` or ``options`` that are not
-    dicts with string keys, a ``params`` value that is not one number, a ``check_params`` that is not a function, or a ``feedback``
-    option other than :data:`~jaxbandit.base.OWN_ARM` (a misspelt one would skip the
-    check it asks for)."""
+    dicts with string keys, a ``params`` value that is not one number, a
+    ``check_params`` that is not a function, or a ``feedback`` option other than
+    :data:`~jaxbandit.base.OWN_ARM` (a misspelt one would skip the check it asks for)."""
     if not isinstance(policy.name, str):
         raise PolicyError(f"Policy.name must be a string, got {policy.name!r}.")
     for field in ("params", "options"):
@@ -217,7 +217,7 @@ def check_policy_fields(policy: Policy) -> None:
         raise PolicyError(f"Policy.options['feedback'] can only be {OWN_ARM!r}, got {feedback!r}.")
 
 
-def _traced_alike(name: str, fn: Callable, params: dict, traced, *args) -> None:
+def _traced_alike(name: str, fn: Callable, params: _Params, traced, *args) -> None:
     """A :class:`PolicyError` unless ``fn`` traced again gives the program ``traced``: a
     Python random number or a global changed while tracing would make the results
     depend on when the engine traces it (for each run count and chunk size)."""
