@@ -160,7 +160,9 @@ def _unpaired(a, a_sweep, b, b_sweep) -> str:
                        ("run count", a.runs, b.runs), ("noise family", a.noise, b.noise),
                        ("precision", a.precision, b.precision)):  # fmt: skip
         if x != y:
-            one, other = (a.label, b.label) if a.label != b.label else (f"{a.label} of {a_sweep.directory}", f"{b.label} of {b_sweep.directory}")
+            one, other = a.label, b.label
+            if one == other:  # one label in two sweeps: name the sweeps
+                one, other = f"{one} of {a_sweep.directory}", f"{other} of {b_sweep.directory}"
             return f"{one} ran with {what} {x}, {other} with {y}"
     x, y = a_sweep.instances[a.instance], b_sweep.instances[b.instance]
     if not (np.array_equal(x.mu, y.mu) and np.array_equal(x.sigma, y.sigma)):

@@ -302,9 +302,10 @@ def cells_dataset(cells, bounds=None):
     number of arms; else ``attrs["note"]`` says why ``counts`` is absent).  Variables:
     ``regret (cell, run, time)``, ``final_regret (cell, run)``, ``counts (cell, run,
     arm)``, each diagnostic ``(cell, run)`` and monitor report ``(cell, run, time)``;
-    the labels, the sweep's seed, precision and directory, the resolved hyper-parameters (prefixed
-    ``param_`` where the name is one of the dataset's own, such as ``counts`` or ``arm``)
-    and, with ``bounds``, ``lower_bound`` are coordinates along ``cell``.
+    the labels, the sweep's seed, precision and directory, the resolved
+    hyper-parameters (prefixed ``param_`` where the name is one of the dataset's own,
+    such as ``counts`` or ``arm``) and, with ``bounds``, ``lower_bound`` are
+    coordinates along ``cell``.
     """
     return _dataset(_checked(cells, bounds), bounds)
 
@@ -371,9 +372,10 @@ def _result_cells(result) -> list:
 
 def result_frame(result, curves: bool = False):
     """:func:`cells_frame` of one :class:`~jaxbandit.result.Result`, without ``label``,
-    ``policy_name`` (one policy) and ``directory`` (none): ``instance`` is the cell's index in its batch (0 for a
-    single instance; a grid of hyper-parameters on one instance has a cell per value,
-    told apart by their columns), ``run`` the run's index in it."""
+    ``policy_name`` (one policy) and ``directory`` (none): ``instance`` is the cell's
+    index in its batch (0 for a single instance; a grid of hyper-parameters on one
+    instance has a cell per value, told apart by their columns), ``run`` the run's
+    index in it."""
     return _frame(_result_cells(result), boolean("curves", curves), None).drop(columns=["label", "policy_name", "directory"])
 
 
