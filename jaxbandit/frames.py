@@ -222,7 +222,7 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     ``final_regret``, ``regret_over_log_T``, the bound's ``lower_bound``,
     ``lower_bound_log_T`` and ``lower_bound_kind`` (with ``bounds``:
     ``{instance: InstanceBound}``), each diagnostic counter and each monitor report at
-    the horizon (prefixed ``monitor_`` where a counter has its name); with ``curves``, ``time``
+    the horizon (prefixed ``monitor_`` where a column already has its name); with ``curves``, ``time``
     and ``regret``, the bound's columns with ``lower_bound_log_t`` (``lower_bound *
     log(time)``), and the monitor's reports instead of the per-run values.
     """

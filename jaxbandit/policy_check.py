@@ -70,8 +70,8 @@ def _note_reads(params: _Params, jaxpr, args) -> None:
 
 
 def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool = False):
-    """``jax.eval_shape(fn, *args)`` (with ``with_jaxpr``, the pair ``(jaxpr, shapes)``
-    of one trace), with any failure re-raised as a :class:`PolicyError`; the
+    """The shapes of ``fn(*args)`` (with ``with_jaxpr``, the pair ``(jaxpr, shapes)``)
+    from one new trace, with any failure re-raised as a :class:`PolicyError`; the
     hyper-parameters it reads are added to ``params.read``."""
     if not callable(fn):
         raise PolicyError(f"{name} must be a function, got {fn!r}.")
