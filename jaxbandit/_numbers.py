@@ -79,6 +79,14 @@ def boolean(name: str, value) -> bool:
     return bool(value)
 
 
+def function(name: str, value, signature: str):
+    """``value`` if it is callable, or an :class:`ArgumentError` naming ``name`` and
+    the ``signature`` it must have (``"(rounds_done, horizon)"``)."""
+    if not callable(value):
+        raise ArgumentError(f"{name} must be a function {signature}, got {describe(value)}.", argument=name)
+    return value
+
+
 def path(name: str, value) -> Path:
     """``value`` as a :class:`~pathlib.Path`, or an :class:`ArgumentError` naming
     ``name``: a string or an ``os.PathLike`` only (``str(3)`` or ``str(None)`` would be
@@ -202,12 +210,15 @@ def first_entry(name: str, value: np.ndarray, flagged: np.ndarray, indexed: bool
     return f"{name}{where.tolist() if indexed else ''} = {float(value[tuple(where)])!r}"
 
 
-def check_fits(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: str | None = None) -> None:
+def check_fits(
+    name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: str | None = None, indexed: bool = False
+) -> None:
     """A finite ``value`` must stay finite in ``dtype`` (float32 overflows past 3.4e38);
-    the error suggests ``remedy``, the caller's name for a wider dtype."""
+    the error suggests ``remedy``, the caller's name for a wider dtype, and shows the
+    entry's index if ``indexed``."""
     with np.errstate(over="ignore"):
         overflows = np.isfinite(value) & ~np.isfinite(value.astype(dtype))
-    if entry := first_entry(name, value, overflows):
+    if entry := first_entry(name, value, overflows, indexed):
         raise ArgumentError(f"{entry} overflows {np.dtype(dtype).name}; rescale it or use {remedy}.", argument=argument)
 
 

@@ -230,6 +230,11 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     return _frame(_checked(cells, bounds), curves, bounds)
 
 
+def _run_numbers(cell) -> np.ndarray:
+    """``(runs,)`` int64: the indices of a cell's runs in its seed's stream."""
+    return cell.first_run + np.arange(cell.runs, dtype=np.int64)
+
+
 def _frame(cells: list, curves: bool, bounds):
     """:func:`cells_frame` of checked ``cells``."""
     pd = require("pandas")
@@ -239,7 +244,7 @@ def _frame(cells: list, curves: bool, bounds):
     text = (*LABEL_FIELDS, "precision", "directory")
     columns = {name: _label_column(values, sizes, name in text) for name, values in labels.items()}
     taken = set(columns) | set(RESERVED)
-    columns["run"] = np.concatenate([np.repeat(np.arange(cell.runs, dtype=np.int64), p) for cell, p in zip(cells, points)])
+    columns["run"] = np.concatenate([np.repeat(_run_numbers(cell), p) for cell, p in zip(cells, points)])
     if curves:
         columns["time"] = np.concatenate([np.tile(np.asarray(cell.times, np.int64), cell.runs) for cell in cells])
         columns["regret"] = np.concatenate([np.asarray(cell.regret).ravel() for cell in cells])
@@ -314,15 +319,16 @@ def _dataset(cells: list, bounds):
     """:func:`cells_dataset` of checked ``cells``."""
     xr = require("xarray")
     first = cells[0]
-    other = [c for c in cells if not np.array_equal(c.times, first.times) or c.runs != first.runs]
+    same_runs = lambda c: (c.runs, c.first_run) == (first.runs, first.first_run)
+    other = [c for c in cells if not np.array_equal(c.times, first.times) or not same_runs(c)]
     if other:
         names = ", ".join(f"{c.label} on {c.instance} (T={c.horizon})" for c in other)
         raise ValueError(
-            f"a dataset needs cells that share their recording times and run count; {names} differ from "
+            f"a dataset needs cells that share their recording times and runs; {names} differ from "
             f"{first.label} on {first.instance} (T={first.horizon}): select cells of one horizon, e.g. "
             f"to_xarray(horizon={first.horizon})."
         )
-    coords = {"time": np.asarray(first.times, np.int64), "run": np.arange(first.runs, dtype=np.int64)}
+    coords = {"time": np.asarray(first.times, np.int64), "run": _run_numbers(first)}
     labels = _labels(cells)
     if bounds is not None:
         labels["lower_bound"] = [bounds[c.instance].value for c in cells]
@@ -364,7 +370,7 @@ def _result_cells(result) -> list:
             horizon=result.horizon, times=result.times, regret=pick(result.regret), counts=pick(result.counts),
             diagnostics={k: pick(v) for k, v in result.diagnostics.items()},
             monitor={k: pick(v) for k, v in result.monitor.items()},
-            resolved_params=params, runs=result.runs, final_regret=pick(result.regret)[:, -1],
+            resolved_params=params, runs=result.runs, first_run=result.first_run, final_regret=pick(result.regret)[:, -1],
             seed=result.seed, precision=result.dtype, directory=None,
         ))  # fmt: skip
     return cells
@@ -375,7 +381,7 @@ def result_frame(result, curves: bool = False):
     ``policy_name`` (one policy) and ``directory`` (none): ``instance`` is the cell's
     index in its batch (0 for a single instance; a grid of hyper-parameters on one
     instance has a cell per value, told apart by their columns), ``run`` the run's
-    index in it."""
+    index in the seed's stream (from ``first_run``)."""
     return _frame(_result_cells(result), boolean("curves", curves), None).drop(columns=["label", "policy_name", "directory"])
 
 

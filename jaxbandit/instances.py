@@ -417,9 +417,16 @@ def stack(instances: list[Instance]) -> Instance:
         raise ValueError("instances must be a non-empty list.")
     for i, inst in enumerate(instances):
         check_instance(f"instances[{i}]", inst)
+    batch = next((i for i, inst in enumerate(instances) if inst.is_batch), None)
+    if batch is not None:
+        raise ArgumentError(
+            f"stack needs single instances; instances[{batch}] is a batch of {instances[batch].num_instances} "
+            f"(pass its instances, instances[{batch}][k] for each k).",
+            argument="instances",
+        )
     sizes = {inst.num_arms for inst in instances}
-    if len(sizes) != 1 or any(inst.is_batch for inst in instances):
-        raise ValueError(f"stack needs single instances with equal K, got K in {sorted(sizes)}.")
+    if len(sizes) != 1:
+        raise ArgumentError(f"stack needs single instances with equal K, got K in {sorted(sizes)}.", argument="instances")
     families = list(dict.fromkeys(inst.noise for inst in instances))
     if len(families) > 1:  # one compiled program draws the whole batch's noise
         first = next(i for i, inst in enumerate(instances) if inst.noise == families[1])

@@ -149,6 +149,8 @@ class CellResult:
     def runs(self) -> int:
         return int(self.regret.shape[0])
 
+    first_run = 0  # a sweep's cells hold its runs 0 .. runs - 1
+
     def matches(self, selection) -> bool:
         """Whether ``selection`` picks this cell: a cell label (``"ucb_n(alpha=0.5)"``),
         its resolved label as figures show it (``"ucb_n(alpha=1.0)"`` for a default) or

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import estimator
-from jaxbandit._numbers import ArgumentError, check_positive, float_array, holds_non_numbers, integer
+from jaxbandit._numbers import ArgumentError, check_positive, float_array, function, holds_non_numbers, integer
 from jaxbandit._types import Array
 from jaxbandit.base import Context
 
@@ -87,8 +87,7 @@ def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> M
         for each ``a`` of ``alphas``.
     """
     alphas = _check_alphas(alphas)
-    if not callable(estimator_fn):
-        raise ValueError(f"estimator_fn must be a function (policy_state) -> EstimatorState, got {estimator_fn!r}.")
+    function("estimator_fn", estimator_fn, "(policy_state) -> EstimatorState")
 
     def init_fn(ctx: Context) -> EstimatorDeviationState:
         zeros = jnp.zeros(len(alphas), jnp.int32)

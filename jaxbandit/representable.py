@@ -36,28 +36,33 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
     Args:
         mu: ``(C, K)`` means, float64.
         sigma: ``(C, K, K)`` noise levels, float64.
+
+    Errors about a batch (``C > 1``) name the instance, an entry by its index.
     """
     name = np.dtype(dtype).name
-    check_fits("instance mu", mu, dtype, remedy)
+    batch = len(mu) > 1
+    check_fits("instance mu", mu, dtype, remedy, argument="mu", indexed=batch)
     cast = mu.astype(dtype)
     with np.errstate(over="ignore"):
         exact = mu.max(axis=-1, keepdims=True) - mu
         gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
-    if entry := first_entry("instance gap (max(mu) - mu)", exact, ~np.isfinite(gaps)):
-        raise ValueError(f"{entry} overflows {name}; rescale it or use {remedy}.")
+    if entry := first_entry("instance gap (max(mu) - mu)", exact, ~np.isfinite(gaps), batch):
+        raise ArgumentError(f"{entry} overflows {name}; rescale it or use {remedy}.", argument="mu")
     merged = (exact > 0) & (gaps <= 0)
     if merged.any():
         # the rounded means tie a worse arm with the best: its plays would count no regret
         cell, arm = np.argwhere(merged)[0]
         best = int(np.argmax(mu[cell]))
         low, high = float(mu[cell, arm]), float(mu[cell, best])
-        raise ValueError(
-            f"instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {name}, which rounds "
-            f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}."
+        where = f"instance {cell}: " if batch else ""
+        raise ArgumentError(
+            f"{where}instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {name}, which rounds "
+            f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}.",
+            argument="mu",
         )
     check_large_gaps(mu, dtype, remedy)
     _warn_coarse_means(mu, dtype, remedy)
-    check_precisions(sigma, dtype, remedy)
+    check_precisions(sigma, dtype, remedy, indexed=batch)
 
 
 def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:

@@ -87,6 +87,8 @@ class Result:
         diagnostics: the policy's per-run counters, each ``(runs,)`` (or ``(C, runs)``).
         policy: the policy's name;  params: its hyper-parameters;  options: static options.
         seed, horizon, runs, dtype: as simulated.  wall_time: seconds.
+        first_run: the index of the first run (the runs are ``first_run ..
+            first_run + runs - 1`` of the seed's stream; see :func:`jaxbandit.simulate`).
         monitor: a monitor's reports at ``times``, each ``(runs, P)`` (or ``(C, runs, P)``);
             empty without a monitor (see :mod:`jaxbandit.monitors`).
         noise: the instance's noise family, as its label (``"gaussian"``,
@@ -108,6 +110,7 @@ class Result:
     wall_time: float
     monitor: dict = dataclasses.field(default_factory=dict, repr=False)
     noise: str = "gaussian"
+    first_run: int = 0
 
     @property
     def final_regret(self) -> np.ndarray:

@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbandit import rng, stopping
-from jaxbandit._numbers import integer
+from jaxbandit import checkpoints, rng, stopping
+from jaxbandit._numbers import function, integer
 from jaxbandit.base import Policy, options_record
 from jaxbandit.compile_options import compiles_quickly
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, cached_simulation, changed_in_place, make_context, policy_code
@@ -68,22 +68,6 @@ def _recording_times(times: np.ndarray) -> np.ndarray:
     size = -(-len(times) // _RECORDING_BLOCK) * _RECORDING_BLOCK
     never = np.iinfo(np.int32).max
     return np.concatenate([np.asarray(times, np.int32), np.full(size - len(times), never, np.int32)])
-
-
-_SCALAR_IDENTITY = ("policy", "options", "noise", "seed", "horizon", "runs", "first_run", "dtype", "monitor", "code")
-
-
-def _fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:
-    """A checkpoint leaf ``(C, R', ...)`` taken on another device count, as
-    ``(C, padded_runs, ...)``.  Only the first ``runs`` runs are results: the rest pad
-    the runs to a multiple of the device count, are simulated and dropped, so they are
-    cut, or filled with copies of run 0 (no run's results depend on another's)."""
-    if saved.shape[1] < runs:
-        return saved  # not a padding difference: reported as a shape mismatch
-    if saved.shape[1] >= padded_runs:
-        return saved[:, :padded_runs]
-    filler = np.repeat(saved[:, :1], padded_runs - saved.shape[1], axis=1)
-    return np.concatenate([saved, filler], axis=1)
 
 
 # The fewest runs of a group that advances on a thread of its own (_run_groups).
@@ -230,8 +214,7 @@ class SimulationRun:
         self._raise_for_failed_runs()
         if max_chunks is not None:
             max_chunks = integer("max_chunks", max_chunks, 1)
-        if progress is not None and not callable(progress):
-            raise ValueError(f"progress must be a function (rounds_done, horizon) or None, got {progress!r}.")
+        _check_progress(progress)
         chunks, engine = 0, self._engine()
         with stopping.on_signals() as stops_here:
             while not self.done and (max_chunks is None or chunks < max_chunks):
@@ -346,56 +329,23 @@ class SimulationRun:
         }
 
     def checkpoint(self) -> dict:
-        """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore`),
-        with this simulation's :meth:`identity` under ``"identity"``."""
-        leaves = jax.tree_util.tree_leaves(self.carry)
-        arrays = {f"leaf_{i:04d}": to_host(leaf) for i, leaf in enumerate(leaves)}
-        arrays["wall_time"] = np.asarray(self.wall_time)
-        arrays["identity"] = np.asarray(json.dumps(self.identity(), sort_keys=True))
-        return arrays
+        """The engine state as a flat dict of numpy arrays (exact; see :meth:`restore` and
+        :mod:`jaxbandit.checkpoints`), with this simulation's :meth:`identity`."""
+        leaves = [to_host(leaf) for leaf in jax.tree_util.tree_leaves(self.carry)]
+        return checkpoints.encode(leaves, self.identity(), self.wall_time)
 
     def restore(self, arrays: dict) -> None:
         """Resume from :meth:`checkpoint` output of this same simulation (taken on any
         number of devices).
 
         Raises:
-            ValueError: the checkpoint is of another simulation (naming what differs),
-                has no identity (an earlier jaxbandit version wrote it), or its engine
-                state does not fit this one.
+            ArgumentError: ``arrays`` is not a checkpoint, is of another simulation
+                (naming what differs), or its engine state does not fit this one.
         """
-        if "identity" not in arrays:
-            raise ValueError(
-                "the checkpoint does not say which simulation it belongs to (an earlier jaxbandit "
-                "version wrote it), so it cannot be checked against this one."
-            )
-        saved_identity, identity = json.loads(str(arrays["identity"])), self.identity()
-        saved_identity.setdefault("noise", "gaussian")  # checkpoints that name no family are Gaussian ones
-        differ = [k for k in sorted(set(saved_identity) | set(identity)) if saved_identity.get(k) != identity.get(k)]
-        if differ:
-            details = [
-                f"{k} {saved_identity.get(k)!r} (here {identity.get(k)!r})" if k in _SCALAR_IDENTITY else k
-                for k in differ
-            ]
-            raise ValueError(f"the checkpoint is of another simulation: its {', '.join(details)} differ.")
         leaves, treedef = jax.tree_util.tree_flatten(self.carry)
-        saved_leaves = sorted(k for k in arrays if k.startswith("leaf_"))
-        if saved_leaves != [f"leaf_{i:04d}" for i in range(len(leaves))]:
-            raise ValueError(
-                f"the checkpoint holds {len(saved_leaves)} engine arrays, this simulation {len(leaves)} "
-                "(a different engine state layout)."
-            )
-        if "wall_time" not in arrays:  # checked before anything is restored
-            raise ValueError("the checkpoint has no 'wall_time' entry, which checkpoint() always writes.")
-        restored = []
-        for i, leaf in enumerate(leaves):
-            saved = np.asarray(arrays[f"leaf_{i:04d}"])
-            if saved.ndim >= 2 and saved.shape[1] != leaf.shape[1]:
-                saved = _fit_runs(saved, leaf.shape[1], self.runs)
-            if saved.shape != leaf.shape or saved.dtype != leaf.dtype:
-                raise ValueError(f"checkpoint leaf {i} has shape {saved.shape} {saved.dtype}, expected {leaf.shape} {leaf.dtype}.")
-            restored.append(jnp.asarray(saved))
-        self.carry = self._placement.shard_carry(jax.tree_util.tree_unflatten(treedef, restored))
-        self.wall_time = float(arrays["wall_time"])
+        restored, wall_time = checkpoints.decode(arrays, self.identity(), leaves, self.runs)
+        self.carry = self._placement.shard_carry(jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in restored]))
+        self.wall_time = wall_time
 
     def result(self) -> Result:
         """The :class:`~jaxbandit.result.Result` (when :attr:`done`; flagged runs: as in advance)."""
@@ -426,7 +376,13 @@ class SimulationRun:
             wall_time=self.wall_time,
             monitor=monitor,
             noise=self.instance.noise.label,
+            first_run=self.inputs.first_run,
         )
+
+
+def _check_progress(progress) -> None:
+    if progress is not None:
+        function("progress", progress, "(rounds_done, horizon) or None")
 
 
 def _codes(policy: Policy, monitor: Optional[Monitor]) -> dict:
@@ -488,6 +444,7 @@ def simulate(
             ``[0, num_arms)`` chosen during the run; :class:`NaNStateError` for a NaN
             in the policy's state.
     """
+    _check_progress(progress)  # before anything compiles
     with stopping.on_signals() as stops_here:  # the setup traces and compiles too
         run = SimulationRun(
             policy, instance, horizon, runs, seed, times,

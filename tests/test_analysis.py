@@ -184,6 +184,13 @@ def test_views_of_a_batched_and_a_single_result():
     single = jb.simulate(jb.policies.make("ucb_n"), jb.instances.bandit([1.0, 0.5, 0.2]), horizon=60, runs=3, times=[10, 30])
     assert dict(single.to_xarray()["regret"].sizes) == {"run": 3, "time": 3}
     assert len(single.to_pandas(curves=True)) == 3 * 3
+    # runs simulated apart keep their indices in the seed's stream: runs 2..4 of 0..4
+    later = jb.simulate(jb.policies.make("ucb_n"), jb.instances.bandit([1.0, 0.5, 0.2]), horizon=60, runs=3, times=[10, 30], first_run=2)
+    assert later.first_run == 2 and single.first_run == 0
+    assert later.to_pandas()["run"].tolist() == [2, 3, 4] and later.to_xarray()["run"].values.tolist() == [2, 3, 4]
+    assert later.to_pandas(curves=True)["run"].tolist() == [2, 2, 2, 3, 3, 3, 4, 4, 4]
+    whole = jb.simulate(jb.policies.make("ucb_n"), jb.instances.bandit([1.0, 0.5, 0.2]), horizon=60, runs=5, times=[10, 30])
+    np.testing.assert_array_equal(later.regret, whole.regret[2:])
 
 
 def test_a_view_without_pandas_or_xarray_says_what_to_install(results, monkeypatch):

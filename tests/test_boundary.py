@@ -864,7 +864,7 @@ def _stack(draw):
         ([one, "x"], "instances[1]"),
         ([one, (one.mu, one.sigma)], "instances[1]"),
         ([one, instances.bandit([1.0, 0.5, 0.25])], "K"),
-        ([instances.stack([one, one])], "K"),  # a batch is not a single instance
+        ([instances.stack([one, one])], "instances[0]"),  # a batch is not a single instance
     ]))  # fmt: skip
     return lambda: instances.stack(entries), names, None
 

@@ -72,6 +72,8 @@ def test_batch_and_indexing():
         jb.Instance(np.zeros((2, 2)), np.stack([np.ones((2, 2)), [[INF, 1.0], [INF, 1.0]]]))
     with pytest.raises(ValueError, match="equal K"):
         instances.stack([instances.bandit([1.0, 0.2]), instances.bandit([1.0, 0.2, 0.1])])
+    with pytest.raises(jb.ArgumentError, match=r"stack needs single instances; instances\[1\] is a batch of 2 \(pass its instances"):
+        instances.stack([instances.bandit([1.0, 0.2]), batch])
     assert instances.stack(i for i in [instances.bandit([1.0, 0.2])]) == instances.stack([instances.bandit([1.0, 0.2])])
 
 

@@ -30,7 +30,12 @@ def test_cells_whose_values_float32_merges_are_refused():
         (jb.instances.bandit([2e38, -2e38]), {}, r"instance gap \(max\(mu\) - mu\) = 4e\+38 overflows float32"),
         (jb.Instance([1.0, 0.0], [[1.0, 2e19], [np.inf, 1.0]]), {}, r"instance sigma = 2e\+19 is finite but its precision"),
         # float32 rounds both to 1e5: arm 0's plays counted no regret
-        (jb.instances.bandit([1e5, 1e5 + 1e-3]), {}, r"arm 0 \(100000.0\) is below arm 1 \(100000.001\), but not in float32"),
+        (jb.instances.bandit([1e5, 1e5 + 1e-3]), {}, r"^instance mu: arm 0 \(100000.0\) is below arm 1 \(100000.001\), but not in float32"),
+        # in a batch: the instance, and an entry by its index
+        (jb.instances.stack([BANDIT, jb.instances.bandit([1e5 + 1e-3, 1e5, 0.0])]), {}, r"^instance 1: instance mu: arm 1 \(100000.0\) is below arm 0"),
+        (jb.instances.stack([BANDIT, jb.instances.bandit([1.0, 1e39, 0.0])]), {}, r"^instance mu\[1, 1\] = 1e\+39 overflows float32"),
+        (jb.instances.stack([jb.instances.bandit([1.0, 0.0])] * 2 + [jb.instances.bandit([1.0, 0.0], [1.0, 1e30])]), {},
+         r"^instance sigma\[2, 1, 1\] = 1e\+30 is finite but its precision"),
         (BANDIT, {"alpha": 1e39}, r"parameter 'alpha' = 1e\+39 overflows float32"),
         (BANDIT, {"alpha": float("nan")}, r"parameter 'alpha' must not be NaN"),
         (BANDIT, {"alpha": "fast"}, r"parameter 'alpha' must be a number or an array of numbers, got 'fast'"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import engine, instances, runner
+from jaxbandit import checkpoints, engine, instances, runner
 from tests import reference, user_policies
 
 INF = np.inf
@@ -143,6 +143,15 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
     renamed = {("leaf_9999" if k == "leaf_0001" else k): v for k, v in saved.items()}  # the count still matches
     with pytest.raises(ValueError, match="engine arrays"):
         untouched.restore(renamed)
+    # not a checkpoint at all, a damaged identity, a leaf of another shape: named as such
+    with pytest.raises(jb.ArgumentError, match=r"restore takes what checkpoint\(\) returned .*, got NoneType"):
+        untouched.restore(None)
+    with pytest.raises(jb.ArgumentError, match="'identity' entry is not the JSON record"):
+        untouched.restore({**saved, "identity": np.asarray("{not json")})
+    wrong = np.zeros(saved["leaf_0001"].shape[:1] + (100, 7), saved["leaf_0001"].dtype)
+    with pytest.raises(jb.ArgumentError, match=r"checkpoint leaf 1 has shape \(\d+, 100, 7\)"):
+        untouched.restore({**saved, "leaf_0001": wrong})
+    assert untouched.rounds_done == 0
 
     padded = {k: np.concatenate([v, v[:, :4]], axis=1) if k.startswith("leaf_") and v.ndim >= 2 else v for k, v in saved.items()}
     resumed = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)
@@ -157,7 +166,7 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
     unnamed.restore({**saved, "identity": np.asarray(json.dumps(identity, sort_keys=True))})
     assert unnamed.rounds_done == first.rounds_done
     # fewer padded runs than here (from fewer devices): filled up, the real runs kept
-    fitted = runner._fit_runs(np.arange(12).reshape(2, 3, 2), 4, 3)
+    fitted = checkpoints.fit_runs(np.arange(12).reshape(2, 3, 2), 4, 3)
     assert fitted.shape == (2, 4, 2)
     np.testing.assert_array_equal(fitted[:, :3], np.arange(12).reshape(2, 3, 2))
 
