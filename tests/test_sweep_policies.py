@@ -2,12 +2,14 @@
 captured in closures, policies named by import path, and policies that misbehave."""
 
 import re
+import sys
 
 import numpy as np
 import pytest
 
 import jaxbandit as jb
 from jaxbandit import config
+from tests import sweep_fixtures as fx
 
 HORIZON = 200
 
@@ -104,3 +106,23 @@ def test_a_sweep_stops_on_an_invalid_arm(tmp_path):
     cell = re.escape("cell tests.user_policies:arm_out_of_range(bad_round=150) on instance 'b3'")
     with pytest.raises(jb.InvalidArmError, match=rf"group g001, {cell}: policy .* chose arm 3 at round 150 \(run 0, cell 0\)"):
         jb.sweep.run(cfg, tmp_path / "out", progress=False)
+
+
+def test_a_module_beside_the_configuration_is_the_one_it_runs(tmp_path, monkeypatch):
+    """Two configurations in two directories, each beside its own ``arm_module.py``:
+    the second, loaded in the process that imported the first's module, is refused
+    naming both files, never run with the first's policy under its own labels."""
+    factory = "import jaxbandit as jb\ndef make():\n    return jb.policies.make('tests.user_policies:fixed_arm', arm={})\n"
+    paths = []
+    for name, arm in (("a", 0), ("b", 2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "arm_module.py").write_text(factory.format(arm))
+        paths.append(fx.write_config_toml(tmp_path / name / "study.toml", _config([{"name": "arm_module:make"}])))
+    monkeypatch.delitem(sys.modules, "arm_module", raising=False)  # and removed again on the way out
+    first = config.load(str(paths[0]))
+    assert first.policies[0].built[0].name == "fixed_arm"
+    assert sys.modules["arm_module"].__file__ == str(tmp_path / "a" / "arm_module.py")
+    a_file, b_file = (re.escape(str(tmp_path / d / "arm_module.py")) for d in "ab")
+    with pytest.raises(config.ConfigError, match=rf"key 'policies\[0\].name': module 'arm_module' is {a_file}, not the {b_file} beside"):
+        config.load(str(paths[1]))
+    assert config.load(str(paths[0])).policies[0].built[0].name == "fixed_arm"  # its own module: still fine

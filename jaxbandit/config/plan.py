@@ -10,14 +10,12 @@ check, the runner and the records read the :class:`SweepConfig` it returns.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
 import itertools
 import json
 import os
-import sys
 import warnings
 from typing import Optional, Union
 
@@ -30,6 +28,7 @@ from jaxbandit import policies as policies_module
 from jaxbandit._numbers import ArgumentError, describe, is_real
 from jaxbandit.base import Policy
 from jaxbandit.config.instance_file import read as read_instance_file
+from jaxbandit.config.policy_modules import directory_of, importable_beside, shadowed_module
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record, resolved_params
 from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path, unknown_key
 from jaxbandit.engine import policy_key
@@ -199,9 +198,10 @@ def resolve(file: SweepFile, raw: dict, source: str) -> SweepConfig:
     every_chunks, every_seconds = file.checkpoint.every_chunks, file.checkpoint.every_seconds
     if every_chunks is None and every_seconds is None:
         every_seconds = 60.0  # every minute, unless every_chunks alone is given
-    specs = _instances(fail, file.instances, file.precision, _directory_of(source) or os.getcwd())
-    with _importable_beside(source):
-        policies = _policies(fail, file.policies, file.precision)
+    directory = directory_of(source)
+    specs = _instances(fail, file.instances, file.precision, directory or os.getcwd())
+    with importable_beside(directory):
+        policies = _policies(fail, file.policies, file.precision, directory)
     monitor = _monitor(fail, file.monitor)
     record = encode_numbers(raw)
     fingerprint = json_digest({
@@ -319,7 +319,7 @@ def _read_instance(fail, key: str, entry, directory: str) -> tuple:
     return inst, found.record()
 
 
-def _policies(fail, entries, precision: str) -> list:
+def _policies(fail, entries, precision: str, directory: Optional[str]) -> list:
     specs, cell_labels = [], {}  # a cell's label or resolved label -> (entry index, cell index)
     for i, entry in enumerate(entries):
         key = f"policies[{i}]"
@@ -327,6 +327,8 @@ def _policies(fail, entries, precision: str) -> list:
             factory = policies_module.resolve(entry.name)
         except ValueError as err:
             fail(f"{key}.name", str(err))
+        if other := shadowed_module(entry.name, directory):
+            fail(f"{key}.name", other)
         label = entry.label or entry.name
         params = dict(entry.model_extra)
         _check_keys(fail, key, factory, params, f"parameters of policy {entry.name!r}", ("name", "label"))
@@ -474,23 +476,3 @@ def _check_runs(fail, key: str, policy: Policy, members: list, dtype, monitor) -
         check_contract(policy, members[0].instance.num_arms, sorted(policy.params), dtype, monitor)
     except PolicyError as err:
         fail(key, str(err))
-
-
-@contextlib.contextmanager
-def _importable_beside(source: str):
-    """The configuration file's directory on the module search path, so that a policy
-    named ``"module:factory"`` may live next to the file that names it."""
-    directory = _directory_of(source)
-    if directory is None or directory in sys.path:
-        yield
-        return
-    sys.path.append(directory)
-    try:
-        yield
-    finally:
-        sys.path.remove(directory)
-
-
-def _directory_of(source: str) -> Optional[str]:
-    """The directory of the configuration file ``source`` (None: not a file)."""
-    return os.path.dirname(os.path.abspath(source)) if os.path.isfile(source) else None
