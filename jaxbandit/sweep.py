@@ -123,11 +123,26 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
     distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
     results = io.load(out)
     if distributed.is_writer():
-        summary.write_summary_csv(results)
+        results = _write_summary(results, sharded=shard is not None)
     if results.missing:
         logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
                        "; ".join(results.describe_missing()))  # fmt: skip
     return results
+
+
+def _write_summary(results: "io.SweepResults", sharded: bool) -> "io.SweepResults":
+    """``summary.csv`` of ``results``, and the results it holds.  Shards that finish
+    together each write it, from their own load of the directory: a shard's write can
+    land after another's of more groups, so a shard's written again until its groups
+    are all the directory holds (the last writer loaded after every group it missed)."""
+    while True:
+        summary.write_summary_csv(results)
+        if not sharded:
+            return results
+        latest = io.load(results.directory)
+        if latest.missing == results.missing:
+            return results
+        results = latest
 
 
 def _run_groups(cfg, out: Path, mine: list, finished: list, bar, after_chunk) -> None:

@@ -254,6 +254,10 @@ def test_three_shards_fill_one_directory_with_the_unsharded_results(tmp_path, re
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(reference))
     assert (out / "summary.csv").read_text() == (reference / "summary.csv").read_text()
     assert (out / "sweep.json").read_text() == (reference / "sweep.json").read_text()
+    # shards finishing together: the first shard's summary of the one group it loaded
+    # lands after the last shard's complete one, and is written again, complete
+    again = sweep._write_summary(first, sharded=True)
+    assert again.complete and (out / "summary.csv").read_text() == (reference / "summary.csv").read_text()
 
 
 def test_the_split_is_balanced_and_deterministic():
