@@ -11,6 +11,7 @@ does.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -63,11 +64,18 @@ def atomic_write(path, data: bytes) -> Path:
     return path
 
 
-def save_npz(path, arrays: dict) -> Path:
-    """Atomically save a dict of arrays as an (uncompressed) ``.npz``."""
+def save_npz(path, arrays: dict) -> str:
+    """Atomically save a dict of arrays as an (uncompressed) ``.npz``; returns the
+    :func:`content_digest` of the file written."""
     buffer = io.BytesIO()
     np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
-    return atomic_write(path, buffer.getvalue())
+    atomic_write(path, buffer.getvalue())
+    return content_digest(buffer.getvalue())
+
+
+def content_digest(data: bytes) -> str:
+    """The SHA-256 of a file's bytes, in hex: what ties a file to the record naming it."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def save_json(path, obj) -> Path:
@@ -176,11 +184,11 @@ def _not_npz(path, why) -> ValueError:
     return ValueError(f"{path} is not a readable .npz file ({why}).")
 
 
-def npz_names(path) -> list:
-    """The names of the arrays in the ``.npz`` at ``path``, every member's checksum
-    verified first (a ValueError naming the file if one is damaged), without parsing
-    the arrays."""
-    with open_npz(path) as data:
+def npz_names(path, content: bytes | None = None) -> list:
+    """The names of the arrays in the ``.npz`` at ``path`` (or of its bytes ``content``),
+    every member's checksum verified first (a ValueError naming the file if one is
+    damaged), without parsing the arrays."""
+    with open_npz(path, content) as data:
         try:
             damaged = data.zip.testzip()
         except (*_NPZ_ERRORS, zlib.error) as err:

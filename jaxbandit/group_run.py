@@ -254,7 +254,7 @@ def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None
             counts=result.counts, diagnostics=result.diagnostics, diagnostic_history=history_arrays,
             monitor=result.monitor,
         )  # fmt: skip
-        files.save_npz(io.group_file(out, group.id, ".npz"), arrays)
+        meta["data_digest"] = files.save_npz(io.group_file(out, group.id, ".npz"), arrays)
         files.save_json(io.group_file(out, group.id, ".json"), meta)  # last: marks the group done
         checkpoint_path.unlink(missing_ok=True)
     logger.info(

@@ -26,7 +26,7 @@ import numpy as np
 from jaxbandit import frames, summary
 from jaxbandit._numbers import ArgumentError, boolean, float_dtype, integer, path
 from jaxbandit.config.records import cell_label, decode_array, decode_numbers, resolved_params
-from jaxbandit.files import npz_names, read_json, read_npz
+from jaxbandit.files import content_digest, npz_names, read_json, read_npz
 from jaxbandit.fingerprint import instance_digest
 from jaxbandit.instances import Instance
 from jaxbandit.noise import resolve as resolve_noise
@@ -38,7 +38,7 @@ __all__ = [
 ]  # fmt: skip
 
 MANIFEST = "sweep.json"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 GROUPS, CHECKPOINTS = "groups", "checkpoints"  # the directories of the layout above
 
 
@@ -327,13 +327,19 @@ def _finished_group(directory: Path, group_id: str, fingerprint: str, num_cells:
     if not meta_path.is_file() or not data_path.is_file():
         return None
     meta = read_json(meta_path)
-    _require(meta, (), meta_path, "the group metadata")
+    _require(meta, ("data_digest",), meta_path, "the group metadata")
     if meta.get("fingerprint") != fingerprint:
         return None
+    content = data_path.read_bytes()
     if num_cells is None:
-        arrays = npz_names(data_path)  # checksums verified, arrays not parsed
+        arrays = npz_names(data_path, content)  # checksums verified, arrays not parsed
     else:
-        arrays = read_npz(data_path)
+        arrays = read_npz(data_path, content)
+    if content_digest(content) != meta["data_digest"]:  # another group's file, or a copy of another sweep's
+        raise ValueError(
+            f"{data_path} is not the file {meta_path.name} records (their digests differ); running the sweep "
+            "again computes the group anew."
+        )
     required = [*_GROUP_WIDE, *_PER_CELL] + [f"{p}/{k}" for k in meta.get("diagnostics", []) for p in _PER_COUNTER]
     missing = [k for k in required if k not in arrays]
     if missing:

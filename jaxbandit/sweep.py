@@ -225,6 +225,11 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
             _save_config_text(out, config)
             return True
     manifest = files.read_json(manifest_path)
+    if not isinstance(manifest, dict):  # not a manifest of any version
+        raise SweepMismatchError(
+            f"{manifest_path} is damaged: a sweep manifest is a JSON dict, got {type(manifest).__name__}. "
+            f"Use another output directory, or delete {out} to start over."
+        )
     problem = _mismatch(cfg, manifest, out, groups)
     if problem is not None:
         raise SweepMismatchError(

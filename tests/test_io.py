@@ -39,10 +39,14 @@ def fingerprint(out) -> str:
     return files.read_json(out / "sweep.json")["groups"][0]["fingerprint"]
 
 
-def rewrite_npz(path, **changes) -> None:
-    """Rewrite a group's arrays with ``changes`` (``None`` drops an array)."""
+def rewrite_npz(path, recorded: bool = True, **changes) -> None:
+    """Rewrite a group's arrays with ``changes`` (``None`` drops an array), and unless
+    not ``recorded`` the digest its ``.json`` records (a file written wrong, not swapped)."""
     arrays = {**files.read_npz(path), **changes}
-    files.save_npz(path, {k: v for k, v in arrays.items() if v is not None})
+    digest = files.save_npz(path, {k: v for k, v in arrays.items() if v is not None})
+    if recorded:
+        meta_path = path.with_suffix(".json")
+        files.save_json(meta_path, {**files.read_json(meta_path), "data_digest": digest})
 
 
 def test_intact_directory_loads(out):
@@ -82,6 +86,16 @@ def test_group_arrays_of_the_wrong_shape(out):
     rewrite_npz(path, counts=files.read_npz(path)["counts"][0])  # the cell axis dropped
     with pytest.raises(ValueError, match=r"groups/g000\.npz: 'counts' has shape \(2, 2\), not one row for each"):
         io.load(out)
+
+
+def test_group_arrays_other_than_the_ones_recorded(out):
+    """Another group's file, or another sweep's copy: its arrays may have every shape
+    the group's would have, so it is told apart by the digest its ``.json`` records."""
+    path = out / "groups" / "g000.npz"
+    rewrite_npz(path, recorded=False, regret=files.read_npz(path)["regret"][:, ::-1])
+    with pytest.raises(ValueError, match=r"groups/g000\.npz is not the file g000\.json records \(their digests differ\)"):
+        io.load(out)
+    assert not io.group_finished(out, "g000", fingerprint(out))
 
 
 def test_single_array_file_is_not_a_group(out):

@@ -299,11 +299,15 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
     manifest = json.loads((out / "sweep.json").read_text())
     code = engine.policy_code(fx.cases_policy(1.0))
     assert manifest["resolved_policies"][0]["grid"] == [{"params": {"alpha": 1.0}, "options": {}, "code": code}]
-    files.save_json(out / "sweep.json", {**manifest, "format": 2})  # the previous format: no group's options
-    with pytest.raises(sweep.SweepMismatchError, match=r"written by another version of jaxbandit \(directory format 2, this version writes 3\)"):
+    files.save_json(out / "sweep.json", {**manifest, "format": 3})  # the previous format: no group's data digest
+    with pytest.raises(sweep.SweepMismatchError, match=r"written by another version of jaxbandit \(directory format 3, this version writes 4\)"):
         sweep.run(cfg, out, shard="1/2", progress=False)
-    with pytest.raises(ValueError, match=r"sweep: written by another version of jaxbandit \(directory format 2, this version writes 3\)"):
+    with pytest.raises(ValueError, match=r"sweep: written by another version of jaxbandit \(directory format 3, this version writes 4\)"):
         jb.load(out)  # what it reads may not be there: said so, not as a missing key
+    # a manifest of no version at all (a damaged file) says so
+    files.save_json(out / "sweep.json", [])
+    with pytest.raises(sweep.SweepMismatchError, match=r"sweep\.json is damaged: a sweep manifest is a JSON dict, got list"):
+        sweep.run(cfg, out, shard="1/2", progress=False)
     files.save_json(out / "sweep.json", manifest)
 
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))
