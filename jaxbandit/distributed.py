@@ -154,6 +154,13 @@ def initialize(
             **options,
         )
         _check_process_count(num_processes)
+    except ValueError as error:  # JAX's own, where it finds no cluster to read the settings from
+        if coordinator is not None:
+            raise
+        raise ValueError(
+            f"JAX found no cluster that names the processes ({error}); outside SLURM, Open MPI or a TPU pod, "
+            "give coordinator, num_processes and process_id."
+        ) from None
     finally:
         watchdog.cancel()
 
@@ -339,4 +346,5 @@ def _naming_options(error: ValueError) -> ValueError:
                          ("process_id", "--process-id"), ("heartbeat_timeout", "--heartbeat-timeout"),
                          ("join_timeout", "--join-timeout")):  # fmt: skip
         message = message.replace(f"{name} must", f"{option} must")
+    message = message.replace("give coordinator, num_processes and process_id", "give --coordinator, --num-processes and --process-id")
     return type(error)(message)

@@ -36,6 +36,7 @@ __all__ = [
     "visible_entries",
 ]
 
+_NPY_MAGIC = b"\x93NUMPY"  # a single array's file
 _NPZ_ERRORS = (ValueError, EOFError, zipfile.BadZipFile)  # numpy's, for a damaged archive or member
 
 
@@ -214,6 +215,10 @@ def open_npz(path, content: bytes | None = None):
     ValueError naming the file if it is something else, such as a truncated copy."""
     # The file is opened here: np.load leaves its own handle open when it fails.
     with open(path, "rb") if content is None else io.BytesIO(content) as handle:
+        start = handle.read(len(_NPY_MAGIC))
+        handle.seek(0)
+        if not start.startswith(b"PK") and start != _NPY_MAGIC:  # np.load would take it for a pickle
+            raise _not_npz(path, f"it is not a zip archive of arrays: it starts with {start!r}" if start else "it is empty")
         try:
             data = np.load(handle, allow_pickle=False)
         except _NPZ_ERRORS as err:

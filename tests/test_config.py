@@ -159,7 +159,10 @@ BAD = [
     (('name = "explicit"\nmu = [0.9, 0.1]', 'name = "explicit"\nmu = [0.9, 0.1]\ntype = "explicit"\nextra = 1'), "instances[2].extra", "unknown key"),
     (("adjacency = [[0, 1, 0, 0, 0], ", "adjacency = [[0, 1, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
     (("adjacency = [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0], ", "adjacency = [[0, 1, 0, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
-    (('name = "b3"', 'name = "graph_star"'), "instances[1].name", "duplicate instance name"),
+    (('name = "b3"', 'name = "graph_star"'), "instances[1].name", "duplicate instance name 'graph_star'; names must be unique"),
+    # the default named again (under another noise family, say): how to write it
+    (('type = "bandit"\nname = "b3"\nmu = [1.0, 0.5, 0.2]\nsigma = 1.0', 'type = "default"\nname = "graph_star"\nnoise = "uniform"'),
+     "instances[1].name", 'duplicate instance name \'graph_star\'; names must be unique; a default instance is named by its own name: to run it again (under another noise family, say), write it as type = "explicit"'),
     (('name = "ucb_n"', 'name = "ucb_x"'), "policies[0].name", "unknown policy name 'ucb_x'"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, -1]"), "policies[0].alpha", "alpha must be a finite number > 0"),
     (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 0.25]"), "policies[0].alpha", "repeated"),

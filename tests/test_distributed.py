@@ -196,6 +196,7 @@ def test_processes_that_disagree_are_refused(tmp_path, launched):
     )  # fmt: skip
     told_more = launched([run_args(same, tmp_path / "more") + f for f in process_flags(2, free_port(), [2, 3])])
     short = launched([run_args(same, tmp_path / "short") + f for f in process_flags(2, free_port(), [3, 2], 5)])
+    no_cluster = launched([run_args(same, tmp_path / "alone") + ["--distributed"]])  # nothing names the processes
 
     for rc, _, stderr in finish(configs):
         assert rc == cli.EXIT_USAGE, stderr[-3000:]
@@ -206,7 +207,10 @@ def test_processes_that_disagree_are_refused(tmp_path, launched):
     for rc, _, stderr in finish(short):  # process 0 waits for a third process
         assert rc == distributed.EXIT_FAILURE, stderr[-3000:]
         assert "waited 5 s at coordinator 127.0.0.1:" in stderr and "not every process joined" in stderr, stderr[-3000:]
-    assert not (tmp_path / "configs").exists() and not (tmp_path / "more").exists()
+    [(rc, _, stderr)] = finish(no_cluster)
+    assert rc == cli.EXIT_USAGE and "JAX found no cluster that names the processes (" in stderr, stderr[-3000:]
+    assert "give --coordinator, --num-processes and --process-id" in stderr
+    assert not (tmp_path / "configs").exists() and not (tmp_path / "more").exists() and not (tmp_path / "alone").exists()
 
 
 @pytest.mark.parametrize(

@@ -69,9 +69,16 @@ def test_truncated_group_arrays(out):
 
 def test_empty_group_arrays(out):
     (out / "groups" / "g000.npz").write_bytes(b"")
-    with pytest.raises(ValueError, match=r"groups/g000\.npz is not a readable \.npz file"):
+    with pytest.raises(ValueError, match=r"groups/g000\.npz is not a readable \.npz file \(it is empty\)"):
         io.load(out)
     assert not io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_a_file_of_something_else_is_not_taken_for_a_pickle(out):
+    """numpy's own error for bytes it cannot place would suggest loading a pickle."""
+    (out / "groups" / "g000.npz").write_text("mu,sigma\n1,2\n")
+    with pytest.raises(ValueError, match=r"g000\.npz is not a readable \.npz file \(it is not a zip archive of arrays: it starts with b'mu,sig'\)\.$"):
+        io.load(out)
 
 
 def test_group_arrays_lacking_an_array(out):

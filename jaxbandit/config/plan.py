@@ -291,7 +291,11 @@ def _instances(fail, entries, precision: str, directory: str) -> list:
             built = [(f"{label}/{k}", inst[k]) for k in range(inst.num_instances)] if inst.is_batch else [(label, inst)]
         for label, inst in built:
             if any(s.label == label for s in specs):
-                fail(f"{key}.name", f"duplicate instance name {label!r}; names must be unique")
+                again = (
+                    "; a default instance is named by its own name: to run it again (under another noise family, "
+                    "say), write it as type = \"explicit\" with its mu and sigma and a name of its own"
+                ) if entry.type == "default" else ""
+                fail(f"{key}.name", f"duplicate instance name {label!r}; names must be unique{again}")
             try:
                 with warnings.catch_warnings(record=True) as caught:  # said again at its key
                     warnings.simplefilter("always")
