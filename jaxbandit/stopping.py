@@ -41,9 +41,17 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+class _AtOnce(KeyboardInterrupt):
+    """A second signal's interrupt, at once (not at a safe point); ``signum``: the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__()
+        self.signum = signum
+
+
 def _request(signum, frame) -> None:
     if _received:  # the second signal: at once
-        raise KeyboardInterrupt
+        raise _AtOnce(signum)
     _received.append(signum)
     again = "press Ctrl-C again to stop at once" if signum == signal.SIGINT else "a second signal stops it at once"
     # os.write, not print: the handler may run while the main thread is writing to stderr
@@ -100,4 +108,4 @@ def interrupted(error: KeyboardInterrupt, program: str) -> int:
     status: the shell's for the signal, 128 plus its number."""
     how = str(error) if isinstance(error, Stopped) else "interrupted"
     print(f"{program}: {how}; run the same command again to resume.", file=sys.stderr)
-    return 128 + (error.signum if isinstance(error, Stopped) else signal.SIGINT)
+    return 128 + getattr(error, "signum", signal.SIGINT)  # a plain KeyboardInterrupt: Python's SIGINT

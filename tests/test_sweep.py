@@ -206,6 +206,18 @@ def test_a_script_stopped_by_a_signal_exits_with_a_line_and_the_shell_s_status(c
     assert exit_.value.code == 3
 
 
+def test_a_second_signal_stops_at_once_with_its_own_status(default_signal_handlers, capsys):
+    """Two SIGTERMs (a scheduler's, repeated): interrupted at once, and the command's
+    status is SIGTERM's (143), not Ctrl-C's."""
+    with pytest.raises(KeyboardInterrupt) as interrupted, stopping.on_signals():
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)
+    assert not isinstance(interrupted.value, stopping.Stopped)
+    assert stopping.interrupted(interrupted.value, "jaxbandit") == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.endswith("jaxbandit: interrupted; run the same command again to resume.\n")
+    assert stopping.interrupted(KeyboardInterrupt(), "jaxbandit") == 128 + signal.SIGINT
+
+
 def test_a_group_whose_arrays_are_gone_is_run_again(tmp_path, reference):
     """A finished group's ``.npz`` deleted (its ``.json`` kept): the next run computes
     the group again instead of skipping it and reporting it missing forever."""
