@@ -239,6 +239,8 @@ def explicit(mu: ArrayLike, sigma: ArrayLike, *, noise="gaussian") -> Instance:
     a standard bandit's (:func:`bandit`)."""
     # not np.ndim, which raises numpy's own error for a ragged list
     one_number = not isinstance(sigma, (list, tuple)) and getattr(sigma, "ndim", 0) == 0
+    if one_number:  # its error names what explicit takes, not bandit's (K,) vector
+        float_array("sigma", sigma, "one number or a (K, K) matrix of numbers")
     return (bandit if one_number else Instance)(mu, sigma, noise=noise)
 
 

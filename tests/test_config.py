@@ -157,6 +157,8 @@ BAD = [
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [["inf", "inf"], ["inf", 2.0]]'), "instances[2].sigma", "observed by no row"),
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, -1.0], [0.5, 2.0]]'), "instances[2].sigma", ">= 0"),
     (('name = "explicit"\nmu = [0.9, 0.1]', 'name = "explicit"\nmu = [0.9, 0.1]\ntype = "explicit"\nextra = 1'), "instances[2].extra", "unknown key"),
+    # what an explicit sigma may be, not a standard bandit's vector
+    (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = "1"'), "instances[2].sigma", "sigma must be one number or a (K, K) matrix of numbers, got '1'"),
     (("adjacency = [[0, 1, 0, 0, 0], ", "adjacency = [[0, 1, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
     (("adjacency = [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0], ", "adjacency = [[0, 1, 0, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
     (('name = "b3"', 'name = "graph_star"'), "instances[1].name", "duplicate instance name 'graph_star'; names must be unique"),
