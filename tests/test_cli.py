@@ -190,7 +190,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         assert capsys.readouterr().err, argv
     for name, text, message in (
         ("scalar.json", '{"mu": 1.0, "sigma": 1.0}', "scalar.json: mu must have shape (K,), got shape ()"),
-        ("bool.toml", "mu = [1.0, 0.5]\nsigma = true\n", "bool.toml: sigma must be a number or 2 numbers, got True"),
+        ("bool.toml", "mu = [1.0, 0.5]\nsigma = true\n", "bool.toml: sigma must be one number or a (K, K) matrix of numbers, got True"),
     ):
         (tmp_path / name).write_text(text)
         assert bound("--file", str(tmp_path / name)) == cli.EXIT_USAGE, name
@@ -208,7 +208,7 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
         assert message in capsys.readouterr().err, argv
     for name, text, message in (
         ("extra.json", '{"mu": [1, 0.5], "sigma": 1, "dtype": "float32"}', "unknown key 'dtype'"),  # not ignored
-        ("null.json", '{"mu": [1, 0.5], "sigma": null}', "null.json: sigma must be a number or 2 numbers, got None"),  # not read as NaN
+        ("null.json", '{"mu": [1, 0.5], "sigma": null}', "null.json: sigma must be one number or a (K, K) matrix of numbers, got None"),  # not read as NaN
         ("broken.json", '{"mu": [1, 0.5], "sigma": 1', "broken.json: invalid JSON: Expecting ','"),
         ("broken.toml", "mu = [1.0, 0.5\n", "broken.toml: invalid TOML: "),
         ("tie.json", '{"mu": [1.0, 1.0], "sigma": 1}', "tie.json: mu has a tie for the best mean: arms [0, 1]"),
