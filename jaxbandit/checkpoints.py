@@ -76,6 +76,9 @@ def decode(arrays, identity: dict, leaves: list, runs: int) -> tuple[list, float
         )
     if "wall_time" not in arrays:  # checked before anything is restored
         raise ArgumentError("the checkpoint has no 'wall_time' entry, which checkpoint() always writes.", argument="arrays")
+    wall_time = np.asarray(arrays["wall_time"])
+    if wall_time.shape != () or not np.issubdtype(wall_time.dtype, np.floating):
+        raise ArgumentError(f"the checkpoint's 'wall_time' is not one number of seconds: {wall_time!r}.", argument="arrays")
     restored = []
     for i, leaf in enumerate(leaves):
         saved = np.asarray(arrays[f"leaf_{i:04d}"])
@@ -87,7 +90,7 @@ def decode(arrays, identity: dict, leaves: list, runs: int) -> tuple[list, float
                 argument="arrays",
             )
         restored.append(fitted)
-    return restored, float(arrays["wall_time"])
+    return restored, float(wall_time)
 
 
 def fit_runs(saved: np.ndarray, padded_runs: int, runs: int) -> np.ndarray:

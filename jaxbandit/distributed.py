@@ -146,21 +146,22 @@ def initialize(
     watchdog.daemon = True
     watchdog.start()
     try:
-        jax.distributed.initialize(
-            coordinator_address=coordinator,
-            num_processes=num_processes,
-            process_id=process_id,
-            initialization_timeout=join_timeout + 60,
-            **options,
-        )
+        try:
+            jax.distributed.initialize(
+                coordinator_address=coordinator,
+                num_processes=num_processes,
+                process_id=process_id,
+                initialization_timeout=join_timeout + 60,
+                **options,
+            )
+        except ValueError as error:  # JAX's own, where it finds no cluster to read the settings from
+            if coordinator is not None:
+                raise
+            raise ValueError(
+                f"JAX found no cluster that names the processes ({error}); outside SLURM, Open MPI or a TPU pod, "
+                "give coordinator, num_processes and process_id."
+            ) from None
         _check_process_count(num_processes)
-    except ValueError as error:  # JAX's own, where it finds no cluster to read the settings from
-        if coordinator is not None:
-            raise
-        raise ValueError(
-            f"JAX found no cluster that names the processes ({error}); outside SLURM, Open MPI or a TPU pod, "
-            "give coordinator, num_processes and process_id."
-        ) from None
     finally:
         watchdog.cancel()
 

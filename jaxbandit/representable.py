@@ -41,13 +41,13 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
     """
     name = np.dtype(dtype).name
     batch = len(mu) > 1
-    check_fits("instance mu", mu, dtype, remedy, argument="mu", indexed=batch)
+    check_fits("instance mu", mu, dtype, remedy, argument="instance", indexed=batch)
     cast = mu.astype(dtype)
     with np.errstate(over="ignore"):
         exact = mu.max(axis=-1, keepdims=True) - mu
         gaps = cast.max(axis=-1, keepdims=True) - cast  # as the engine computes them
     if entry := first_entry("instance gap (max(mu) - mu)", exact, ~np.isfinite(gaps), batch):
-        raise ArgumentError(f"{entry} overflows {name}; rescale it or use {remedy}.", argument="mu")
+        raise ArgumentError(f"{entry} overflows {name}; rescale it or use {remedy}.", argument="instance")
     merged = (exact > 0) & (gaps <= 0)
     if merged.any():
         # the rounded means tie a worse arm with the best: its plays would count no regret
@@ -58,11 +58,11 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
         raise ArgumentError(
             f"{where}instance mu: arm {arm} ({low!r}) is below arm {best} ({high!r}), but not in {name}, which rounds "
             f"them to one value; subtract a common offset from mu (regret depends on the gaps only) or use {remedy}.",
-            argument="mu",
+            argument="instance",
         )
     check_large_gaps(mu, dtype, remedy)
     _warn_coarse_means(mu, dtype, remedy)
-    check_precisions(sigma, dtype, remedy, indexed=batch)
+    check_precisions(sigma, dtype, remedy, indexed=batch, argument="instance")
 
 
 def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
@@ -88,14 +88,20 @@ def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: s
 
 
 def check_precisions(
-    sigma: np.ndarray, dtype, remedy: str = "dtype='float64'", *, name: str = "instance sigma", indexed: bool = False
+    sigma: np.ndarray,
+    dtype,
+    remedy: str = "dtype='float64'",
+    *,
+    name: str = "instance sigma",
+    indexed: bool = False,
+    argument: str = "sigma",
 ) -> None:
     """No finite noise level in ``sigma`` (any shape) has a precision ``1 / sigma**2``
     that vanishes in ``dtype``, and no nonzero one a precision that overflows: that
     observation would be silently ignored (an estimator that never learns from it, a
     lower-bound row that looks unobserved) or taken as noise-free.  An
-    :class:`ArgumentError` for ``sigma`` shows the entry as ``name`` (with its index if
-    ``indexed``)."""
+    :class:`ArgumentError` for ``argument`` shows the entry as ``name`` (with its index
+    if ``indexed``)."""
     dtype_name = np.dtype(dtype).name
     wider = f", or {remedy}" if np.finfo(dtype).bits < 64 else ""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
@@ -103,12 +109,12 @@ def check_precisions(
     if entry := first_entry(name, sigma, (sigma > 0) & np.isinf(precision), indexed):
         raise ArgumentError(
             f"{entry} is nonzero but its precision 1 / sigma**2 overflows {dtype_name} (the sample would count as "
-            f"noise-free); use 0 for a noise-free sample{wider}.", argument="sigma"
+            f"noise-free); use 0 for a noise-free sample{wider}.", argument=argument
         )
     if entry := first_entry(name, sigma, np.isfinite(sigma) & (precision == 0), indexed):
         raise ArgumentError(
             f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name} (the sample would be "
-            f"ignored); use np.inf for no information{wider}.", argument="sigma"
+            f"ignored); use np.inf for no information{wider}.", argument=argument
         )
 
 

@@ -94,11 +94,11 @@ def check() -> None:
 
 def exit_after(main: Callable[[], int]) -> None:
     """Exit with the status of a script's ``main``; a sweep it ran that a signal stopped
-    exits as the ``jaxbandit`` command does: a line, and the shell's status (128 plus
-    the signal), not a traceback."""
+    (at a safe point, or at once on a second signal) exits as the ``jaxbandit`` command
+    does: a line, and the shell's status (128 plus the signal), not a traceback."""
     try:
         status = main()
-    except Stopped as stopped:
+    except KeyboardInterrupt as stopped:
         status = interrupted(stopped, os.path.basename(sys.argv[0]))
     raise SystemExit(status)
 

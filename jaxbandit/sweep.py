@@ -121,28 +121,29 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
         if marker is not None:
             marker.unlink(missing_ok=True)
     distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
-    results = io.load(out)
-    if distributed.is_writer():
-        results = _write_summary(results, sharded=shard is not None)
+    results = _load_and_summarize(out, sharded=shard is not None) if distributed.is_writer() else io.load(out)
     if results.missing:
         logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
                        "; ".join(results.describe_missing()))  # fmt: skip
     return results
 
 
-def _write_summary(results: "io.SweepResults", sharded: bool) -> "io.SweepResults":
-    """``summary.csv`` of ``results``, and the results it holds.  Shards that finish
-    together each write it, from their own load of the directory: a shard's write can
-    land after another's of more groups, so a shard's written again until its groups
-    are all the directory holds (the last writer loaded after every group it missed)."""
+def _load_and_summarize(out: Path, sharded: bool) -> "io.SweepResults":
+    """:func:`io.load` of ``out``, its ``summary.csv`` written.  Shards that finish
+    together each write it, from their own load: a shard's write can land after
+    another's of more groups, so a shard loads and writes again while groups finished
+    during its turn (the last writer then loaded after every group it missed)."""
     while True:
+        listed = _finished_listing(out)
+        results = io.load(out)
         summary.write_summary_csv(results)
-        if not sharded:
+        if not sharded or _finished_listing(out) == listed:
             return results
-        latest = io.load(results.directory)
-        if latest.missing == results.missing:
-            return results
-        results = latest
+
+
+def _finished_listing(out: Path) -> list:
+    """The finished groups' metadata files (each written last, as its group finishes)."""
+    return sorted(path.name for path in (out / io.GROUPS).glob("*.json"))
 
 
 def _run_groups(cfg, out: Path, mine: list, finished: list, bar, after_chunk) -> None:

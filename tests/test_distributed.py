@@ -7,6 +7,7 @@ local port and compares every result array with a one-process run, bit for bit.
 Child processes are killed when a test ends, however it ends.
 """
 
+import functools
 import json
 import os
 import signal
@@ -234,7 +235,7 @@ def test_bad_process_options_are_refused(tmp_path, capsys, options, message):
 # -- independent shards -----------------------------------------------------------------
 
 
-def test_three_shards_fill_one_directory_with_the_unsharded_results(tmp_path, reference, capsys, caplog):
+def test_three_shards_fill_one_directory_with_the_unsharded_results(tmp_path, reference, capsys, caplog, monkeypatch):
     out = tmp_path / "out"
     first = sweep.run(config(), out, shard="0/3", progress=False)
     assert first.missing == ("g001", "g002", "g003") and [c.group for c in first.cells] == ["g000"] * 4
@@ -258,10 +259,16 @@ def test_three_shards_fill_one_directory_with_the_unsharded_results(tmp_path, re
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(reference))
     assert (out / "summary.csv").read_text() == (reference / "summary.csv").read_text()
     assert (out / "sweep.json").read_text() == (reference / "sweep.json").read_text()
-    # shards finishing together: the first shard's summary of the one group it loaded
-    # lands after the last shard's complete one, and is written again, complete
-    again = sweep._write_summary(first, sharded=True)
+    # shards finishing together: a shard's summary of the one group it loaded lands after
+    # the last shard's complete one, as a group finished during its turn: written again
+    # (the listings before and after each turn, and the first turn's load, as they were)
+    listings = iter([["g000.json"], ["g000.json", "g001.json"], ["every group"], ["every group"]])
+    loads = iter([first])
+    monkeypatch.setattr(sweep, "_finished_listing", lambda out: next(listings))
+    monkeypatch.setattr(io, "load", functools.partial(lambda load, out: next(loads, None) or load(out), io.load))
+    again = sweep._load_and_summarize(out, sharded=True)
     assert again.complete and (out / "summary.csv").read_text() == (reference / "summary.csv").read_text()
+    assert next(listings, "none left") == "none left"  # two turns
 
 
 def test_the_split_is_balanced_and_deterministic():

@@ -217,6 +217,16 @@ def test_a_second_signal_stops_at_once_with_its_own_status(default_signal_handle
     assert capsys.readouterr().err.endswith("jaxbandit: interrupted; run the same command again to resume.\n")
     assert stopping.interrupted(KeyboardInterrupt(), "jaxbandit") == 128 + signal.SIGINT
 
+    def twice():  # a study script's main (stopping.exit_after): its status too, not a traceback
+        with stopping.on_signals():
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
+
+    with pytest.raises(SystemExit) as exit_:
+        stopping.exit_after(twice)
+    assert exit_.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.endswith(": interrupted; run the same command again to resume.\n")
+
 
 def test_a_group_whose_arrays_are_gone_is_run_again(tmp_path, reference):
     """A finished group's ``.npz`` deleted (its ``.json`` kept): the next run computes

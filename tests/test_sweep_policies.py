@@ -2,6 +2,7 @@
 captured in closures, policies named by import path, and policies that misbehave."""
 
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -126,3 +127,13 @@ def test_a_module_beside_the_configuration_is_the_one_it_runs(tmp_path, monkeypa
     with pytest.raises(config.ConfigError, match=rf"key 'policies\[0\].name': module 'arm_module' is {a_file}, not the {b_file} beside"):
         config.load(str(paths[1]))
     assert config.load(str(paths[0])).policies[0].built[0].name == "fixed_arm"  # its own module: still fine
+    # the module imported before is gone with its directory: refused all the same
+    shutil.rmtree(tmp_path / "a")
+    with pytest.raises(config.ConfigError, match=rf"module 'arm_module' is {a_file}, not the {b_file} beside"):
+        config.load(str(paths[1]))
+    # a package beside a module of its name is what Python imports, and not refused
+    monkeypatch.delitem(sys.modules, "arm_module")
+    (tmp_path / "b" / "arm_module").mkdir()
+    (tmp_path / "b" / "arm_module" / "__init__.py").write_text(factory.format(1))
+    assert config.load(str(paths[1])).policies[0].built[0].name == "fixed_arm"
+    assert sys.modules["arm_module"].__file__ == str(tmp_path / "b" / "arm_module" / "__init__.py")

@@ -39,13 +39,23 @@ def shadowed_module(name: str, directory: Optional[str]) -> str:
     if ":" not in name or directory is None:
         return ""
     top = name.partition(":")[0].split(".")[0]
-    candidates = (os.path.join(directory, f"{top}.py"), os.path.join(directory, top, "__init__.py"))
+    # the order of Python's own search of a directory: a package before a module
+    candidates = (os.path.join(directory, top, "__init__.py"), os.path.join(directory, f"{top}.py"))
     beside = next((path for path in candidates if os.path.isfile(path)), None)
     loaded = getattr(sys.modules.get(top), "__file__", None)
-    if beside is None or (loaded is not None and os.path.samefile(loaded, beside)):
+    if beside is None or (loaded is not None and _same_file(loaded, beside)):
         return ""
     return (
         f"module {top!r} is {loaded or 'a module without a file'}, not the {beside} beside the configuration "
         "(a module of that name was imported before, or is found first on the search path); one process holds "
         "one module of a name: rename one of them, or run the sweep in a new process"
     )
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Whether two paths name one file (False if either is gone: a module imported from
+    a directory deleted since)."""
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
