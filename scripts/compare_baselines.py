@@ -37,6 +37,7 @@ import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
 from jaxbandit import instances  # noqa: E402
+from scripts.paper_study import check_sizes  # noqa: E402  (one rule for a study's sizes)
 
 
 def lower_bound_value(inst: jb.Instance) -> float:
@@ -76,8 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--instances", nargs="*", default=list(instances.default_instances()))
     parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args(argv)
-    if args.horizon < 2 or args.runs < 2:
-        parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    check_sizes(parser, args)
     # Every name is checked before anything runs: a study with no cell would have no
     # row to write.
     if args.policies == []:

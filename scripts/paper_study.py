@@ -48,12 +48,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
-from jaxbandit import monitors, stopping  # noqa: E402
+from jaxbandit import monitors, plotting, stopping  # noqa: E402
 
 THEOREM_51_ALPHAS = (4.5, 1.0, 0.25)
 THEOREM_61_ALPHAS = (4.01, 4.5, 8.0)
 MONITOR_ALPHAS = (1.0, 2.0, 4.5)
 RATIO_TIMES = (10**5, 10**6, 10**7)
+FIRST_RATIO_ROUND = 10  # regret / log t is drawn from here (log t is too small before)
 BASELINES = ("ucb_n", "ts_n", "ossb")
 PARTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "paper_study_1e7_*.toml")
 
@@ -154,6 +155,17 @@ def finished_or_run(parser: argparse.ArgumentParser, option: str, configs: dict,
             parser.error(f"{option}: {directory!r} holds a sweep of another configuration ({held}); "
                          "give the arguments it was run with")  # fmt: skip
     return loaded
+
+
+def check_sizes(parser: argparse.ArgumentParser, args, min_horizon: int = 2) -> None:
+    """A usage error for ``--horizon`` below ``min_horizon``, ``--runs`` below 2 or a
+    ``--seed`` the package's seed rule refuses: before anything is created or run."""
+    if args.horizon < min_horizon or args.runs < 2:
+        parser.error(f"--horizon must be >= {min_horizon} and --runs >= 2, got {args.horizon} and {args.runs}")
+    try:
+        jb.rng.seed_words(args.seed)
+    except ValueError as error:
+        parser.error(f"--seed: {error}")
 
 
 def output_directories(parser: argparse.ArgumentParser, report: str, figures: str) -> None:
@@ -302,7 +314,7 @@ def figure_theorem51(all_results: dict, path: str, longer: tuple = ()) -> None:
                 continue
             if name.startswith("lp_explore") and cell.params["alpha"] not in THEOREM_51_ALPHAS:
                 continue
-            keep = cell.times >= 10
+            keep = cell.times >= FIRST_RATIO_ROUND
             ratio = cell.regret[:, keep] / np.log(cell.times[keep])
             mean, error = mean_and_error(ratio)
             (line,) = ax.plot(cell.times[keep], mean, label=name)
@@ -381,16 +393,9 @@ def figure_case_mix(all_results: dict, path: str, alpha: float = 4.5) -> None:
         cell = cells_by(results).get((instance, f"lp_explore(alpha={alpha:g})"))
         if cell is None or not cell.diagnostic_history:
             continue
-        times = np.concatenate([[0], cell.diagnostic_times])
-        rounds = np.diff(times)
-        for key in ("initial_rounds", "case_a", "case_b", "case_c"):
-            counts = np.concatenate([[0.0], cell.diagnostic_history[key]])
-            ax.plot(cell.diagnostic_times, np.diff(counts) / rounds, label=key)
-        ax.set_xscale("log")
-        ax.set_ylim(-0.02, 1.02)
+        plotting.case_mix(ax, cell)  # the intervals between recordings, the first from round 1
         ax.set_title(f"{instance}: share of rounds, lp_explore alpha = {alpha:g}")
-        ax.set_xlabel("round t")
-    axes.ravel()[0].legend(fontsize=8)
+    axes.ravel()[0].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -556,8 +561,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.figures = args.figures or os.path.join(args.out, "figures")
     args.report = args.report or os.path.join(args.out, "paper_study.md")
-    if args.horizon < 2 or args.runs < 2:
-        parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    check_sizes(parser, args, FIRST_RATIO_ROUND)
     output_directories(parser, args.report, args.figures)
     longer = {}
     for directory in args.longer:

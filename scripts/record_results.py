@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
+from jaxbandit import files  # noqa: E402
 
 CASES_SEED = 20261128
 
@@ -68,12 +69,11 @@ def main(argv=None) -> int:
             parser.error(f"--out: {out!r} exists; give another file (a recording is not overwritten)")
     else:
         try:
-            with np.load(args.compare, allow_pickle=False) as saved:
-                before = {k: saved[k] for k in saved.files}
+            before = files.read_npz(args.compare)
         except OSError as err:
             parser.error(f"--compare: cannot read {args.compare!r} ({err.strerror})")
-        except (ValueError, TypeError, AttributeError, EOFError) as err:  # not an .npz of arrays (a lone .npy: no context)
-            parser.error(f"--compare: {args.compare!r} is not a recording of this script ({err})")
+        except ValueError as err:  # not an .npz of arrays: said by the package's reader
+            parser.error(f"--compare: {args.compare!r} is not a recording of this script: {err}")
     arrays = record()
     if args.out is not None:
         np.savez_compressed(out, **arrays)

@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 import jaxbandit as jb  # noqa: E402
 from jaxbandit import stopping  # noqa: E402
-from scripts.paper_study import finished_or_run, output_directories  # noqa: E402  (one way to run or load a study's sweeps)
+from scripts.paper_study import check_sizes, finished_or_run, output_directories  # noqa: E402  (one way to run or load a study's sweeps)
 
 FAMILIES = ("gaussian", "bernoulli", "uniform", "rademacher", "student_t(df=3)")
 POLICIES = [{"name": "ucb_n"}, {"name": "ts_n"}, {"name": "ossb"}, {"name": "lp_explore", "alpha": [0.25, 4.5]}]
@@ -184,8 +184,7 @@ def main(argv=None) -> int:
     parser.add_argument("--report", help="the report (default OUT/robustness_study.md)")
     parser.add_argument("--report-only", action="store_true", help="redraw from finished sweeps")
     args = parser.parse_args(argv)
-    if args.horizon < 2 or args.runs < 2:
-        parser.error(f"--horizon and --runs must be >= 2, got {args.horizon} and {args.runs}")
+    check_sizes(parser, args)
     args.figures = args.figures or os.path.join(args.out, "figures")
     args.report = args.report or os.path.join(args.out, "robustness_study.md")
     output_directories(parser, args.report, args.figures)

@@ -31,6 +31,7 @@ def _refused(main, argv, capsys) -> str:
         (["--policies", "ucb_n", "nonexistent"], ["--policies: unknown policy name 'nonexistent'", "known policies: "]),
         (["--policies"], ["--policies: give at least one policy name"]),
         (["--instances"], ["--instances: give at least one instance name"]),
+        (["--seed", "-1"], ["--seed: seed must be an integer >= 0, got -1"]),
     ],
 )
 def test_compare_baselines_refuses_bad_names_before_running(args, messages, tmp_path, capsys):
@@ -69,6 +70,10 @@ def test_record_results_checks_its_files_before_recording(record_results, monkey
     missing = str(tmp_path / "missing.npz")
     err = _refused(record_results.main, ["--compare", missing], capsys)
     assert f"--compare: cannot read {missing!r} (No such file or directory)" in err
+    text = tmp_path / "results.csv"
+    text.write_text("policy,regret\n")
+    err = _refused(record_results.main, ["--compare", str(text)], capsys)
+    assert "is not a recording of this script: " in err and "(it is not a zip archive of arrays" in err and "pickle" not in err
     nowhere = str(tmp_path / "no_such_directory" / "rec.npz")
     err = _refused(record_results.main, ["--out", nowhere], capsys)
     assert f"--out: expected a file name in an existing directory, got {nowhere!r}" in err
@@ -91,7 +96,12 @@ def test_the_robustness_study_resolves_its_sweeps_and_refuses_bad_options(tmp_pa
         assert {s.instance.noise.label for s in cfg.instances} == {family}
         assert [s.label for s in cfg.instances] == [s.label for s in resolved["gaussian"].instances]
     err = _refused(study.main, ["--horizon", "1", "--out", str(tmp_path / "out")], capsys)
-    assert "--horizon and --runs must be >= 2, got 1 and 100" in err and not (tmp_path / "out").exists()
+    assert "--horizon must be >= 2 and --runs >= 2, got 1 and 100" in err and not (tmp_path / "out").exists()
+    err = _refused(study.main, ["--seed", "-3", "--out", str(tmp_path / "out")], capsys)
+    assert "--seed: seed must be an integer >= 0, got -3" in err and not (tmp_path / "out").exists()
+    # the paper study draws regret / log t from round 10: a shorter horizon has nothing to draw
+    err = _refused(_script("paper_study").main, ["--horizon", "9", "--out", str(tmp_path / "out")], capsys)
+    assert "--horizon must be >= 10 and --runs >= 2, got 9 and 100" in err and not (tmp_path / "out").exists()
     # a report that cannot be written, refused before any sweep (not after hours of them)
     (tmp_path / "a_file").write_text("")
     args = ["--horizon", "10", "--runs", "2", "--out", str(tmp_path / "out")]
