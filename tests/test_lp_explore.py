@@ -13,6 +13,7 @@ import jaxbandit as jb
 from jaxbandit import bound_lp as lower_bound_module
 from jaxbandit import estimator, instances, lp
 from jaxbandit.compile_options import Program
+from jaxbandit.run_inputs import check_inputs
 from jaxbandit.engine import make_context
 from jaxbandit.policies import lp_explore as lp_explore_module
 from jaxbandit.policies._allocation import LPAnswer, round_tests
@@ -330,6 +331,10 @@ def test_bad_parameters(params, message):
 def test_alpha_outside_the_theory_warns():
     with pytest.warns(lp_explore_module.TheoryWarning, match="alpha=1.0 <= 4"):
         jb.policies.make("lp_explore", alpha=1.0)
+    # a grid's values enter through params, not the factory: each is said as well
+    with pytest.warns(lp_explore_module.TheoryWarning, match="alpha=0.25 <= 4") as caught:
+        check_inputs(POLICY, REFERENCE_INSTANCES["bandit"], 10, 2, params={"alpha": [4.5, 0.25]})
+    assert [str(w.message).split(":")[1].split("<=")[0].strip() for w in caught] == ["alpha=0.25"]
 
 
 # Distinct gaps so that the arm of every round can be read off the per-round regret.

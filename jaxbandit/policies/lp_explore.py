@@ -71,7 +71,20 @@ __all__ = ["CASE_C_RULES", "Case", "LPExploreState", "TheoryWarning", "lp_explor
 
 CASE_C_RULES = ("largest_deficit", "smallest_index")
 RATIO_TIE_TOLERANCE = 1e-5  # relative; see _case_c_arm
-_check_params = params_check(alpha=check_positive, gamma=check_unit_interval)
+_check_ranges = params_check(alpha=check_positive, gamma=check_unit_interval)
+
+
+def _check_params(params) -> dict:
+    """The hyper-parameters' ranges, and a :class:`TheoryWarning` for ``alpha <= 4``:
+    for the factory's values and for every cell of a grid given as ``params``."""
+    checked = _check_ranges(params)
+    if checked["alpha"] <= 4:
+        warnings.warn(
+            f"lp_explore: alpha={checked['alpha']} <= 4 is outside the paper's regret guarantee (alpha > 4).",
+            TheoryWarning,
+            stacklevel=3,
+        )
+    return checked
 
 
 class TheoryWarning(UserWarning):
@@ -253,16 +266,9 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
     Returns:
         A two-phase :class:`~jaxbandit.base.Policy` (its LP solves are batched by the engine).
     """
-    params = _check_params({"alpha": alpha, "gamma": gamma})
-    alpha = params["alpha"]
     if case_c_rule not in CASE_C_RULES:
         raise ArgumentError(f"case_c_rule must be one of {CASE_C_RULES}, got {case_c_rule!r}.", argument="case_c_rule")
-    if alpha <= 4:
-        warnings.warn(
-            f"lp_explore: alpha={alpha} <= 4 is outside the paper's regret guarantee (alpha > 4).",
-            TheoryWarning,
-            stacklevel=2,
-        )
+    params = _check_params({"alpha": alpha, "gamma": gamma})
 
     choose_arm = lambda solution, request, counts: _case_c_arm(solution, request, counts, case_c_rule)
     is_certain = lambda low, high, request, counts: _case_c_arm_is_certain(low, high, request, counts, case_c_rule)
