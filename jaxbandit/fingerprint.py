@@ -31,8 +31,8 @@ name is not part of it.
 What it cannot see is state outside those: an attribute read by a name the code does
 not spell (``getattr(settings, name)``), a global that an installed package's function
 reads, or what a C object holds. Keep hyper-parameters in ``params``, in a closure, or
-on an object's own attributes, and they are seen. A value assigned over a
-``functools.cached_property`` is taken as its cache, not counted; an object of a
+on an object's own attributes, and they are seen. A ``functools.cached_property``'s
+value counts once computed (its first use then gives another key); an object of a
 package's C type without attributes (``operator.itemgetter(0)``, a numpy ``Generator``)
 counts by identity, so on disk only by its type. The other side of the same rule:
 state that the policy's code reaches and changes as it runs (a counter of traces, a
@@ -217,7 +217,7 @@ def _describe(obj: Any, walk: _Walk, names: frozenset = frozenset()) -> Any:
     if isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
         return ("keys", str(obj.dtype), _describe(jax.random.key_data(obj), walk))
     if isinstance(obj, (np.ndarray, np.generic)) or (isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)):
-        if type(obj) is np.ndarray:
+        if isinstance(obj, np.ndarray):  # a subclass too (np.memmap): JAX keeps a copy of each
             walk.arrays.append(obj)
         array = np.asarray(obj)  # the dtype in full: narrow and structured dtypes share their .str ('<V1')
         if array.dtype.hasobject:  # its objects, not their addresses
@@ -311,14 +311,13 @@ def _names_of(fn) -> frozenset:
 
 def _attributes(obj) -> dict:
     """An object's own attributes (``__dict__`` and filled ``__slots__``), read past any
-    ``__getattr__`` of its class; not the values a ``functools.cached_property`` keeps
-    there (computed from the others, they appear after a first use)."""
+    ``__getattr__`` of its class.  The values a ``functools.cached_property`` keeps there
+    count too, once computed: computed from the others, they may be stale (another
+    attribute changed since), and a trace reads them as they are."""
     try:
         attributes = dict(object.__getattribute__(obj, "__dict__") or {})
     except (AttributeError, TypeError):
         attributes = {}
-    cached = {name for cls in type(obj).__mro__ for name, v in vars(cls).items() if isinstance(v, functools.cached_property)}
-    attributes = {k: v for k, v in attributes.items() if k not in cached}
     for cls in type(obj).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:

@@ -1,6 +1,7 @@
 """The engine: compiled programs reused only for the same computation, plays counted
 by the engine, consolidation at its fixed rounds, arms outside [0, K) reported."""
 
+import functools
 import itertools
 import pickle
 import types
@@ -119,6 +120,38 @@ def test_an_object_changed_in_place_is_another_computation():
     before = engine.policy_key(captured)
     config.arm = 2
     assert engine.policy_key(captured) != before
+
+
+class CachedPreference:
+    """A policy whose weights a ``functools.cached_property`` computes from ``arm``."""
+
+    def __init__(self, arm):
+        self.arm = arm
+
+    @functools.cached_property
+    def weights(self):
+        return np.eye(3, dtype=np.float32)[self.arm]
+
+    def select(self, key, state, t, ctx):
+        return jb.play(jnp.argmax(jnp.asarray(self.weights)).astype(jnp.int32))
+
+    def policy(self):
+        return user_policies.fixed_arm(0)._replace(select_fn=self.select, name="cached")
+
+
+def test_a_cached_property_s_value_counts_once_computed():
+    """An object whose cached weights went stale (``arm`` changed after they were
+    computed) is not the computation of a fresh object of that ``arm``: each runs its
+    own weights, and an object simulated twice (its cache filled by its first trace)
+    gives the same runs."""
+    stale = CachedPreference(0)
+    np.testing.assert_array_equal(jb.simulate(stale.policy(), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
+    stale.arm = 2  # its cached weights still prefer arm 0
+    np.testing.assert_array_equal(jb.simulate(stale.policy(), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
+    fresh = CachedPreference(2)
+    assert engine.policy_key(fresh.policy()) != engine.policy_key(stale.policy())
+    np.testing.assert_array_equal(jb.simulate(fresh.policy(), BANDIT, 50, 2).counts, [[0, 0, 50]] * 2)
+    np.testing.assert_array_equal(jb.simulate(fresh.policy(), BANDIT, 50, 2).counts, [[0, 0, 50]] * 2)
 
 
 def test_policy_keys_see_what_else_a_function_reads(monkeypatch):
@@ -631,7 +664,7 @@ def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compi
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_a_float64_array_changed_in_place_between_simulations_is_read_anew():
+def test_a_float64_array_changed_in_place_between_simulations_is_read_anew(tmp_path):
     """JAX keeps its float32 copy of a float64 numpy array a traced function read for as
     long as the copy lives, and an earlier simulation's program keeps it alive: the
     next simulation of the array changed in place would read the old values (and keep
@@ -659,3 +692,9 @@ def test_a_float64_array_changed_in_place_between_simulations_is_read_anew():
         jb.simulate(prefers(weights), BANDIT, 50, 2)
     del held
     np.testing.assert_array_equal(jb.simulate(prefers(weights), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
+    # a numpy array's subclass too: a file mapped into memory, changed in place
+    np.save(tmp_path / "weights.npy", np.array([1.0, 0.0, 0.0]))
+    mapped = np.load(tmp_path / "weights.npy", mmap_mode="r+")
+    np.testing.assert_array_equal(jb.simulate(prefers(mapped), BANDIT, 50, 2).counts, [[50, 0, 0]] * 2)
+    mapped[:] = [0.0, 0.0, 1.0]
+    np.testing.assert_array_equal(jb.simulate(prefers(mapped), BANDIT, 50, 2).counts, [[0, 0, 50]] * 2)
