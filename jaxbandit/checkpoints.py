@@ -19,7 +19,7 @@ from jaxbandit._numbers import ArgumentError
 __all__ = ["encode", "decode", "fit_runs"]
 
 # identity entries shown with their values when they differ (the others are digests)
-_SCALAR_IDENTITY = ("policy", "options", "noise", "seed", "horizon", "runs", "first_run", "dtype", "monitor", "code")
+_SCALAR_IDENTITY = ("policy", "options", "noise", "seed", "horizon", "runs", "first_run", "dtype", "x64", "monitor", "code")
 
 
 def encode(leaves: list, identity: dict, wall_time: float) -> dict:

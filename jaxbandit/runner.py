@@ -323,6 +323,7 @@ class SimulationRun:
             "runs": self.runs,
             "first_run": self.inputs.first_run,
             "dtype": self.dtype.name,
+            "x64": bool(jax.config.jax_enable_x64),  # a policy's float64 numpy values compute under it
             "monitor": None if self.monitor is None else self.monitor.name,
             "monitor_code": self._codes["monitor_code"],
             "code": source_digest(),

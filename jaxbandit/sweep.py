@@ -267,7 +267,8 @@ def _mismatch(cfg, manifest, out: Path, groups) -> Optional[str]:
                 f"it was started with: resume with {was})"
             )
         return f"{out} holds results of a different sweep configuration{detail}"
-    code_differs = (manifest.get("resolved_settings") or {}).get("code") != cfg.resolved_settings()["code"]
+    recorded = manifest.get("resolved_settings") or {}
+    code_differs = any(recorded.get(k) != cfg.resolved_settings()[k] for k in _COMPUTING)
     unfinished = code_differs and any(not io.group_finished(out, g.id, g.fingerprint) for g in groups)  # reads them
     detail = _resolved_difference(cfg, manifest, compare_code=unfinished)
     return None if detail is None else f"{out} holds results of the same configuration computed otherwise: {detail}"
@@ -284,6 +285,10 @@ def _edited_file(cfg, manifest: dict) -> Optional[str]:
                 f"{str(before.get('sha256'))[:12]}... when those results were computed, now {spec.file['sha256'][:12]}...)"
             )
     return None
+
+
+# The settings of what computes the results, compared only while a group is left to compute
+_COMPUTING = ("code", "x64")
 
 
 def _resolved_difference(cfg, manifest: dict, compare_code: bool) -> Optional[str]:
@@ -303,7 +308,7 @@ def _resolved_difference(cfg, manifest: dict, compare_code: bool) -> Optional[st
         return "the policies differ"
     recorded, resolved = manifest.get("resolved_settings") or {}, cfg.resolved_settings()
     changed = sorted(
-        k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k) and (compare_code or k != "code")
+        k for k in set(recorded) | set(resolved) if recorded.get(k) != resolved.get(k) and (compare_code or k not in _COMPUTING)
     )
     if changed:
         causes = {
@@ -311,6 +316,10 @@ def _resolved_difference(cfg, manifest: dict, compare_code: bool) -> Optional[st
             "code": (
                 "the code that computes the results (another jaxbandit, jax or jaxlib version, or an edited jaxbandit "
                 "source file; the finished groups still load)"
+            ),
+            "x64": (
+                f"JAX's 64-bit mode (JAX_ENABLE_X64, {recorded.get('x64')} then, {resolved.get('x64')} now), under which "
+                "a policy's float64 numpy values compute otherwise; the finished groups still load"
             ),
         }
         return "; ".join(causes.get(k, f"its {k}, resolved from a default that changed (another jaxbandit version?)") for k in changed) + " differ"

@@ -148,6 +148,8 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
         untouched.restore(None)
     with pytest.raises(jb.ArgumentError, match="'identity' entry is not the JSON record"):
         untouched.restore({**saved, "identity": np.asarray("{not json")})
+    with jax.enable_x64(True), pytest.raises(jb.ArgumentError, match=r"another simulation: its x64 False \(here True\) differ"):
+        jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4).restore(saved)  # a policy's float64 values compute otherwise
     with pytest.raises(jb.ArgumentError, match=r"'wall_time' is not one number of seconds: array\(\[1\., 2\.\]\)"):
         untouched.restore({**saved, "wall_time": np.asarray([1.0, 2.0])})
     wrong = np.zeros(saved["leaf_0001"].shape[:1] + (100, 7), saved["leaf_0001"].dtype)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -331,6 +332,14 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
     with pytest.raises(sweep.SweepMismatchError, match=r"sweep\.json is damaged: a sweep manifest is a JSON dict, got list"):
         sweep.run(cfg, out, shard="1/2", progress=False)
     files.save_json(out / "sweep.json", manifest)
+    # under JAX's other 64-bit mode: a finished sweep reads back; with a group left to compute, refused
+    with jax.enable_x64(True):
+        assert sweep.run(cfg, out, progress=False).complete
+        finished = (out / "groups" / "g000.json").read_bytes()
+        (out / "groups" / "g000.json").unlink()
+        with pytest.raises(sweep.SweepMismatchError, match=r"JAX's 64-bit mode \(JAX_ENABLE_X64, False then, True now\)"):
+            sweep.run(cfg, out, progress=False)
+    (out / "groups" / "g000.json").write_bytes(finished)
 
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))
     with pytest.raises(sweep.SweepMismatchError, match=r"policies\[0\] \(test_default\) resolved to .*1\.0.*, now to .*2\.0"):

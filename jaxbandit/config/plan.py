@@ -166,6 +166,7 @@ class SweepConfig:
             "times": {str(h): self.times_for(h).tolist() for h in self.horizons},
             "monitor": None if monitor is None else {"name": monitor.name, "code": stable_digest(computation_key(monitor))},
             "code": source_digest(),
+            "x64": bool(jax.config.jax_enable_x64),  # a policy's float64 numpy constants compute under it
         }
 
     def instance_table(self) -> dict:
