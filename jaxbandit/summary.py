@@ -29,7 +29,7 @@ from jaxbandit.bound import BOUND_FAMILIES, bound_kind, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.files import save_text
 from jaxbandit.fingerprint import instance_digest
-from jaxbandit.frames import LABEL_FIELDS, column_names, is_sweep_results, shown
+from jaxbandit.frames import LABEL_FIELDS, check_bounds, column_names, is_sweep_results, shown
 from jaxbandit.result import standard_error
 
 __all__ = ["InstanceBound", "STATISTICS", "lower_bounds", "summary_rows", "write_summary_csv"]
@@ -90,8 +90,11 @@ def lower_bounds(instances: dict) -> dict:
 
 def summary_rows(cells, bounds: dict) -> list:
     """One dict per cell (see the module docstring); ``bounds``: :func:`lower_bounds`
-    of the cells' instances.  Hyper-parameters that a cell's policy does not have are
-    None in its row."""
+    of the cells' instances, checked as the views check them
+    (:func:`~jaxbandit.frames.check_bounds`: a bound of another instance under the same
+    label is refused).  Hyper-parameters that a cell's policy does not have are None in
+    its row."""
+    check_bounds("bounds", bounds, cells)
     names = list(dict.fromkeys(name for cell in cells for name in cell.resolved_params))
     params = column_names(names, LABEL_FIELDS + STATISTICS, "param_")
     counters = list(dict.fromkeys(name for cell in cells for name in cell.diagnostics))

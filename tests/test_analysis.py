@@ -235,7 +235,7 @@ def test_views_and_the_summary_name_a_wrong_argument(results, tmp_path):
     moved = jb.Instance(results.instances["bandit"].mu + 0.1, results.instances["bandit"].sigma)
     elsewhere = dataclasses.replace(cells[0], directory=tmp_path, instance_digest=fingerprint.instance_digest(moved))
     assert elsewhere.instance == "bandit"
-    for view in (frames.cells_frame, frames.cells_dataset):
+    for view in (frames.cells_frame, frames.cells_dataset, lambda cells, bounds: summary.summary_rows(cells, bounds)):
         with pytest.raises(jb.ArgumentError, match=rf"bounds\['bandit'\] is the bound of another instance than the one .* ran on in {re.escape(str(tmp_path))} "):
             view([cells[0], elsewhere], bounds=bounds)
     for view in (frames.cells_frame, frames.cells_dataset):
