@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxbandit._numbers import ArgumentError, integer
 from jaxbandit._types import Array
 
 __all__ = [
@@ -83,13 +84,18 @@ def max_weight(dtype) -> float:
 
 
 def init(num_arms: int, dtype=jnp.float32) -> EstimatorState:
-    zeros = jnp.zeros(num_arms, dtype)
+    """The state of no observation: ``(num_arms,)`` zeros."""
+    zeros = jnp.zeros(integer("num_arms", num_arms, 1), dtype)
     return EstimatorState(jnp.zeros(num_arms, jnp.int32), zeros, zeros, zeros, zeros)
 
 
 def from_estimates(counts, zeta, mean, dtype=jnp.float32) -> EstimatorState:
     """A consolidated state with the given ``(num_arms,)`` plays, weighted counts and
     estimates (to unit-test a policy on a hand-built situation)."""
+    shapes = {name: jnp.shape(value) for name, value in (("counts", counts), ("zeta", zeta), ("mean", mean))}
+    if len(set(shapes.values())) != 1 or len(shapes["counts"]) != 1:
+        shown = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ArgumentError(f"counts, zeta and mean must be (num_arms,) arrays of one length, got shapes {shown}.")
     zeros = jnp.zeros(jnp.shape(counts), dtype)
     return EstimatorState(
         counts=jnp.asarray(counts, jnp.int32),
@@ -105,7 +111,8 @@ def update(state: EstimatorState, arm: Array, values: Array, precision_row: Arra
 
     Args:
         state: current statistics.
-        arm: scalar int, the arm played.
+        arm: scalar int, the arm played, in ``[0, num_arms)`` (another counts for no
+            arm: the engine refuses such an arm, a loop of your own must too).
         values: ``(num_arms,)`` observed samples (ignored where ``precision_row == 0``).
         precision_row: ``(num_arms,)`` ``W[arm, :]`` (``inf`` for noise-free samples).
 

@@ -152,3 +152,18 @@ def test_consolidate_keeps_the_estimate_and_recentres():
     # What is left around the new centre is rounding, not data.
     assert np.all(np.abs(folded.recent_sum) <= 1e-3 * np.asarray(estimator.weighted_counts(folded)))
     assert np.all(np.abs(folded.recent_zeta) <= 1e-6 * np.asarray(estimator.weighted_counts(folded)))
+
+
+def test_what_a_policy_of_your_own_builds_on_refuses_bad_shapes():
+    """The estimator's constructors, for a policy or a unit test of your own: the
+    package's error naming the argument, not JAX's about shapes."""
+    from jaxbandit import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"num_arms must be an integer >= 1, got float 2.5"):
+        estimator.init(2.5)
+    with pytest.raises(ArgumentError, match=r"num_arms must be an integer >= 1, got -1"):
+        estimator.init(-1)
+    with pytest.raises(ArgumentError, match=r"counts, zeta and mean must be \(num_arms,\) arrays of one length, got shapes counts \(2,\), zeta \(3,\), mean \(2,\)"):
+        estimator.from_estimates([1, 2], [1.0, 2.0, 3.0], [0.0, 0.0])
+    state = estimator.from_estimates([1, 2], [1.0, 2.0], [0.5, 0.25])
+    np.testing.assert_array_equal(estimator.mean(state), np.float32([0.5, 0.25]))

@@ -19,7 +19,8 @@ Corner cases (never NaN; each is counted in the diagnostics):
 
 * a tie for the best estimated mean makes the LP ill-defined (``Delta_min`` and the
   constraint of the best arm): the round is treated as Case B (collect the most
-  informative sample of the least-explored arm), counted in ``tie_fallbacks``;
+  informative sample of the least-explored arm), counted in ``case_b`` and in
+  ``tie_fallbacks``;
 * an LP that is not solved to a verified optimum (status != optimal): Case B's arm is
   played, counted in ``lp_failures``;
 * no arm with ``N_i < s c*_i`` in Case C (impossible in exact arithmetic, since then
