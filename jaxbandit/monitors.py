@@ -10,6 +10,7 @@ unless it is passed to :func:`jaxbandit.simulate` (or a sweep's ``[monitor]`` ta
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Callable, NamedTuple
 
@@ -177,4 +178,7 @@ def make(name: str, **params) -> Monitor:
     """A registered monitor by name (for sweep configurations)."""
     if name not in REGISTRY:
         raise ValueError(f"unknown monitor {name!r}; known monitors: {', '.join(sorted(REGISTRY))}.")
+    accepted = sorted(inspect.signature(REGISTRY[name]).parameters)
+    if unknown := sorted(set(params) - set(accepted)):
+        raise ArgumentError(f"monitor {name!r} got unknown parameter(s) {unknown}; it accepts {accepted}.", argument=unknown[0])
     return REGISTRY[name](**params)

@@ -99,6 +99,8 @@ def test_bad_monitors():
         monitors.estimator_deviation(estimator_fn=1)
     with pytest.raises(ValueError, match="unknown monitor 'nope'"):
         monitors.make("nope")
+    with pytest.raises(jb.ArgumentError, match=r"monitor 'estimator_deviation' got unknown parameter\(s\) \['alpha'\]; it accepts \['alphas', 'estimator_fn'\]"):
+        monitors.make("estimator_deviation", alpha=1)
     with pytest.raises(ValueError, match="monitor must be a jaxbandit.monitors.Monitor or None"):
         jb.simulate(jb.policies.make("ucb_n"), GENERAL, 10, 2, monitor="estimator_deviation")
 
