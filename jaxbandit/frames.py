@@ -248,6 +248,7 @@ def _frame(cells: list, curves: bool, bounds):
     if curves:
         columns["time"] = np.concatenate([np.tile(np.asarray(cell.times, np.int64), cell.runs) for cell in cells])
         columns["regret"] = np.concatenate([np.asarray(cell.regret).ravel() for cell in cells])
+        taken |= {name for cell in cells for name in cell.diagnostics}  # a report is named as in the run frame
         reported = [("monitor_", [cell.monitor for cell in cells], np.ravel)]
     else:
         columns["final_regret"] = np.concatenate([cell.final_regret for cell in cells])

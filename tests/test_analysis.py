@@ -124,6 +124,16 @@ def test_the_curve_frame_has_a_row_per_recording_time(results):
         np.testing.assert_array_equal(rows["run"], np.repeat(np.arange(cell.runs), len(cell.times)))
 
 
+def test_a_report_named_as_a_counter_has_one_column_name_in_both_frames(results):
+    """A monitor report named as one of the policy's counters is ``monitor_<name>`` in
+    the curve frame too, where no counter is a column: one name, one meaning."""
+    cell = next(c for c in results.cells if "initial_rounds" in c.diagnostics)
+    reporting = dataclasses.replace(cell, monitor={"initial_rounds": np.zeros_like(cell.regret)})
+    runs, curves = frames.cells_frame([reporting]), frames.cells_frame([reporting], curves=True)
+    assert {"initial_rounds", "monitor_initial_rounds"} <= set(runs.columns)
+    assert "monitor_initial_rounds" in curves.columns and "initial_rounds" not in curves.columns
+
+
 def test_the_curve_frame_has_the_lower_bound_at_each_time(results, bounds):
     frame = results.to_pandas(curves=True, policy="ts_n")
     for cell in results.select(policy="ts_n"):
