@@ -14,6 +14,7 @@ sweep configuration can name the key the value came from.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -85,6 +86,29 @@ def function(name: str, value, signature: str):
     if not callable(value):
         raise ArgumentError(f"{name} must be a function {signature}, got {describe(value)}.", argument=name)
     return value
+
+
+def keyword_names(function) -> frozenset | None:
+    """The keyword arguments ``function`` takes, or None where it takes any (``**``) or
+    has no signature to read."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters)
+
+
+def check_keywords(what: str, function, given) -> None:
+    """An :class:`ArgumentError` naming the first of ``given`` (names) that ``function``
+    (the factory of ``what``, e.g. ``"policy 'ucb_n'"``) does not take."""
+    accepted = keyword_names(function)
+    unknown = [] if accepted is None else sorted(set(given) - accepted)
+    if unknown:
+        raise ArgumentError(
+            f"{what} got unknown parameter(s) {unknown}; it accepts {sorted(accepted) or 'none'}.", argument=unknown[0]
+        )
 
 
 def path(name: str, value) -> Path:

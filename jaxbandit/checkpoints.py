@@ -57,8 +57,8 @@ def decode(arrays, identity: dict, leaves: list, runs: int) -> tuple[list, float
         )
     try:
         saved_identity = json.loads(str(arrays["identity"]))
-    except json.JSONDecodeError as err:
-        saved_identity = err
+    except json.JSONDecodeError:
+        saved_identity = None
     if not isinstance(saved_identity, dict):
         raise ArgumentError("the checkpoint's 'identity' entry is not the JSON record checkpoint() writes.", argument="arrays")
     saved_identity.setdefault("noise", "gaussian")  # checkpoints that name no family are Gaussian ones

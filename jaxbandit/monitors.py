@@ -10,7 +10,6 @@ unless it is passed to :func:`jaxbandit.simulate` (or a sweep's ``[monitor]`` ta
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Callable, NamedTuple
 
@@ -18,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import estimator
-from jaxbandit._numbers import ArgumentError, check_positive, float_array, function, holds_non_numbers, integer
+from jaxbandit._numbers import ArgumentError, check_keywords, check_positive, float_array, function, holds_non_numbers, integer
 from jaxbandit._types import Array
 from jaxbandit.base import Context
 
@@ -178,7 +177,5 @@ def make(name: str, **params) -> Monitor:
     """A registered monitor by name (for sweep configurations)."""
     if name not in REGISTRY:
         raise ValueError(f"unknown monitor {name!r}; known monitors: {', '.join(sorted(REGISTRY))}.")
-    accepted = sorted(inspect.signature(REGISTRY[name]).parameters)
-    if unknown := sorted(set(params) - set(accepted)):
-        raise ArgumentError(f"monitor {name!r} got unknown parameter(s) {unknown}; it accepts {accepted}.", argument=unknown[0])
+    check_keywords(f"monitor {name!r}", REGISTRY[name], params)
     return REGISTRY[name](**params)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import itertools
 import json
 import os
@@ -25,7 +24,7 @@ import numpy as np
 from jaxbandit import instances as instances_module
 from jaxbandit import monitors as monitors_module
 from jaxbandit import policies as policies_module
-from jaxbandit._numbers import ArgumentError, describe, is_real
+from jaxbandit._numbers import ArgumentError, describe, is_real, keyword_names
 from jaxbandit.base import Policy
 from jaxbandit.config.instance_file import read as read_instance_file
 from jaxbandit.config.policy_modules import directory_of, importable_beside, shadowed_module
@@ -380,13 +379,9 @@ def _check_keys(fail, key: str, function, given: dict, what: str, own: tuple, ta
     """Every key of ``given`` (an entry's keys beyond its ``own`` ones) must be a keyword
     argument of ``function`` (other than ``taken_apart``); one that takes ``**`` or
     has no signature names a wrong one itself."""
-    try:
-        signature = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
+    if (takes := keyword_names(function)) is None:
         return
-    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in signature):
-        return
-    accepted = {p.name for p in signature} - set(taken_apart)
+    accepted = takes - set(taken_apart)
     for name in given:
         if name not in accepted:
             fail(f"{key}.{name}", unknown_key(name, accepted | set(own), f" ({what} plus {' and '.join(own)})"))

@@ -15,10 +15,9 @@ paper's eq. (1): ``init``, ``update``, ``mean``, ``weighted_counts``, ``consolid
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Callable
 
-from jaxbandit._numbers import ArgumentError
+from jaxbandit._numbers import check_keywords
 from jaxbandit.base import Policy, play
 from jaxbandit.policies import greedy, lp_baselines, lp_explore, oracle_etc, ossb, thompson, ucb, ucb_maxn
 from jaxbandit.policies._common import initial_side_arm
@@ -116,17 +115,7 @@ def make(name: str, **params) -> Policy:
             one that does not return a :class:`~jaxbandit.base.Policy`.
     """
     build = resolve(name)
-    try:
-        accepted = inspect.signature(build).parameters
-    except (TypeError, ValueError):
-        accepted = None
-    if accepted is not None and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
-        unknown = sorted(set(params) - set(accepted))
-        if unknown:
-            raise ArgumentError(
-                f"policy {name!r} got unknown parameter(s) {unknown}; it accepts {sorted(accepted) or 'none'}.",
-                argument=unknown[0],
-            )
+    check_keywords(f"policy {name!r}", build, params)
     try:
         policy = build(**params)
     except ValueError:  # the factory refuses a value: its message names it
