@@ -162,12 +162,25 @@ def column_names(names, taken, prefix: str) -> dict:
     return columns
 
 
+def _common_dtype(present: list) -> np.dtype:
+    """The dtype of one column holding the arrays ``present``: numpy's promotion, except
+    that integers stay exact (numpy promotes int64 beside uint64 to float64, which
+    would merge two seeds above 2**53): uint64 where none is negative, else object."""
+    if not present:
+        return np.dtype(np.float64)
+    dtype = np.result_type(*present)
+    if dtype.kind == "f" and all(p.dtype.kind in "iu" for p in present):
+        return np.dtype(np.uint64) if all(np.all(p >= 0) for p in present) else np.dtype(object)
+    return dtype
+
+
 def _combined(parts: list, sizes: list):
     """One column from per-cell ``parts`` (arrays of ``sizes`` rows, None where a cell
-    has no such value), in the parts' dtype."""
+    has no such value), in the parts' dtype (:func:`_common_dtype`; float NaN
+    throughout where no cell has a value)."""
     pd = require("pandas")
     present = [np.asarray(p) for p in parts if p is not None]
-    dtype = np.result_type(*present)
+    dtype = _common_dtype(present)
     if len(present) == len(parts):
         return np.concatenate([np.broadcast_to(np.asarray(p, dtype), (n,)) for p, n in zip(parts, sizes)])
     values = np.concatenate([np.broadcast_to(np.asarray(p if p is not None else 0, dtype), (n,)) for p, n in zip(parts, sizes)])
@@ -295,7 +308,7 @@ def _coordinate(values: list) -> np.ndarray:
     """Per-cell labels as one array: numbers (NaN where a cell has none), or text."""
     present = [v for v in values if v is not None]
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
-        dtype = np.result_type(*present) if len(present) == len(values) else np.float64
+        dtype = _common_dtype([np.asarray(v) for v in present]) if len(present) == len(values) else np.float64
         return np.asarray([np.nan if v is None else v for v in values], dtype)
     return np.asarray(values, dtype=object)
 

@@ -485,3 +485,22 @@ def test_a_name_the_view_uses_itself_is_prefixed(results):
     assert frame["run"].tolist() == list(range(6)) and set(frame["param_run"]) == {7.0}
     np.testing.assert_array_equal(frame["diagnostic_alpha"], cell.diagnostics["case_a"])
     assert set(frame["alpha"]) == {0.5}
+
+
+def test_seeds_beyond_int64_and_bounds_none_has_solved_keep_their_columns(results):
+    """Seeds above 2**63 (a configuration takes any 64-bit seed) beside small ones stay
+    distinct integers in both views, not floats that merge two sweeps' seeds; a view
+    whose instances have no solved bound has NaN bounds, as where some have one."""
+    cell = results.select(policy="ts_n")[0]
+    seeds = [2**64 - 1, 2**64 - 2, 1]
+    cells = [dataclasses.replace(cell, seed=seed, directory=Path(f"/sweep{i}")) for i, seed in enumerate(seeds)]
+    frame = jb.frames.cells_frame(cells)
+    assert frame["seed"].dtype == np.uint64
+    assert frame.groupby("seed").size().to_dict() == {seed: cell.runs for seed in seeds}
+    data = jb.frames.cells_dataset(cells)
+    assert data["seed"].dtype == np.uint64 and list(data["seed"].values) == seeds
+    unsolved = {cell.instance: summary.InstanceBound(None, "bound")}
+    for curves in (False, True):
+        frame = jb.frames.cells_frame([cell], curves=curves, bounds=unsolved)
+        assert frame["lower_bound"].isna().all() and frame["lower_bound_log_T"].isna().all()
+        assert frame["lower_bound"].dtype == np.float64
