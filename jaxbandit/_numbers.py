@@ -235,15 +235,23 @@ def first_entry(name: str, value: np.ndarray, flagged: np.ndarray, indexed: bool
 
 
 def check_fits(
-    name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: str | None = None, indexed: bool = False
+    name: str,
+    value: np.ndarray,
+    dtype,
+    remedy: str = "dtype='float64'",
+    argument: str | None = None,
+    indexed: bool = False,
+    rescalable: bool = True,
 ) -> None:
     """A finite ``value`` must stay finite in ``dtype`` (float32 overflows past 3.4e38);
-    the error suggests ``remedy``, the caller's name for a wider dtype, and shows the
-    entry's index if ``indexed``."""
+    the error suggests ``remedy``, the caller's name for a wider dtype (and rescaling,
+    where the user chose the value's scale: ``rescalable``), and shows the entry's
+    index if ``indexed``."""
     with np.errstate(over="ignore"):
         overflows = np.isfinite(value) & ~np.isfinite(value.astype(dtype))
     if entry := first_entry(name, value, overflows, indexed):
-        raise ArgumentError(f"{entry} overflows {np.dtype(dtype).name}; rescale it or use {remedy}.", argument=argument)
+        advice = f"rescale it or use {remedy}" if rescalable else f"use {remedy}"
+        raise ArgumentError(f"{entry} overflows {np.dtype(dtype).name}; {advice}.", argument=argument)
 
 
 def check_held(name: str, value: np.ndarray, dtype, remedy: str = "dtype='float64'", argument: str | None = None) -> None:

@@ -94,8 +94,8 @@ class LowerBound(NamedTuple):
         """The lower-bound curve ``value * log(times)``: ``(P,)`` or ``(num_instances, P)``;
         ``inf`` throughout where there is no finite bound (a tie: ``value = inf``)."""
         times = float_array("times", times, "numbers >= 1")
-        if not np.all(times >= 1):  # NaN included
-            raise ValueError(f"times must be numbers >= 1, got {times.tolist()!r}.")
+        if times.ndim > 1 or not np.all(times >= 1):  # NaN included
+            raise ArgumentError(f"times must be one number or a list of numbers >= 1, got {times.tolist()!r}.", argument="times")
         value = np.asarray(self.value, np.float64)
         with np.errstate(invalid="ignore"):  # inf * log(1): inf, not NaN
             return np.where(np.isinf(value)[..., None], np.inf, np.multiply.outer(value, np.log(times)))
@@ -270,7 +270,9 @@ def bernoulli_kl(p: ArrayLike, q: ArrayLike) -> np.ndarray:
     d = p - q
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x, y = d / q, -d / (1 - q)
-        direct = np.where(p > 0, p * np.log1p(x), 0.0) + np.where(p < 1, (1 - p) * np.log1p(y), 0.0)
+        # log(p/q) as log1p(x) loses its digits where x rounds towards -1 (p << q)
+        log_ratio = np.where(x < -0.5, np.log(p / q), np.log1p(x))
+        direct = np.where(p > 0, p * log_ratio, 0.0) + np.where(p < 1, (1 - p) * np.log1p(y), 0.0)
         near = (np.abs(x) < 0.5) & (np.abs(y) < 0.5)  # False where q is 0 or 1 (x or y not finite)
         series = d * d / (q * (1 - q)) + p * _log1p_minus_x(x) + (1 - p) * _log1p_minus_x(y)
     return np.where(near, series, direct)
@@ -294,9 +296,10 @@ def bernoulli_precision(mu: ArrayLike, sigma: ArrayLike) -> np.ndarray:
     gaps = top - mu
     positive = gaps > 0
     min_gap = np.min(np.where(positive, gaps, np.inf), axis=-1, keepdims=True)
+    second = np.max(np.where(positive, mu, -np.inf), axis=-1, keepdims=True)  # top - min_gap may round to another mean
     with np.errstate(divide="ignore", invalid="ignore"):
         worse = 2 * bernoulli_kl(mu, top) / np.square(gaps)
-        best = 2 * bernoulli_kl(top, top - min_gap) / np.square(min_gap)
+        best = 2 * bernoulli_kl(top, second) / np.square(min_gap)
     # Tied arms (gap 0 but not i*) take the best arm's column; with no positive gap at
     # all the instance is a tie (the LP reports it) and any finite value does.
     ratio = np.where(positive, worse, np.where(np.isfinite(min_gap), best, 1.0))
@@ -364,7 +367,7 @@ def lower_bound(
     if gaussian:  # a precision that rounds to 0 or overflows: an unobserved row, or a noise-free one
         check_precisions(instance.sigma, dtype, "dtype=np.float64", argument="instance")
     elif float32:  # W' >= 4 never vanishes, but one near a mean of 0 or 1 can overflow
-        check_fits("the Bernoulli equivalent precision", precision, dtype, "dtype=np.float64")
+        check_fits("the Bernoulli equivalent precision", precision, dtype, "dtype=np.float64", "dtype", rescalable=False)
     # The LP depends on the gaps only: in float32 take them from the float64 means (one
     # rounding), not from means rounded to float32 first, where two close means lose
     # most of their gap.  float64 solves the means as given.
@@ -381,6 +384,9 @@ def lower_bound(
         _raise_for_status(out.status, mu, precision)
     squeeze = (lambda a: a[0]) if not instance.is_batch else (lambda a: a)
     solved = (out.status == LowerBoundStatus.OPTIMAL)[:, None]  # else the LP's last point, no allocation
+    if float32:  # an answer rescued in float64 must still be held by float32
+        for name, value in (("the lower bound's allocation c", np.where(solved, out.c, 0)), ("the lower bound's value", out.value)):
+            check_fits(name, squeeze(value), dtype, "dtype=np.float64", "dtype", instance.is_batch, rescalable=False)
     return LowerBound(
         c=squeeze(np.where(solved, out.c, np.nan).astype(dtype)),
         value=squeeze(out.value.astype(dtype)),
@@ -408,9 +414,11 @@ def _check_gaps(mu: np.ndarray, dtype) -> None:
 
 
 def _assign(target: np.ndarray, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``target`` with ``values`` where ``mask`` holds, in the wider of their dtypes (the
+    float64 rescue's answers are cast once, where the result is made, after their check)."""
     result = np.array(target, dtype=np.result_type(target, values), copy=True)
     result[mask] = values
-    return result.astype(target.dtype)
+    return result
 
 
 def _raise_for_status(status: np.ndarray, mu: np.ndarray, precision: np.ndarray) -> None:

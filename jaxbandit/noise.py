@@ -157,7 +157,7 @@ def check_drawn(family: NoiseFamily) -> None:
     share = cut_variance_share(family.df)
     if share > MAX_CUT_VARIANCE_SHARE:
         raise ArgumentError(
-            f"noise {family.label!r}: df = {family.df!r} is too close to 2: {share:.1%} of Student's t variance lies "
+            f"noise {family.label!r}: df = {family.df!r} is too close to 2: {share:.3%} of Student's t variance lies "
             f"in tails of probability below 2**-41, which the draws cannot reach (at most "
             f"{MAX_CUT_VARIANCE_SHARE:.0%} allowed: df >= {_SMALLEST_DRAWN_DF}).",
             argument="df",
@@ -166,7 +166,7 @@ def check_drawn(family: NoiseFamily) -> None:
 
 GAUSSIAN = gaussian()
 _PLAIN = {"gaussian": gaussian, "bernoulli": bernoulli, "uniform": uniform, "rademacher": rademacher}
-_STUDENT_LABEL = re.compile(r"student_t\(df=(.*)\)")
+_STUDENT_LABEL = re.compile(r"student_t\(df=\s*([0-9.eE+-]+)\s*\)")  # a plain number, as the command line reads numbers
 
 
 def resolve(value) -> NoiseFamily:

@@ -503,9 +503,11 @@ def test_host_api_argument_errors():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(unsolved.curve([1, np.e]), [[0.0, 4.0], [np.inf, np.inf]])
-    for times in ([np.nan, 10], [0.5, 10], ["x"]):
-        with pytest.raises(ValueError, match="times must be numbers >= 1"):
+    for times in ([np.nan, 10], [0.5, 10], [[1, 2], [3, 4]]):
+        with pytest.raises(jb.ArgumentError, match=r"times must be one number or a list of numbers >= 1, got \["):
             solved.curve(times)
+    with pytest.raises(jb.ArgumentError, match=r"times must be numbers >= 1, got \['x'\]"):
+        solved.curve(["x"])
 
 
 def test_ties_and_unobservable_arms():
@@ -609,6 +611,9 @@ def test_bernoulli_kl_against_exact_arithmetic():
     edges = bernoulli_kl([0.0, 1.0, 0.3], [0.4, 0.4, 0.3])
     np.testing.assert_allclose(edges, [-np.log(0.6), -np.log(0.4), 0.0], rtol=1e-15)
     np.testing.assert_array_equal(bernoulli_kl([0.5, 0.5, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0]), [np.inf, np.inf, 0.0, 0.0])
+    # p far below q (p / q under 2**-53, where (p - q) / q rounds to -1): still exact
+    tiny = np.array([1e-17, 1e-300, 3e-10])
+    np.testing.assert_allclose(bernoulli_kl(tiny, 0.5), [_exact_kl(a, 0.5) for a in tiny], rtol=1e-12)
 
 
 def test_bernoulli_bound_closed_forms():
@@ -636,8 +641,15 @@ def test_bernoulli_bound_closed_forms():
     with pytest.raises(ValueError, match="tie for the best mean"):
         lower_bound(instances.bandit([0.5, 0.5, 0.2], 0.5, noise="bernoulli"))
     # float32 holds W' = 2 kl / Delta**2 ~ 2e40 (means 1e-40 apart near 0) as inf
-    with pytest.raises(ValueError, match="Bernoulli equivalent precision = 2.*e\\+40 overflows float32"):
+    with pytest.raises(ValueError, match="Bernoulli equivalent precision = 2.*e\\+40 overflows float32; use dtype=np.float64"):
         lower_bound(instances.bandit([1e-40, 0.0], 0.5, noise="bernoulli"), dtype=np.float32)
+    # a gap of 1e-20: float32 overflows 2 / gap**2, float64 solves it, and c* = 2e40 is
+    # no float32 either: refused, not returned as inf beside an OPTIMAL status
+    small_gap = instances.stack([instances.bandit([0.5, 0.0]), instances.bandit([1e-20, 0.0])])
+    with pytest.raises(jb.ArgumentError, match=r"allocation c\[1, 0\] = 2e\+40 overflows float32; use dtype=np.float64\.") as caught:
+        lower_bound(small_gap, dtype=np.float32)
+    assert caught.value.argument == "dtype"
+    assert lower_bound(small_gap).c[1, 0] == pytest.approx(2e40)
 
 
 def _bernoulli_highs(mu, observed):
@@ -659,12 +671,14 @@ def _bernoulli_highs(mu, observed):
 def test_bernoulli_bound_matches_highs_on_random_graphs():
     """8 random graphs, K = 3 (edges with probability 1/2, self-loops; sigma values
     from 1/2 to 2, which the bound ignores), means uniform in [0, 1] and, in two of
-    them, a best mean of 1 and a worst of 0: the value within 1e-9 (relative) of
-    HiGHS's, and c* feasible for the divergence constraints."""
+    them, a best mean of 1 and a worst of 0, in two a mean of 1e-17: the value within
+    1e-9 (relative) of HiGHS's, and c* feasible for the divergence constraints."""
     rng = np.random.default_rng(11)
     mu = rng.uniform(0, 1, (8, 3))
     mu[0] = [1.0, 0.4, 0.0]
     mu[1] = [0.3, 0.0, 0.8]
+    mu[2] = [0.5, 1e-17, 0.3]  # a mean far below the others' (its divergence and the best arm's)
+    mu[3] = [1e-17, 0.5, 0.0]
     edges = (rng.uniform(size=(8, 3, 3)) < 0.5) | np.eye(3, dtype=bool)
     sigma = np.where(edges, rng.uniform(0.5, 2, (8, 3, 3)), np.inf)
     bound = lower_bound(jb.Instance(mu, sigma, noise="bernoulli"))

@@ -44,7 +44,7 @@ def test_families_by_name_label_and_value():
         assert jb.noise.resolve(family.label) == family and jb.noise.resolve(family) == family
         assert hash(family) == hash(jb.noise.resolve(family.label))  # static: a cache key
     assert jb.noise.student_t(2.5).label == "student_t(df=2.5)"
-    assert jb.noise.resolve("student_t(df=2.5)") == jb.noise.student_t(2.5)
+    assert jb.noise.resolve("student_t(df=2.5)") == jb.noise.resolve("student_t(df= 25e-1 )") == jb.noise.student_t(2.5)
     assert jb.noise.student_t(3) == jb.noise.student_t(3.0)
 
 
@@ -56,6 +56,8 @@ def test_families_by_name_label_and_value():
         (None, r"noise must be one of .*got None"),
         ("student_t", r"noise 'student_t' needs its degrees of freedom"),
         ("student_t(df=two)", r"noise must be one of .*got 'student_t\(df=two\)'"),
+        ("student_t(df=1_0)", r"noise must be one of .*got 'student_t\(df=1_0\)'"),  # a number as the command line reads one
+        ("student_t(df=inf)", r"noise must be one of .*got 'student_t\(df=inf\)'"),
         ("student_t(df=2)", r"noise 'student_t\(df=2\)': df must be a finite number > 2 .*got 2.0"),
         (NoiseFamily("student_t", float("inf")), r"df must be a finite number > 2.*got inf"),
         (NoiseFamily("gaussian", 3.0), r"noise must be one of"),
@@ -81,7 +83,7 @@ def test_student_t_too_close_to_2_is_not_simulated():
     a simulation (Python or a configuration) refuses it, naming df; the family itself
     stays valid, so that results recorded with it still load."""
     family = jb.noise.student_t(2.2)
-    message = r"noise 'student_t\(df=2.2\)': df = 2.2 is too close to 2: 7.4% of Student's t variance .*df >= 2.383\)"
+    message = r"noise 'student_t\(df=2.2\)': df = 2.2 is too close to 2: 7.363% of Student's t variance .*df >= 2.383\)"
     with pytest.raises(jb.ArgumentError, match=message) as caught:
         jb.noise.check_drawn(family)
     assert caught.value.argument == "df"
