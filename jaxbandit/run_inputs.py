@@ -9,6 +9,7 @@ entered, with the same rules; the runner itself checks nothing.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Optional
 
@@ -134,7 +135,9 @@ def check_inputs(
             f"{sorted(policy.params) or 'none'}.",
             argument="params",
         )
-    merged = {**policy.params, **(params or {})}  # the policy's values for the names params omits
+    # the policy's values for the names params omits, copied: the records keep the values
+    # the cells compute with, whatever the caller's arrays hold later
+    merged = copy.deepcopy({**policy.params, **(params or {})})
     columns = cell_params(merged, num_cells if instance.is_batch else None)
     grid = max((len(column) for column in columns.values()), default=1)
     if not instance.is_batch and grid > 1:  # a grid on one instance: a cell per value, on its noise

@@ -320,6 +320,15 @@ def test_a_grid_on_one_instance_makes_a_cell_per_value_on_its_noise():
     np.testing.assert_array_equal(grid.regret[1], result(GENERAL, params={"alpha": 2.0}).regret)
     with pytest.raises(ValueError, match=r"parameter 'alpha' must be a scalar or have one value per cell \(3\), got shape \(2,\)"):
         jb.SimulationRun(jb.policies.make("lp_explore"), GENERAL, 150, 3, params={"alpha": [4.5, 5.0], "gamma": [0.3, 0.5, 0.7]})
+    # the values a simulation records are those it computes with, set at its set-up:
+    # not those the caller's array holds later, which would label alpha 0.5's runs 4.0
+    values = np.array([0.5, 2.0])
+    changed = jb.SimulationRun(policy, GENERAL, 150, 3, seed=2, params={"alpha": values})
+    values[:] = [4.0, 8.0]
+    changed.advance()
+    assert changed.result().params == {"alpha": [0.5, 2.0]}
+    np.testing.assert_array_equal(changed.result().regret, grid.regret)
+    assert changed.identity() == jb.SimulationRun(policy, GENERAL, 150, 3, seed=2, params={"alpha": [0.5, 2.0]}).identity()
 
 
 def test_params_values_go_through_the_policys_own_check():
