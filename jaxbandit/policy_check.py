@@ -1,13 +1,15 @@
 """Check a policy against the contract of :mod:`jaxbandit.base` (and a monitor against
 that of :mod:`jaxbandit.monitors`) before a long run starts.
 
-One abstract evaluation (``jax.eval_shape``: nothing is computed) of every function
-of the policy on one run's shapes catches what would otherwise surface as an
-obscure tracing error deep in the engine, or not at all: a ``select_fn`` that returns
-a float or a vector, a state whose structure or dtypes change between ``init_fn`` and
-``update_fn``, a hyper-parameter the functions read but ``params`` lacks, a monitor
-report that is not one scalar per run (the engine would record it in the wrong
-places).  Each error names the function, what it returned and what was expected.
+An abstract evaluation (a trace: nothing is computed) of every function of the
+policy on one run's shapes, made twice to see that it gives the same programs each
+time, catches what would otherwise surface as an obscure tracing error deep in the
+engine, or not at all: results that depend on when the engine traces a function, a
+``select_fn`` that returns a float or a vector, a state whose structure or dtypes
+change between ``init_fn`` and ``update_fn``, a hyper-parameter the functions read
+but ``params`` lacks, a monitor report that is not one scalar per run (the engine
+would record it in the wrong places).  Each error names the function, what it
+returned and what was expected.
 """
 
 from __future__ import annotations
@@ -49,12 +51,46 @@ def _describe(tree) -> str:
 
 
 class _Params(dict):
-    """One cell's abstract hyper-parameters, and the names the functions evaluated
-    with them read (``read``)."""
+    """One cell's abstract hyper-parameters, the names the functions evaluated with
+    them read (``read``), and the ``(name, jaxpr)`` of each evaluation in turn
+    (``programs``)."""
 
     def __init__(self, params):
         super().__init__(params)
         self.read: set = set()
+        self.programs: list = []
+
+
+def _twice(check: Callable[[_Params], Any], params: Mapping) -> _Params:
+    """Run ``check`` (every evaluation of a policy's or monitor's functions, in the
+    engine's order) twice, each on its own :class:`_Params`, and raise a
+    :class:`PolicyError` unless both passes traced the same programs: a function that
+    reads a Python or numpy random number, or a global that it or another function
+    updates while traced, gives results that depend on when the engine traces it (for
+    each run count and chunk size).  Returns the first pass's ``_Params``."""
+    passes = []
+    for _ in range(2):
+        passes.append(_Params(params))
+        check(passes[-1])
+    for (name, traced), (_, again) in zip(passes[0].programs, passes[1].programs):
+        if not _same_program(traced, again):
+            raise PolicyError(
+                f"{name} gave another program when traced a second time: it reads something that changes while it is "
+                "traced (a Python or numpy random number, a global it or another function updates), so its results "
+                "would depend on the run count and chunk size; draw randomness with jaxbandit.rng from the key and "
+                "keep state in the policy's state."
+            )
+    return passes[0]
+
+
+def _same_program(traced, again) -> bool:
+    """Two closed jaxprs compute the same: equal equations and equal constants."""
+    if str(again.jaxpr) != str(traced.jaxpr) or len(again.consts) != len(traced.consts):
+        return False
+    for x, y in zip(map(np.asarray, again.consts), map(np.asarray, traced.consts)):
+        if x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
+            return False
+    return True
 
 
 def _note_reads(params: _Params, jaxpr, args) -> None:
@@ -72,7 +108,8 @@ def _note_reads(params: _Params, jaxpr, args) -> None:
 def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool = False):
     """The shapes of ``fn(*args)`` (with ``with_jaxpr``, the pair ``(jaxpr, shapes)``)
     from one new trace, with any failure re-raised as a :class:`PolicyError`; the
-    hyper-parameters it reads are added to ``params.read``."""
+    hyper-parameters it reads are added to ``params.read``, its program to
+    ``params.programs``."""
     if not callable(fn):
         raise PolicyError(f"{name} must be a function, got {fn!r}.")
     try:
@@ -93,6 +130,7 @@ def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool 
     except Exception as err:  # any failure of user code is reported with its function
         raise PolicyError(f"{name} failed on one run's abstract inputs: {type(err).__name__}: {err}") from err
     _note_reads(params, jaxpr, args)
+    params.programs.append((name, jaxpr))
     return (jaxpr, shapes) if with_jaxpr else shapes
 
 
@@ -217,25 +255,6 @@ def check_policy_fields(policy: Policy) -> None:
         raise PolicyError(f"Policy.options['feedback'] can only be {OWN_ARM!r}, got {feedback!r}.")
 
 
-def _traced_alike(name: str, fn: Callable, params: _Params, traced, *args) -> None:
-    """A :class:`PolicyError` unless ``fn`` traced again gives the program ``traced``: a
-    Python random number or a global changed while tracing would make the results
-    depend on when the engine traces it (for each run count and chunk size)."""
-    again, _ = _evaluate(name, fn, params, *args, with_jaxpr=True)
-    same = str(again.jaxpr) == str(traced.jaxpr) and len(again.consts) == len(traced.consts)
-    if same:
-        for x, y in zip(map(np.asarray, again.consts), map(np.asarray, traced.consts)):
-            same = same and x.shape == y.shape and x.dtype == y.dtype
-            same = same and np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")
-    if not same:
-        raise PolicyError(
-            f"{name} gave another program when traced a second time: it reads something that changes while it is "
-            "traced (a Python or numpy random number, a global it updates), so its results would depend on the "
-            "run count and chunk size; draw randomness with jaxbandit.rng from the key and keep state in the "
-            "policy's state."
-        )
-
-
 def check_policy(policy: Policy, ctx: Context) -> set:
     """Raise :class:`PolicyError` if ``policy`` breaks the contract on ``ctx``'s shapes;
     return the names of ``ctx.params`` its functions read.
@@ -247,11 +266,14 @@ def check_policy(policy: Policy, ctx: Context) -> set:
         ctx: the :class:`~jaxbandit.base.Context` of ONE cell (arrays or
             ``jax.ShapeDtypeStruct``; ``sigma`` is ``(num_arms, num_arms)``).
     """
-    params = _Params(ctx.params)
+    return _twice(lambda params: _check_policy_once(policy, ctx, params), ctx.params).read
+
+
+def _check_policy_once(policy: Policy, ctx: Context, params: _Params) -> None:
+    """One pass of :func:`check_policy`: every function evaluated in the engine's order."""
     state = _evaluate("init_fn", policy.init_fn, params, ctx)
     key = jax.ShapeDtypeStruct((2,), np.uint32)
     select_jaxpr, decision = _evaluate("select_fn", policy.select_fn, params, key, state, _INT32, ctx, with_jaxpr=True)
-    _traced_alike("select_fn", policy.select_fn, params, select_jaxpr, key, state, _INT32, ctx)
     if not isinstance(decision, Decision):
         raise PolicyError(
             f"select_fn returned {_describe(decision)}; expected a jaxbandit.Decision "
@@ -279,14 +301,11 @@ def check_policy(policy: Policy, ctx: Context) -> set:
     if policy.consolidate_fn is None:
         _check_estimators_consolidated(state)
     values = jax.ShapeDtypeStruct((ctx.sigma.shape[-1],), ctx.sigma.dtype)
-    update_jaxpr, updated = _evaluate("update_fn", policy.update_fn, params, state, _INT32, values, ctx, with_jaxpr=True)
-    _same_state("update_fn", state, updated)
-    _traced_alike("update_fn", policy.update_fn, params, update_jaxpr, state, _INT32, values, ctx)
+    _same_state("update_fn", state, _evaluate("update_fn", policy.update_fn, params, state, _INT32, values, ctx))
     if policy.consolidate_fn is not None:
         _same_state("consolidate_fn", state, _evaluate("consolidate_fn", policy.consolidate_fn, params, state))
     if policy.diagnostics_fn is not None:
         _scalars("diagnostics_fn", _evaluate("diagnostics_fn", policy.diagnostics_fn, params, state))
-    return params.read
 
 
 def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
@@ -299,7 +318,11 @@ def check_monitor(monitor: Any, policy: Policy, ctx: Context) -> None:
         policy: the policy whose state it watches.
         ctx: the :class:`~jaxbandit.base.Context` of ONE cell, as for :func:`check_policy`.
     """
-    params = _Params(ctx.params)
+    _twice(lambda params: _check_monitor_once(monitor, policy, ctx, params), ctx.params)
+
+
+def _check_monitor_once(monitor: Any, policy: Policy, ctx: Context, params: _Params) -> None:
+    """One pass of :func:`check_monitor`."""
     state = _evaluate("monitor init_fn", monitor.init_fn, params, ctx)
     policy_state = jax.eval_shape(policy.init_fn, ctx)
     updated = _evaluate("monitor update_fn", monitor.update_fn, params, state, policy_state, _INT32, ctx)

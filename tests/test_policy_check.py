@@ -88,6 +88,25 @@ def test_a_function_that_traces_to_another_program_each_time_is_refused():
         return base.update_fn(state, arm, values * traced["times"], ctx)
 
     _fails(base._replace(update_fn=counting_update), r"update_fn gave another program when traced a second time")
+    # in any function of the policy, and a global one function updates and another reads
+    noisy_init = BASE._replace(init_fn=lambda c: BASE.init_fn(c)._replace(zeta=jnp.asarray(np.random.rand(3), c.sigma.dtype)))
+    _fails(noisy_init, r"^init_fn gave another program")
+    noisy_consolidate = BASE._replace(consolidate_fn=lambda s: BASE.consolidate_fn(s)._replace(zeta=s.zeta + np.float32(np.random.rand())))
+    _fails(noisy_consolidate, r"^consolidate_fn gave another program")
+    noisy_stage = Stage(lambda r, s, c: (jnp.int32(np.random.randint(3)), jnp.asarray(True)))
+    _fails(_solver_policy((noisy_stage,)), r"^Solver.stages\[0\].solve_fn gave another program")
+
+    def counting_init(ctx):
+        traced["times"] += 1
+        return BASE.init_fn(ctx)
+
+    read = BASE._replace(init_fn=counting_init, select_fn=lambda k, s, t, c: jb.play(jnp.int32(traced["times"] % 3)))
+    _fails(read, r"^select_fn gave another program")
+    watching = jb.monitors.Monitor(
+        init_fn=lambda c: jnp.float32(0), update_fn=lambda m, s, t, c: m + np.float32(np.random.rand()), report_fn=lambda m: {"m": m}
+    )
+    with pytest.raises(jb.PolicyError, match=r"^monitor update_fn gave another program"):
+        jb.simulate(BASE, BANDIT, 10, 2, monitor=watching)
 
 
 def test_a_grid_over_a_parameter_no_function_reads_is_refused():
