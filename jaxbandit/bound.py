@@ -343,7 +343,8 @@ def lower_bound(
         A :class:`LowerBound`.
 
     Raises:
-        ValueError: also for a noise family without a known bound and no ``reference``.
+        ValueError: also for a noise family without a known bound and no ``reference``,
+            and, in float32, for an answer (``c`` or ``value``) float32 cannot hold.
     """
     check_instance("instance", instance)
     dtype = float_dtype("dtype", dtype)
