@@ -10,7 +10,7 @@ are retried with other settings and, in the end, solved in exact rational arithm
 
 The bound depends on the instance's noise family (:mod:`jaxbandit.noise`) through the
 divergence between a sample's law and the closest alternative's, which the paper's LP
-(Theorem 1) takes per sample as the Gaussian ``Delta**2 / (2 sigma**2)``.
+(§4) takes per sample as the Gaussian ``Delta**2 / (2 sigma**2)``.
 
 * Gaussian: the paper's LP.
 * Bernoulli: the same LP with other coefficients.  A play of ``j`` that observes arm

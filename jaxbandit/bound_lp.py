@@ -1,4 +1,4 @@
-"""The asymptotic regret lower bound of the paper (§5, Theorem 1) as a linear program.
+"""The asymptotic regret lower bound of the paper (§4) as a linear program.
 
 For means ``mu`` (K,) and precision ``W = 1 / sigma**2`` (K, K) (row = arm played,
 column = arm observed), with ``i*`` the smallest index among the maximisers of ``mu``,

@@ -385,7 +385,7 @@ def bound_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="jaxbandit bound",
         description=(
-            "Asymptotic regret lower bound (paper §5): the LP optimum c* and "
+            "Asymptotic regret lower bound (paper §4): the LP optimum c* and "
             "value = sum_i c*_i Delta_i, so that R_T >~ value * log T."
         ),
     )

@@ -1,4 +1,4 @@
-"""The observation model (paper §3) for one run.
+"""The observation model (paper §2) for one run.
 
 Playing arm ``i`` at round ``t`` reveals ``X_j = mu_j + sigma[i, j] * z[t, j]`` for every
 arm ``j`` with ``sigma[i, j] < inf``; the reward collected is ``X_i``.  The standard

@@ -322,6 +322,8 @@ def revealing_arm(
 
     The last arm has mean ``reveal_mean`` (low reward) and, when played, reveals every
     arm with noise ``reveal_sigma`` (default ``sigma``); the others reveal only themselves.
+    Its own reward is observed with that noise too (the paper's example has a
+    deterministic reward; give ``sigma[-1, -1] = 0`` through :class:`Instance` for that).
 
     Args:
         mu: ``(K-1,)`` means of the ordinary bandit arms.

@@ -74,7 +74,7 @@ def estimator_deviation(alphas=(1.0, 4.5), estimator_fn: Callable = _stats) -> M
     the adaptive sampling (:func:`deviation_bound`, which counts at least one term at
     ``t = 2``).  Arms below that amount, and arms
     observed without noise, are not counted.  A round counts when some arm is outside
-    (the event ``U_t^c`` of the paper's §6).
+    (the event ``U_t^c`` of the paper's §5).
 
     Args:
         alphas: the ``alpha`` of each interval (each > 0).

@@ -78,12 +78,14 @@ def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> 
 
 
 def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: str) -> None:
-    """A ValueError naming the first ``flagged`` gap (``(C, K)``) and saying ``problem``."""
+    """An :class:`ArgumentError` (argument ``instance``) naming the first ``flagged`` gap
+    (``(C, K)``) and saying ``problem``."""
     if flagged.any():
         index = np.argwhere(flagged)[0]
         where = f"instance {index[0]}: " if len(mu) > 1 else ""
-        raise ValueError(
-            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} {problem}."
+        raise ArgumentError(
+            f"{where}mu={mu[index[0]].tolist()}: the gap {float(gaps[tuple(index)])!r} of arm {int(index[-1])} {problem}.",
+            argument="instance",
         )
 
 

@@ -288,14 +288,14 @@ def lp_explore_arms(mu, sigma, horizon, z, alpha=4.5, gamma=0.5, rule="largest_d
     return arms[0], [CASES[c] for c in cases[0]]
 
 
-def ossb_arms(mu, sigma, horizon, z, epsilon=0.0, gamma=0.0, positive_tolerance=1e-4, ratio_tolerance=1e-5):
+def ossb_arms(mu, sigma, horizon, z, epsilon=0.0, gamma=0.0, ratio_tolerance=1e-5):
     """Arm sequence of OSSB(epsilon, gamma) with the paper's LP on noise ``z`` (NumPy + HiGHS).
 
     Written from OSSB's pseudocode (Combes et al. 2017, Algorithm 1) with the
     side-observation reading documented in ``jaxbandit.policies.ossb``, independently of
     the JAX policy: exploitation when ``zeta >= (1 + gamma) log t b``; else ``s += 1``,
     estimation (best observer of ``argmin zeta``) when ``min zeta <= epsilon s``, else
-    ``argmin N_i / c_i`` over ``c_i > positive_tolerance * max c``.  Returns the arms and
+    ``argmin N_i / c_i`` over ``c_i > 0``.  Returns the arms and
     the branch of each round.
     """
     mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
@@ -327,7 +327,7 @@ def ossb_arms(mu, sigma, horizon, z, epsilon=0.0, gamma=0.0, positive_tolerance=
                     if not ok:
                         arm = estimation_arm
                     else:
-                        eligible = c > positive_tolerance * np.max(c)
+                        eligible = c > 0
                         if not eligible.any():
                             arm = int(np.argmax(mean))
                         else:

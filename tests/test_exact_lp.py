@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from jaxbandit import bound, bound_lp, exact_lp, lp
+from jaxbandit._numbers import ArgumentError
 from jaxbandit.compile_options import Program
 from tests.test_lower_bound import build_sweep, numpy_problem
 
@@ -146,8 +147,9 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     closed_form = np.sum(2 / np.delete(mu.max() - mu, 1))
     value = bound.lower_bound(instances.bandit(mu), dtype=np.float32).value
     assert abs(value - closed_form) <= 1e-5 * closed_form, (value, closed_form)
-    with pytest.raises(ValueError, match=r"the gap 2e-160 of arm 1 is so small that 2 / gap\*\*2 overflows float64"):
+    with pytest.raises(ArgumentError, match=r"the gap 2e-160 of arm 1 is so small that 2 / gap\*\*2 overflows float64") as caught:
         bound.lower_bound(instances.bandit([3e-160, 1e-160]))
+    assert caught.value.argument == "instance"
     # 2 / (1e160)**2 is 0 in float64: the arm would need no samples and the bound be 0
     with pytest.raises(ValueError, match=r"the gap 1e\+160 of arm 1 is so large that 2 / gap\*\*2 underflows float64"):
         bound.lower_bound(instances.bandit([0.0, -1e160]))

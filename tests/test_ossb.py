@@ -166,8 +166,13 @@ def test_exploration_arm_rules():
     # c_0 = 0: never played, even with N_0 = 0; ratios (., 12.5, 0.5)
     arm, no_arm = choose([0.0, 8.0, 2.0], [0, 100, 1])
     assert int(arm) == 2 and not bool(no_arm)
-    # a component that is zero up to rounding is not positive
-    assert int(choose([1e-9, 8.0, 2.0], [0, 100, 1])[0]) == 2
+    # a positive component however small against max c is explored: mu = (1, 0.99, 0),
+    # c* = (2e4, 2e4, 2); with arm 2's constraint unmet exploitation never holds, so
+    # leaving it out (ratios 15, 15, 0.5) would explore arms 0 and 1 forever
+    inst = jb.instances.bandit([1.0, 0.99, 0.0])
+    np.testing.assert_allclose(jb.lower_bound(inst).c, [2e4, 2e4, 2.0], rtol=1e-9)
+    assert int(choose([2e4, 2e4, 2.0], [300000, 300000, 1])[0]) == 2
+    assert int(choose([1e-9, 8.0, 2.0], [0, 100, 1])[0]) == 0
     # ratios within a relative 1e-5 are ties, broken by the smallest index
     assert int(choose([1.0, 1.0 + 2e-6, 0.0], [1, 1, 1])[0]) == 0
     # a failed LP: the estimation arm; no positive c: the greedy arm, flagged

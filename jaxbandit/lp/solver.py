@@ -3,12 +3,14 @@
 Canonical solution.  Among the optimal solutions, :func:`solve` returns the
 lexicographic minimiser of ``(cost @ x, sum(x), x[0], x[1], ..., x[n-1])``: the
 optimal ``x`` with the smallest ``sum(x)`` and, should several remain, the
-lexicographically smallest of those.  This point is unique, so warm and cold solves,
-and both precisions, describe the same answer.  The dual simplex carries all these
-objectives at once (a lexicographic ratio test, which in exact arithmetic also rules
-out cycling), so no second solve is needed.  Ties are decided to rounding-error
-tolerances, so in degenerate cases the two precisions agree to their tolerance, not
-bit for bit.
+lexicographically smallest of those.  This point is unique, so warm and cold solves
+describe the same answer.  The dual simplex carries all these objectives at once (a
+lexicographic ratio test, which in exact arithmetic also rules out cycling), so no
+second solve is needed.  Ties are decided to the relative tolerance of
+:func:`~jaxbandit.lp.types.default_tolerance` (1e-5 in float32, 1e-9 in float64): a
+vertex whose cost exceeds the optimum's by less than that counts as optimal, so where
+two vertices are that close in cost, ``x`` is the canonical point among them (its cost
+within the tolerance of the optimum), and the two precisions may pick different ones.
 
 Exactness.  Pivots update a dense tableau (rank-one updates).  The basis they end on
 is then re-factorised from the original data (Gauss-Jordan over its structural

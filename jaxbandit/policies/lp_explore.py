@@ -1,4 +1,4 @@
-"""``lp_explore``: Algorithm 1 of the paper (§6), asymptotically optimal for any ``sigma``.
+"""``lp_explore``: Algorithm 1 of the paper (§5), asymptotically optimal for any ``sigma``.
 
 Rounds ``1..K`` (initial): for arm ``j = t - 1`` play ``argmin_i sigma[i, j]`` (smallest
 index on ties).  Then, with ``s = 4 alpha log t`` and the weighted estimates of eq. (1):

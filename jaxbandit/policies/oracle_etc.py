@@ -1,4 +1,4 @@
-"""Oracle explore-then-commit on the lower-bound LP (the paper's remark at the end of §5).
+"""Oracle explore-then-commit on the lower-bound LP (the paper's remark at the end of §4).
 
 Knowing the true means, solve the paper's LP (eq. (3)) once, ``c* = c*(mu)``, then
 

@@ -31,12 +31,14 @@ paper, ``b`` the LP's right-hand side: ``2 / Delta_i**2``, ``2 / Delta_min**2`` 
   every ``i`` implies this one (``W^T c >= b``) but not conversely, and would need
   ``c`` in every round.  On a standard bandit the two coincide.
 * *Exploration* tracks the allocation on plays, as published: ``c`` allocates plays,
-  so the arm played is ``argmin_i N_i / c_i`` over ``c_i > 0``.  Two numerical
-  readings: ``c_i > 0`` means ``c_i > POSITIVE_TOLERANCE * max_j c_j`` (a component
-  that is zero comes out of the warm starts as rounding noise, and with ``N_i = 0`` it
-  would otherwise win), and ratios equal up to a relative ``RATIO_TIE_TOLERANCE`` are
-  ties, broken by the smallest index (arms that share a binding constraint get
-  ``c`` equal up to rounding).
+  so the arm played is ``argmin_i N_i / c_i`` over ``c_i > 0``.  That reading is
+  exact: a zero component of the canonical optimum is an exact 0 (a nonbasic one,
+  in float32 as in float64), and a re-used ``c`` answers only where its certified box
+  decides every sign.  No threshold relative to ``max c``: ``c`` spans ``Delta**-2``,
+  and an arm below such a threshold would never be explored while its own
+  constraint kept exploitation from ever holding (linear regret).  Ratios equal up
+  to a relative ``RATIO_TIE_TOLERANCE`` are ties, broken by the smallest index (arms
+  that share a binding constraint get ``c`` equal up to rounding).
 * *Estimation* is about the least-informed arm ``j = argmin zeta`` rather than the
   least-played one: when ``zeta_j <= epsilon s``, play the action that observes ``j``
   most precisely, ``argmin_k sigma[k, j]``.  The literal version compares and picks by
@@ -91,9 +93,8 @@ from jaxbandit.policies._common import check_nonnegative, consolidate_stats, log
 from jaxbandit.policies.lp_explore import RATIO_TIE_TOLERANCE
 from jaxbandit.reductions import first_true
 
-__all__ = ["POSITIVE_TOLERANCE", "Branch", "OSSBState", "ossb"]
+__all__ = ["Branch", "OSSBState", "ossb"]
 
-POSITIVE_TOLERANCE = 1e-4  # c_i > POSITIVE_TOLERANCE * max c counts as positive
 _check_params = params_check(epsilon=check_nonnegative, gamma=check_nonnegative)
 
 
@@ -141,7 +142,7 @@ class OSSBRequest(NamedTuple):
 def _exploration_arm(solution: LowerBoundSolution, request: OSSBRequest, counts):
     """The arm an exploration round plays given the LP's answer, and whether none qualified.
 
-    ``argmin_i N_i / c_i`` over ``c_i > POSITIVE_TOLERANCE * max c``; ratios within a
+    ``argmin_i N_i / c_i`` over ``c_i > 0``; ratios within a
     relative ``RATIO_TIE_TOLERANCE`` of the smallest are ties, broken by the smallest
     index.  Fallbacks: no ``c_i`` qualifies, ``argmax mu_hat`` (``no_arm``); the LP
     failed, the estimation arm.
@@ -156,7 +157,7 @@ def _exploration_arm(solution: LowerBoundSolution, request: OSSBRequest, counts)
     """
     c = solution.c
     counts = counts.astype(c.dtype)
-    eligible = c > POSITIVE_TOLERANCE * jnp.max(c)
+    eligible = c > 0
     ratio = jnp.where(eligible, counts / jnp.where(eligible, c, 1), jnp.inf)
     smallest = jnp.min(ratio)
     lp_arm = first_true(ratio <= smallest * (1 + RATIO_TIE_TOLERANCE))
@@ -171,8 +172,7 @@ def _exploration_arm_is_certain(low, high, request: OSSBRequest, counts):
     ``low <= c <= high`` (``(K,)`` each), an optimal solution's."""
     del request  # the rule reads c and the counts only
     counts = counts.astype(low.dtype)
-    surely = low > POSITIVE_TOLERANCE * jnp.max(high)  # eligible
-    maybe = high > POSITIVE_TOLERANCE * jnp.max(low)
+    surely, maybe = low > 0, high > 0  # eligible
     return ratio_choice_is_certain(counts, low, high, surely, maybe, RATIO_TIE_TOLERANCE)
 
 
