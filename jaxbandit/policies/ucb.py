@@ -28,7 +28,9 @@ def ucb(alpha: float = 1.0) -> Policy:
 
     Args:
         alpha: exploration constant > 0 (default 1, the asymptotically optimal ``2 log t``
-            width, giving ``regret / log T -> alpha * sum 2 sigma_ii^2 / Delta_i``).
+            width: ``regret / log T -> sum 2 sigma_ii^2 / Delta_i``, the Lai-Robbins
+            constant, and ``alpha`` times it for ``alpha > 1``; below 1 the policy is
+            not consistent: some runs lock onto a worse arm).
     """
     params = _check_params({"alpha": alpha})
 
