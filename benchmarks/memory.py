@@ -91,6 +91,14 @@ def main(argv=None) -> None:
     horizons = horizon_list(parser, args.horizons)
     if args.runs < 1:
         parser.error(f"--runs: must be >= 1, got {args.runs}")
+    # checked here, before a child process starts, as the sweep's configuration would
+    import jaxbandit as jb
+    from jaxbandit.engine import MAX_ROUNDS
+
+    if args.policy not in jb.policies.names():
+        parser.error(f"--policy: unknown policy name {args.policy!r}; known: {', '.join(jb.policies.names())}")
+    if max(horizons) > MAX_ROUNDS:
+        parser.error(f"--horizons: every value must be at most {MAX_ROUNDS}, got {args.horizons!r}")
     description = machine()
     for horizon in horizons:
         with tempfile.TemporaryDirectory() as out:

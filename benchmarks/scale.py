@@ -111,6 +111,8 @@ def _horizons(parser, text: str) -> dict:
             parser.error(f"--horizons: expected K=T items, got {text!r}")
         if arms < 2 or horizon < 1:
             parser.error(f"--horizons: expected K >= 2 and T >= 1, got {text!r}")
+        if arms in out:
+            parser.error(f"--horizons: K = {arms} is given twice, in {text!r}")
         out[arms] = horizon
     return out
 
@@ -145,8 +147,12 @@ def main(argv=None) -> int:
     for option in ("runs", "horizon", "chunk", "round_rounds"):
         if getattr(args, option) < 1:
             parser.error(f"--{option.replace('_', '-')}: must be >= 1, got {getattr(args, option)}")
-    if args.round_start < 0 or args.round_start % args.round_rounds:
+    if args.round_start < 0:
+        parser.error(f"--round-start: must be >= 0, got {args.round_start}")
+    if args.round_start % args.round_rounds:
         parser.error(f"--round-start: must be a multiple of --round-rounds, got {args.round_start}")
+    if unused := sorted(set(horizons) - set(arm_counts)):
+        parser.error(f"--horizons: K = {unused[0]} is not in --arms {args.arms!r}")
     policies = _names(parser, "--policies", args.policies)
     round_policies = _names(parser, "--round-policies", args.round_policies)
     if args.dtype == "float64":

@@ -111,7 +111,7 @@ def test_lp_benchmark_solve_and_warm_cases():
     assert 0 <= solve["max_relative_error_vs_highs"] <= 1e-9
     assert 0 <= solve["mean_pivots"] <= 10
     host = records["lower_bound"]  # the same LPs through the host API, in its pieces
-    assert (host["batch"], host["lanes"], host["fraction_optimal"], host["mean_pivots"]) == (8, 1024, 1.0, None)
+    assert (host["batch"], host["lanes"], host["fraction_optimal"], host["mean_pivots"]) == (8, 8, 1.0, None)  # 8 LPs run on one piece of 8 lanes
     assert 0 <= host["max_relative_error_vs_highs"] <= 1e-9
     assert host["speedup_vs_highspy"] == pytest.approx(host["lps_per_second"] / host["highspy_lps_per_second"])
     warm = records["warm_check"]
@@ -228,6 +228,11 @@ def test_lp_explore_benchmark_against_ucb_n_and_numpy():
         ("memory", ["--horizons", "1e3,abc"], "--horizons: every value must be a whole number >= 1, got '1e3,abc'"),
         ("memory", ["--horizons", "500.7", "--runs", "2"], "--horizons: every value must be a whole number >= 1, got '500.7'"),
         ("memory", ["--horizons", ""], "--horizons: give at least one horizon"),
+        ("memory", ["--horizons", "10", "--policy", "nope"], "--policy: unknown policy name 'nope'"),
+        ("memory", ["--horizons", "1e10"], "--horizons: every value must be at most 1073741824, got '1e10'"),
+        ("scale", ["--arms", "3", "--horizons", "5=100"], "--horizons: K = 5 is not in --arms '3'"),
+        ("scale", ["--arms", "5", "--horizons", "5=100,5=7"], "--horizons: K = 5 is given twice"),
+        ("scale", ["--round-start", "-64", "--round-rounds", "64"], "--round-start: must be >= 0, got -64"),
     ],
 )
 def test_benchmarks_refuse_bad_options_before_any_work(script, args, message, capsys):
@@ -247,7 +252,7 @@ def test_memory_horizons_in_either_notation():
 def test_throughput_benchmark():
     records = _run(
         "throughput.py", "--policies", "greedy", "--arms", "3", "--runs", "8",
-        "--rounds", "64", "--numpy-rounds", "16",
+        "--rounds", "64", "--numpy-rounds", "16", "--quick",  # --quick: other defaults, not these
     )  # fmt: skip
     # ucb_n is always timed: the reference of every policy's cost.
     assert set(records) == {"numpy_ucb_n", "bare_sampling", "ucb_n", "greedy"}
