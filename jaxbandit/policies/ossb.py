@@ -31,14 +31,15 @@ paper, ``b`` the LP's right-hand side: ``2 / Delta_i**2``, ``2 / Delta_min**2`` 
   every ``i`` implies this one (``W^T c >= b``) but not conversely, and would need
   ``c`` in every round.  On a standard bandit the two coincide.
 * *Exploration* tracks the allocation on plays, as published: ``c`` allocates plays,
-  so the arm played is ``argmin_i N_i / c_i`` over ``c_i > 0``.  That reading is
-  exact: a zero component of the canonical optimum is an exact 0 (a nonbasic one,
-  in float32 as in float64), and a re-used ``c`` answers only where its certified box
-  decides every sign.  No threshold relative to ``max c``: ``c`` spans ``Delta**-2``,
-  and an arm below such a threshold would never be explored while its own
-  constraint kept exploitation from ever holding (linear regret).  Ratios equal up
-  to a relative ``RATIO_TIE_TOLERANCE`` are ties, broken by the smallest index (arms
-  that share a binding constraint get ``c`` equal up to rounding).
+  so the arm played is ``argmin_i N_i / c_i`` over ``c_i > 0``, read as computed: a
+  nonbasic component of the canonical optimum is an exact 0, and a re-used ``c``
+  answers only where its certified box decides every sign (a zero basic component
+  that rounding leaves positive wins only while ``N_i / c_i`` stays below the
+  others', a play or a few).  No threshold relative to ``max c``: ``c`` spans
+  ``Delta**-2``, and an arm below such a threshold would never be explored while its
+  own constraint kept exploitation from ever holding (linear regret).  Ratios equal
+  up to a relative ``RATIO_TIE_TOLERANCE`` are ties, broken by the smallest index
+  (arms that share a binding constraint get ``c`` equal up to rounding).
 * *Estimation* is about the least-informed arm ``j = argmin zeta`` rather than the
   least-played one: when ``zeta_j <= epsilon s``, play the action that observes ``j``
   most precisely, ``argmin_k sigma[k, j]``.  The literal version compares and picks by
