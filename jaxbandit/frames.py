@@ -296,7 +296,7 @@ def _frame(cells: list, curves: bool, bounds):
 def _stacked(parts: list, name: str) -> tuple:
     """``(array, attrs)`` of per-cell arrays (None where a cell lacks ``name``)."""
     present = [np.asarray(p) for p in parts if p is not None]
-    dtype = np.result_type(*present)
+    dtype = _common_dtype(present)
     if len(present) == len(parts):
         return np.stack([np.asarray(p, dtype) for p in parts]), {}
     shape = present[0].shape
