@@ -14,10 +14,12 @@ returned and what was expected.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
+from jax.extend import core as jex_core
 import numpy as np
 
 from jaxbandit._numbers import describe, is_real
@@ -27,6 +29,7 @@ from jaxbandit.estimator import EstimatorState
 __all__ = ["PolicyError", "check_monitor", "check_policy", "check_policy_fields"]
 
 _INT32 = jax.ShapeDtypeStruct((), np.int32)  # a round t, or an arm
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # of an object, in its printed form
 
 
 class PolicyError(ValueError):
@@ -84,13 +87,68 @@ def _twice(check: Callable[[_Params], Any], params: Mapping) -> _Params:
 
 
 def _same_program(traced, again) -> bool:
-    """Two closed jaxprs compute the same: equal equations and equal constants."""
-    if str(again.jaxpr) != str(traced.jaxpr) or len(again.consts) != len(traced.consts):
+    """Two closed jaxprs compute the same: equal equations and equal constants, nested
+    programs included (compared as structures: printing large programs is slow)."""
+    return _same_value(traced, again)
+
+
+def _same_arrays(x, y) -> bool:
+    x, y = np.asarray(x), np.asarray(y)
+    return x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")
+
+
+def _same_atom(x, y, names: dict) -> bool:
+    """Two operands: the same literal, or variables bound at the same place (``names``
+    maps the first program's variables to the second's)."""
+    if isinstance(x, jex_core.Literal) or isinstance(y, jex_core.Literal):
+        return type(x) is type(y) and x.aval == y.aval and _same_arrays(x.val, y.val)
+    return names.get(x) is y
+
+
+def _bind(xs, ys, names: dict) -> bool:
+    """Bind each of ``xs`` to the ``ys`` at its place, if their types agree."""
+    if len(xs) != len(ys) or any(type(x) is not type(y) or x.aval != y.aval for x, y in zip(xs, ys)):
         return False
-    for x, y in zip(map(np.asarray, again.consts), map(np.asarray, traced.consts)):
-        if x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
-            return False
+    names.update(zip(xs, ys))
     return True
+
+
+def _same_jaxpr(x, y) -> bool:
+    names: dict = {}
+    if not (_bind(x.constvars, y.constvars, names) and _bind(x.invars, y.invars, names)):
+        return False
+    if len(x.eqns) != len(y.eqns):
+        return False
+    for a, b in zip(x.eqns, y.eqns):
+        if a.primitive != b.primitive or len(a.invars) != len(b.invars) or a.params.keys() != b.params.keys():
+            return False
+        if not all(_same_atom(u, v, names) for u, v in zip(a.invars, b.invars)):
+            return False
+        if not all(_same_value(a.params[key], b.params[key]) for key in a.params):
+            return False
+        if not _bind(a.outvars, b.outvars, names):
+            return False
+    return len(x.outvars) == len(y.outvars) and all(_same_atom(u, v, names) for u, v in zip(x.outvars, y.outvars))
+
+
+def _same_value(x, y) -> bool:
+    """Two parameters of equations (or whole programs): nested programs compared as
+    structures, arrays by value, anything else as JAX prints it."""
+    if isinstance(x, jex_core.ClosedJaxpr) and isinstance(y, jex_core.ClosedJaxpr):
+        return _same_jaxpr(x.jaxpr, y.jaxpr) and len(x.consts) == len(y.consts) and all(
+            _same_arrays(u, v) for u, v in zip(x.consts, y.consts)
+        )
+    if isinstance(x, jex_core.Jaxpr) and isinstance(y, jex_core.Jaxpr):
+        return _same_jaxpr(x, y)
+    if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
+        return type(x) is type(y) and len(x) == len(y) and all(_same_value(u, v) for u, v in zip(x, y))
+    if isinstance(x, (np.ndarray, jax.Array)) or isinstance(y, (np.ndarray, jax.Array)):
+        return _same_arrays(x, y)
+    if isinstance(x, frozenset):
+        return x == y
+    # as JAX prints a parameter: a function made anew at each trace (a callback's) is
+    # the same function
+    return type(x) is type(y) and _ADDRESS.sub("", str(x)) == _ADDRESS.sub("", str(y))
 
 
 def _note_reads(params: _Params, jaxpr, args) -> None:

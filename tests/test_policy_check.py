@@ -1,6 +1,7 @@
 """Author mistakes are reported before a run starts, naming the function, what it
 returned and what was expected."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -107,6 +108,27 @@ def test_a_function_that_traces_to_another_program_each_time_is_refused():
     )
     with pytest.raises(jb.PolicyError, match=r"^monitor update_fn gave another program"):
         jb.simulate(BASE, BANDIT, 10, 2, monitor=watching)
+
+
+def test_the_second_trace_is_compared_inside_nested_programs_and_callbacks_made_anew_pass():
+    """A constant that changes inside a loop's or a branch's program is another program;
+    a host callback made anew at each trace (the same function) and JAX's own
+    differentiable functions are the same program."""
+    base = jb.policies.make("ucb_n")
+
+    def in_a_branch(k, s, t, c):
+        arm = base.select_fn(k, s, t, c).arm
+        bias = np.int32(np.random.randint(2**30))
+        return jb.play(jax.lax.cond(t > 5, lambda a: (a + bias) % 3, lambda a: a, arm))
+
+    _fails(base._replace(select_fn=in_a_branch), r"^select_fn gave another program")
+
+    def with_a_callback(k, s, t, c):
+        arm = base.select_fn(k, s, t, c).arm
+        shifted = jax.pure_callback(lambda a: np.asarray(a), jax.ShapeDtypeStruct((), np.int32), arm, vmap_method="sequential")
+        return jb.play(jnp.where(jax.nn.relu(jnp.float32(t)) > 0, shifted, arm))
+
+    assert jb.simulate(base._replace(select_fn=with_a_callback), BANDIT, 10, 2).counts.sum() == 20
 
 
 def test_a_grid_over_a_parameter_no_function_reads_is_refused():
