@@ -340,6 +340,14 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
         with pytest.raises(sweep.SweepMismatchError, match=r"JAX's 64-bit mode \(JAX_ENABLE_X64, False then, True now\)"):
             sweep.run(cfg, out, progress=False)
     (out / "groups" / "g000.json").write_bytes(finished)
+    # a float64 sweep runs under the 64-bit mode whatever the global one: resumed under either
+    wide, wide_out = fx.base_config(precision="float64", policies=[{"name": "ucb"}]), tmp_path / "wide"
+    sweep.run(wide, wide_out, progress=False)
+    computed = fx.result_arrays(wide_out)
+    (wide_out / "groups" / "g000.json").unlink()
+    with jax.enable_x64(True):
+        assert sweep.run(wide, wide_out, progress=False).complete
+    fx.assert_identical(fx.result_arrays(wide_out), computed)
 
     monkeypatch.setitem(policies.REGISTRY, name, lambda alpha=2.0: fx.cases_policy(alpha))
     with pytest.raises(sweep.SweepMismatchError, match=r"policies\[0\] \(test_default\) resolved to .*1\.0.*, now to .*2\.0"):

@@ -165,7 +165,9 @@ class SweepConfig:
             "times": {str(h): self.times_for(h).tolist() for h in self.horizons},
             "monitor": None if monitor is None else {"name": monitor.name, "code": stable_digest(computation_key(monitor))},
             "code": source_digest(),
-            "x64": bool(jax.config.jax_enable_x64),  # a policy's float64 numpy constants compute under it
+            # the mode the groups run under (a float64 group always enables it), under
+            # which a policy's float64 numpy constants compute
+            "x64": self.precision == "float64" or bool(jax.config.jax_enable_x64),
         }
 
     def instance_table(self) -> dict:
