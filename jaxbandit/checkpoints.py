@@ -31,6 +31,21 @@ def encode(leaves: list, identity: dict, wall_time: float) -> dict:
     return arrays
 
 
+def _differences(saved: dict, here: dict) -> list:
+    """The identity entries that differ, a dict's by its keys (``params['alpha']``);
+    those of :data:`_SCALAR_IDENTITY` with the saved value and this one's."""
+    differ = []
+    for k in sorted(set(saved) | set(here)):
+        mine, theirs = saved.get(k), here.get(k)
+        if mine == theirs:
+            continue
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            differ += [f"{k}[{name!r}]" for name in sorted(set(mine) | set(theirs)) if mine.get(name) != theirs.get(name)]
+        else:
+            differ.append(f"{k} {mine!r} (here {theirs!r})" if k in _SCALAR_IDENTITY else k)
+    return differ
+
+
 def decode(arrays, identity: dict, leaves: list, runs: int) -> tuple[list, float]:
     """The saved leaves of ``arrays`` (a checkpoint), fitted to the carry whose leaves
     (their shapes and dtypes) are ``leaves``, and its seconds simulated.
@@ -62,11 +77,9 @@ def decode(arrays, identity: dict, leaves: list, runs: int) -> tuple[list, float
     if not isinstance(saved_identity, dict):
         raise ArgumentError("the checkpoint's 'identity' entry is not the JSON record checkpoint() writes.", argument="arrays")
     saved_identity.setdefault("noise", "gaussian")  # checkpoints that name no family are Gaussian ones
-    differ = [k for k in sorted(set(saved_identity) | set(identity)) if saved_identity.get(k) != identity.get(k)]
+    differ = _differences(saved_identity, identity)
     if differ:
-        shown = lambda k: f"{k} {saved_identity.get(k)!r} (here {identity.get(k)!r})" if k in _SCALAR_IDENTITY else k
-        details = [shown(k) for k in differ]
-        raise ArgumentError(f"the checkpoint is of another simulation: its {', '.join(details)} differ.", argument="arrays")
+        raise ArgumentError(f"the checkpoint is of another simulation; they differ in {', '.join(differ)}.", argument="arrays")
     saved_names = sorted(k for k in arrays if k.startswith("leaf_"))
     if saved_names != [f"leaf_{i:04d}" for i in range(len(leaves))]:
         raise ArgumentError(

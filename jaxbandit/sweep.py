@@ -315,14 +315,16 @@ def _resolved_difference(cfg, manifest: dict, compare_code: bool) -> Optional[st
             "monitor": "the monitor's code (an edited monitor, or another jaxbandit or Python version)",
             "code": (
                 "the code that computes the results (another jaxbandit, jax or jaxlib version, or an edited jaxbandit "
-                "source file; the finished groups still load)"
+                "source file)"
             ),
             "x64": (
-                f"JAX's 64-bit mode (JAX_ENABLE_X64, {recorded.get('x64')} then, {resolved.get('x64')} now), under which "
-                "a policy's float64 numpy values compute otherwise; the finished groups still load"
+                f"JAX's 64-bit mode (JAX_ENABLE_X64, {recorded.get('x64')} then, {resolved.get('x64')} now, under which "
+                "a policy's float64 numpy values compute otherwise)"
             ),
         }
-        return "; ".join(causes.get(k, f"its {k}, resolved from a default that changed (another jaxbandit version?)") for k in changed) + " differ"
+        named = [causes.get(k, f"{k}, resolved from a default that changed (another jaxbandit version?)") for k in changed]
+        computing = "; the finished groups still load" if any(k in _COMPUTING for k in changed) else ""
+        return "they differ in " + "; ".join(named) + computing
     return None
 
 

@@ -205,6 +205,6 @@ def test_a_checkpoint_resumes_only_with_the_monitor_it_was_taken_with():
     taken = jb.SimulationRun(policy, GENERAL, 512, 4, monitor=monitors.estimator_deviation(alphas=(0.1,)))
     saved = taken.checkpoint()
     other = jb.SimulationRun(policy, GENERAL, 512, 4, monitor=monitors.estimator_deviation(alphas=(8.0,)))
-    with pytest.raises(ValueError, match=r"another simulation: its monitor_code differ"):
+    with pytest.raises(ValueError, match=r"another simulation; they differ in monitor_code\.$"):
         other.restore(saved)
     jb.SimulationRun(policy, GENERAL, 512, 4, monitor=monitors.estimator_deviation(alphas=(0.1,))).restore(saved)

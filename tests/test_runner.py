@@ -1,5 +1,6 @@
 """The runner: agreement with a NumPy loop, reproducibility invariances, bad input."""
 
+import functools
 import json
 import math
 
@@ -123,18 +124,22 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
     first.advance(max_chunks=1)
     saved = first.checkpoint()
     other = instances.full_information(GENERAL.mu)
-    with pytest.raises(ValueError, match=r"another simulation: its horizon 2500 \(here 1000\), instance, seed 4 \(here 5\), times differ"):
+    with pytest.raises(ValueError, match=r"another simulation; they differ in horizon 2500 \(here 1000\), instance, seed 4 \(here 5\), times\.$"):
         jb.SimulationRun(policy, other, 1000, 100, seed=5).restore(saved)
     with pytest.raises(ValueError, match="does not say which simulation it belongs to"):
         jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4).restore({k: v for k, v in saved.items() if k != "identity"})
     # the same arrays under another noise family: other observations
     uniform = jb.Instance(GENERAL.mu, GENERAL.sigma, noise="uniform")
-    with pytest.raises(ValueError, match=r"another simulation: its noise 'gaussian' \(here 'uniform'\) differ"):
+    with pytest.raises(ValueError, match=r"another simulation; they differ in noise 'gaussian' \(here 'uniform'\)\.$"):
         jb.SimulationRun(policy, uniform, 2500, 100, seed=4).restore(saved)
     # the same name, other code (an edited function): the state would mix two policies
     edited = policy._replace(diagnostics_fn=lambda state: {})
-    with pytest.raises(ValueError, match=r"another simulation: its policy_code differ"):
+    with pytest.raises(ValueError, match=r"another simulation; they differ in policy_code\.$"):
         jb.SimulationRun(edited, GENERAL, 2500, 100, seed=4).restore(saved)
+    # a hyper-parameter is named
+    with pytest.raises(ValueError, match=r"another simulation; they differ in params\['alpha'\]\.$"):
+        ucb = functools.partial(jb.SimulationRun, instance=GENERAL, horizon=2500, runs=100, seed=4)
+        ucb(jb.policies.make("ucb_n", alpha=2.0)).restore(ucb(jb.policies.make("ucb_n", alpha=1.0)).checkpoint())
     # an incomplete checkpoint is refused before anything of it is restored
     untouched = jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4)
     with pytest.raises(ValueError, match="the checkpoint has no 'wall_time' entry"):
@@ -148,7 +153,7 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
         untouched.restore(None)
     with pytest.raises(jb.ArgumentError, match="'identity' entry is not the JSON record"):
         untouched.restore({**saved, "identity": np.asarray("{not json")})
-    with jax.enable_x64(True), pytest.raises(jb.ArgumentError, match=r"another simulation: its x64 False \(here True\) differ"):
+    with jax.enable_x64(True), pytest.raises(jb.ArgumentError, match=r"another simulation; they differ in x64 False \(here True\)\.$"):
         jb.SimulationRun(policy, GENERAL, 2500, 100, seed=4).restore(saved)  # a policy's float64 values compute otherwise
     with pytest.raises(jb.ArgumentError, match=r"'wall_time' is not one number of seconds: array\(\[1\., 2\.\]\)"):
         untouched.restore({**saved, "wall_time": np.asarray([1.0, 2.0])})

@@ -298,7 +298,7 @@ def test_changed_config_is_refused(tmp_path, reference, monkeypatch):
         path.unlink()
     with monkeypatch.context() as patch:
         patch.setattr(config_plan, "source_digest", lambda: "another")
-        with pytest.raises(sweep.SweepMismatchError, match=r"computed otherwise: the code that computes the results \(another jaxbandit, jax or jaxlib version, or an edited jaxbandit source file; the finished groups still load\) differ"):
+        with pytest.raises(sweep.SweepMismatchError, match=r"computed otherwise: they differ in the code that computes the results \(another jaxbandit, jax or jaxlib version, or an edited jaxbandit source file\); the finished groups still load\. Refusing"):
             sweep.run(fx.base_config(), unfinished, progress=False)
         assert sweep.run(fx.base_config(), ref_dir, progress=False).complete
     # a setting that never changes results: the message says how to resume
@@ -337,7 +337,7 @@ def test_a_changed_factory_default_or_policy_code_is_refused(tmp_path, monkeypat
         assert sweep.run(cfg, out, progress=False).complete
         finished = (out / "groups" / "g000.json").read_bytes()
         (out / "groups" / "g000.json").unlink()
-        with pytest.raises(sweep.SweepMismatchError, match=r"JAX's 64-bit mode \(JAX_ENABLE_X64, False then, True now\)"):
+        with pytest.raises(sweep.SweepMismatchError, match=r"they differ in JAX's 64-bit mode \(JAX_ENABLE_X64, False then, True now, under which .*\); the finished groups still load\. Refusing"):
             sweep.run(cfg, out, progress=False)
     (out / "groups" / "g000.json").write_bytes(finished)
     # a float64 sweep runs under the 64-bit mode whatever the global one: resumed under either
@@ -369,7 +369,7 @@ def test_a_changed_default_setting_is_refused(tmp_path, monkeypatch):
     assert len(manifest["resolved_settings"]["times"]["1500"]) == len(config.load(cfg).times_for(1500))
 
     monkeypatch.setattr(config.plan, "geometric_times", lambda horizon, points: jb.geometric_times(horizon, 10))
-    with pytest.raises(sweep.SweepMismatchError, match=r"same configuration computed otherwise: its times, resolved from a default that changed"):
+    with pytest.raises(sweep.SweepMismatchError, match=r"same configuration computed otherwise: they differ in times, resolved from a default that changed"):
         sweep.run(cfg, out, shard="1/2", progress=False)
 
 
