@@ -63,7 +63,8 @@ def on_signals():
     """Within the block, SIGINT and SIGTERM ask for a stop (:func:`check`) where Python's
     own handlers are set, from the main thread, in a run of one process.  Yields whether
     this block set the handlers: an inner block (a sweep's simulation) leaves the stop
-    to the outer one, which knows where to save."""
+    to the outer one, which knows where to save.  A request the block did not take is
+    taken as it ends (:class:`Stopped`), never dropped."""
     mine = []
     if jax.process_count() == 1 and threading.current_thread() is threading.main_thread():
         mine = [s for s in _SIGNALS if signal.getsignal(s) is _DEFAULTS[s]]
@@ -78,7 +79,10 @@ def on_signals():
     finally:
         for signum in mine:
             signal.signal(signum, _DEFAULTS[signum])
+        pending = list(_received)
         _received.clear()
+    if pending:  # asked for after the last safe point: the stop is taken as the block ends
+        raise Stopped(pending[0])
 
 
 def requested() -> bool:

@@ -110,6 +110,7 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
     marker = files.running_marker(out) if distributed.is_writer() else None
     try:
         _run_groups(cfg, out, mine, finished, bar, after_chunk)
+        stopping.check()  # before the summary's lower bounds compile
     except BaseException:
         unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
         if alone and unused and not files.others_running(out, marker):  # alone: the writer, so marked

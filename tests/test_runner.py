@@ -436,6 +436,12 @@ def test_a_signal_stops_a_simulation_after_its_chunk_and_advance_goes_on(default
     stopped.advance()
     np.testing.assert_array_equal(stopped.result().regret, whole.result().regret)
     np.testing.assert_array_equal(stopped.result().counts, whole.result().counts)
+    # asked for after the last chunk: taken as advance() returns, not dropped
+    last = jb.SimulationRun(policy, GENERAL, 300, 4, seed=2, chunk_size=100)
+    with pytest.raises(stopping.Stopped):
+        last.advance(progress=lambda done, horizon: done == horizon and signal.raise_signal(signal.SIGINT))
+    assert last.done and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    np.testing.assert_array_equal(last.result().regret, whole.result().regret)
 
 
 def test_a_signal_during_a_simulation_s_setup_stops_it_before_its_first_chunk(default_signal_handlers):

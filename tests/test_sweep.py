@@ -189,6 +189,21 @@ def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, re
     assert seen[0] == 6 * 128  # the second run saved no checkpoint
     assert json.loads((out / "groups" / "g000.json").read_text())["resumed_from_round"] == 5 * 128
     fx.assert_identical(fx.result_arrays(out), fx.result_arrays(ref_dir))
+    # asked for after the last group's last chunk: its results are written, then the
+    # sweep stops before its summary; run again, it summarises without computing
+    last_group = config.from_dict(cfg).plan()[-1]
+
+    def at_the_end(group_id, rounds_done):
+        if (group_id, rounds_done) == (last_group.id, last_group.horizon):
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(stopping.Stopped):
+        sweep.run(cfg, tmp_path / "last", progress=False, after_chunk=at_the_end)
+    assert (tmp_path / "last" / "groups" / f"{last_group.id}.json").exists()
+    assert not (tmp_path / "last" / "summary.csv").exists()
+    seen = []
+    assert sweep.run(cfg, tmp_path / "last", progress=False, after_chunk=lambda *chunk: seen.append(chunk)).complete
+    assert seen == [] and (tmp_path / "last" / "summary.csv").exists()
 
 
 def test_a_script_stopped_by_a_signal_exits_with_a_line_and_the_shell_s_status(capsys):
