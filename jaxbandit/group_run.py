@@ -243,6 +243,8 @@ def run_group(cfg, group, out: Path, bar, after_chunk, description: str) -> None
         except (InvalidArmError, NaNStateError) as err:  # the cell's index means little in a sweep: its name
             cell = group.cells[err.cell]
             where = f"group {group.id}, cell {cell_label(cell.policy, cell.params)} on instance {cell.instance!r}"
+            if distributed.is_writer():  # it could only replay this failure (a corrected policy is other code)
+                checkpoint_path.unlink(missing_ok=True)
             raise type(err)(f"{where}: {err}", cell=err.cell) from None
         result = sim.result()
     session_time = time.perf_counter() - session_start

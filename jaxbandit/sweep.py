@@ -21,6 +21,7 @@ they act as one: the same decisions everywhere, process 0 alone writes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -116,6 +117,9 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
         if alone and unused and not files.others_running(out, marker):  # alone: the writer, so marked
             for name in (io.MANIFEST, "config.toml"):
                 (out / name).unlink(missing_ok=True)
+            for name in (io.GROUPS, io.CHECKPOINTS):  # empty: a failed group's checkpoints are gone
+                with contextlib.suppress(OSError):
+                    (out / name).rmdir()
         raise
     finally:
         bar.close()

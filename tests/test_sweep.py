@@ -430,11 +430,12 @@ def test_a_factory_is_called_once_per_parameter_set(tmp_path, monkeypatch):
 
 
 def test_a_run_that_failed_before_any_result_does_not_lock_its_directory(tmp_path, monkeypatch):
-    """A sweep stopped by its policy before any group finished leaves only its
-    manifest: the corrected configuration runs in the same directory."""
+    """A sweep stopped by its policy before any group finished leaves nothing behind
+    (the failing group's checkpoints, which could only replay the failure, included):
+    the corrected configuration runs in the same directory."""
     name, out = "test_fixable", tmp_path / "sweep"
-    cfg = fx.base_config(policies=[{"name": name}], checkpoint={"every_chunks": 100})
-    monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.arm_out_of_range(3))
+    cfg = fx.base_config(policies=[{"name": name}], checkpoint={"every_chunks": 1})
+    monkeypatch.setitem(policies.REGISTRY, name, lambda: user_policies.arm_out_of_range(300))  # in the third chunk
     with pytest.raises(jb.InvalidArmError):
         sweep.run(cfg, out, progress=False)
     assert files.visible_entries(out) == []
