@@ -163,6 +163,37 @@ def others_running(directory, marker: Path) -> bool:
     return running
 
 
+def remove_unless_others_running(directory, marker: Path, names) -> bool:
+    """Remove the files ``names`` of ``directory`` unless another run's marker is there
+    (:func:`others_running`); True if removed.  Each is first moved aside under a
+    temporary name: a run that writes its marker before it reads them is either seen
+    here (and they are put back, unless it made its own meanwhile) or finds them gone."""
+    directory = Path(directory)
+    aside = {}
+    for name in names:
+        temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(directory / name, temporary)
+            aside[name] = temporary
+    others = others_running(directory, marker)
+    for name, temporary in aside.items():
+        if others:
+            _put_back(temporary, directory / name)
+        temporary.unlink(missing_ok=True)
+    return not others
+
+
+def _put_back(temporary: Path, path: Path) -> None:
+    """``temporary``'s content at ``path``, unless ``path`` exists."""
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        pass
+    except OSError:  # a filesystem without hard links
+        with contextlib.suppress(FileExistsError), open(path, "xb") as handle:
+            handle.write(temporary.read_bytes())
+
+
 def visible_entries(directory) -> list:
     """Names in ``directory`` other than the temporary files of atomic writes
     (``[]`` if it does not exist)."""

@@ -92,37 +92,22 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
     out = path("out_dir", out_dir)
     cfg, shard = _agreed_setup(config, shard)
     groups = cfg.plan()
-    created = []
-    distributed.run_on_process_zero(lambda: created.append(_prepare_directory(cfg, groups, out, config)), (SweepMismatchError,))
-    mine = groups if shard is None else shards.select(groups, cfg.runs, shard)
-    if shard is not None:
-        logger.info("shard %s: groups %s of %d", shard, ", ".join(g.id for g in mine) or "none", len(groups))
-    finished = _finished(out, mine)
-
-    bar = tqdm(
-        total=sum(len(g.cells) * cfg.runs * g.horizon for g in mine), disable=not (progress and distributed.is_writer()),
-        unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr,
-    )  # fmt: skip
-    # A single unsharded run that stops before any result leaves no manifest behind: the
-    # same directory then serves the corrected configuration (a shard or a process of
-    # several cannot tell whether others are running under it, and nor can a run that
-    # finds another's marker: it may be computing its first result).
-    alone = created == [True] and shard is None and not distributed.is_multiprocess()
-    marker = files.running_marker(out) if distributed.is_writer() else None
+    # The writer's marker comes before the manifest is read or made: a run that stops
+    # before its first result removes the manifest only while no other marker is there.
+    marker = _marker(out) if distributed.is_writer() else None
     try:
-        _run_groups(cfg, out, mine, finished, bar, after_chunk)
-        stopping.check()  # before the summary's lower bounds compile
-    except BaseException:
-        unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
-        if alone and unused and not files.others_running(out, marker):  # alone: the writer, so marked
-            for name in (io.MANIFEST, "config.toml"):
-                (out / name).unlink(missing_ok=True)
-            for name in (io.GROUPS, io.CHECKPOINTS):  # empty: a failed group's checkpoints are gone
-                with contextlib.suppress(OSError):
-                    (out / name).rmdir()
-        raise
+        created = []
+        distributed.run_on_process_zero(lambda: created.append(_prepare_directory(cfg, groups, out, config)), (SweepMismatchError,))
+        mine = groups if shard is None else shards.select(groups, cfg.runs, shard)
+        if shard is not None:
+            logger.info("shard %s: groups %s of %d", shard, ", ".join(g.id for g in mine) or "none", len(groups))
+        # A single unsharded run that stops before any result leaves no manifest behind:
+        # the same directory then serves the corrected configuration (a shard or a process
+        # of several cannot tell whether others are running under it, and nor can a run
+        # that finds another's marker: it may be computing its first result).
+        alone = created == [True] and shard is None and not distributed.is_multiprocess()
+        _run_alone_or_not(cfg, out, mine, progress, after_chunk, marker if alone else None)
     finally:
-        bar.close()
         if marker is not None:
             marker.unlink(missing_ok=True)
     distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
@@ -131,6 +116,38 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
         logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
                        "; ".join(results.describe_missing()))  # fmt: skip
     return results
+
+
+def _marker(out: Path) -> Optional[Path]:
+    """This run's :func:`files.running_marker` in ``out`` (made if it can be), or None
+    where ``out`` cannot be a directory (:func:`_prepare_directory` says why)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return files.running_marker(out)
+    except OSError:
+        return None
+
+
+def _run_alone_or_not(cfg, out: Path, mine: list, progress: bool, after_chunk, alone_marker) -> None:
+    """Run ``mine``; a run ``alone`` (``alone_marker``: its marker) that stops before any
+    result, while no other run uses ``out``, removes the manifest and what is empty."""
+    finished = _finished(out, mine)
+    bar = tqdm(
+        total=sum(len(g.cells) * cfg.runs * g.horizon for g in mine), disable=not (progress and distributed.is_writer()),
+        unit="run-rounds", unit_scale=True, dynamic_ncols=True, smoothing=0.05, file=sys.stderr,
+    )  # fmt: skip
+    try:
+        _run_groups(cfg, out, mine, finished, bar, after_chunk)
+        stopping.check()  # before the summary's lower bounds compile
+    except BaseException:
+        unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
+        if alone_marker is not None and unused and files.remove_unless_others_running(out, alone_marker, (io.MANIFEST, "config.toml")):
+            for name in (io.GROUPS, io.CHECKPOINTS):  # empty: a failed group's checkpoints are gone
+                with contextlib.suppress(OSError):
+                    (out / name).rmdir()
+        raise
+    finally:
+        bar.close()
 
 
 def _load_and_summarize(out: Path, sharded: bool) -> "io.SweepResults":

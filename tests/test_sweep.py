@@ -460,6 +460,47 @@ def test_a_run_that_failed_before_any_result_does_not_lock_its_directory(tmp_pat
     assert list(out.iterdir()) == []
 
 
+def test_a_run_is_marked_before_it_reads_the_manifest_and_a_withdrawn_manifest_comes_back_for_another(tmp_path, monkeypatch):
+    """Two runs on one directory, one failing before its first result as the other
+    starts: the starting run's marker is written before it reads (or makes) the
+    manifest, and the failing run moves the manifest aside before it looks for other
+    markers, putting it back if it finds one (unless that run made its own meanwhile).
+    Either the starting run is seen, or it finds no manifest and makes its own."""
+    out = tmp_path / "sweep"
+    real_prepare = sweep._prepare_directory
+
+    def prepare(cfg, groups, directory, config):
+        assert list(directory.glob(".running-*.tmp")), "no marker before the manifest is read"
+        return real_prepare(cfg, groups, directory, config)
+
+    monkeypatch.setattr(sweep, "_prepare_directory", prepare)
+    sweep.run(fx.base_config(policies=[{"name": "ucb"}]), out, progress=False)
+    monkeypatch.undo()
+    manifest = (out / "sweep.json").read_bytes()
+    mine = files.running_marker(out)
+    # no other run: removed, nothing left aside
+    assert files.remove_unless_others_running(out, mine, ("sweep.json", "config.toml"))
+    assert not (out / "sweep.json").exists() and not (out / "config.toml").exists()
+    assert [p.name for p in out.glob(".*.tmp")] == [mine.name]
+    # another run's marker: put back as it was
+    (out / "sweep.json").write_bytes(manifest)
+    other = files.running_marker(out)  # this process: alive
+    assert not files.remove_unless_others_running(out, mine, ("sweep.json", "config.toml"))
+    assert (out / "sweep.json").read_bytes() == manifest and not (out / "config.toml").exists()
+    assert sorted(p.name for p in out.glob(".*.tmp")) == sorted([mine.name, other.name])
+    # another run that made its own manifest while this one's was aside keeps its own
+    real_others = files.others_running
+
+    def another_made_its_own(directory, marker):
+        (out / "sweep.json").write_text("{}")
+        return real_others(directory, marker)
+
+    monkeypatch.setattr(files, "others_running", another_made_its_own)
+    assert not files.remove_unless_others_running(out, mine, ("sweep.json",))
+    assert (out / "sweep.json").read_text() == "{}"
+    assert sorted(p.name for p in out.glob(".*.tmp")) == sorted([mine.name, other.name])
+
+
 def test_a_sweep_records_each_instance_s_noise_family(tmp_path):
     """Two families of one K run as two programs; results, group records and the
     summary name each cell's family, and the loaded instances keep theirs."""
