@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from jaxbandit._numbers import ArgumentError, check_fits, first_entry
+from jaxbandit.estimator import max_weight
 
 __all__ = ["COARSE_MEANS", "CoarseMeansWarning", "check_large_gaps", "check_precisions", "check_representable", "refuse_gap"]
 
@@ -62,7 +63,8 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
         )
     check_large_gaps(mu, dtype, remedy)
     _warn_coarse_means(mu, dtype, remedy)
-    check_precisions(sigma, dtype, remedy, indexed=batch, argument="instance")
+    # the estimator caps a sample's weight (a noise-free one's too)
+    check_precisions(sigma, dtype, remedy, indexed=batch, argument="instance", largest=max_weight(dtype))
 
 
 def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
@@ -97,23 +99,35 @@ def check_precisions(
     name: str = "instance sigma",
     indexed: bool = False,
     argument: str = "sigma",
+    largest: float | None = None,
 ) -> None:
     """No finite noise level in ``sigma`` (any shape) has a precision ``1 / sigma**2``
-    that vanishes in ``dtype``, and no nonzero one a precision that overflows: that
-    observation would be silently ignored (an estimator that never learns from it, a
-    lower-bound row that looks unobserved) or taken as noise-free.  An
-    :class:`ArgumentError` for ``argument`` shows the entry as ``name`` (with its index
-    if ``indexed``)."""
+    that vanishes in ``dtype``, and no nonzero one a precision that overflows, or
+    exceeds ``largest`` (the most weight its user gives one sample: the estimator's
+    cap): that observation would be silently ignored (an estimator that never learns
+    from it, a lower-bound row that looks unobserved), taken as noise-free, or weighted
+    as less precise than it is.  Below the smallest normal number counts as 0, as XLA
+    flushes it.  An :class:`ArgumentError` for ``argument`` shows the entry as ``name``
+    (with its index if ``indexed``)."""
     dtype_name = np.dtype(dtype).name
+    tiny = np.finfo(dtype).tiny
     wider = f", or {remedy}" if np.finfo(dtype).bits < 64 else ""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        precision = 1 / np.square(sigma.astype(dtype))
-    if entry := first_entry(name, sigma, (sigma > 0) & np.isinf(precision), indexed):
+        square = np.square(sigma.astype(dtype))
+        precision = 1 / square
+    kept = (square >= tiny) & (precision <= (np.inf if largest is None else largest))
+    if largest is not None and (entry := first_entry(name, sigma, (sigma > 0) & np.isfinite(precision) & ~kept, indexed)):
+        raise ArgumentError(
+            f"{entry} is nonzero but its precision 1 / sigma**2 is more than the {largest:.3g} the estimator gives one "
+            f"sample in {dtype_name} (sigma at least {1 / np.sqrt(largest):.3g}): the sample would count as less precise "
+            f"than it is; use 0 for a noise-free sample, rescale the instance{wider}.", argument=argument
+        )
+    if entry := first_entry(name, sigma, (sigma > 0) & ~kept, indexed):
         raise ArgumentError(
             f"{entry} is nonzero but its precision 1 / sigma**2 overflows {dtype_name} (the sample would count as "
             f"noise-free); use 0 for a noise-free sample{wider}.", argument=argument
         )
-    if entry := first_entry(name, sigma, np.isfinite(sigma) & (precision == 0), indexed):
+    if entry := first_entry(name, sigma, np.isfinite(sigma) & ~(precision >= tiny), indexed):
         raise ArgumentError(
             f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name} (the sample would be "
             f"ignored); use np.inf for no information{wider}.", argument=argument

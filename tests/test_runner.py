@@ -465,3 +465,24 @@ def test_a_signal_during_a_simulation_s_setup_stops_it_before_its_first_chunk(de
     with pytest.raises(stopping.Stopped):
         jb.simulate(ucb_n._replace(select_fn=select_fn), GENERAL, 300, 4, chunk_size=100, progress=lambda d, h: chunks.append(d))
     assert fired and chunks == []
+
+
+def test_noise_levels_the_estimator_would_weigh_otherwise_are_refused():
+    """A precision ``1 / sigma**2`` above the estimator's cap on one sample's weight
+    (sigma below 2.3e-8 in float32) would count the sample as less precise than it is,
+    so that results would change with the instance's units; a subnormal one (sigma
+    above 9.2e18 in float32) XLA flushes to 0, ignoring the sample.  Both are refused,
+    naming the entry; where kept, means and noise scaled by a power of two play the
+    same arms."""
+    ucb_n = jb.policies.make("ucb_n")
+    mu = np.array([1.0, 0.5, 0.2])
+    with pytest.raises(jb.ArgumentError, match=r"^instance sigma = 1e-08 is nonzero but its precision 1 / sigma\*\*2 is more than the 1.84e\+15 the estimator gives one sample in float32 \(sigma at least 2.33e-08\): .*, or dtype='float64'\.$") as caught:
+        jb.simulate(ucb_n, instances.bandit(mu * 1e-8, 1e-8), 50, 2)
+    assert caught.value.argument == "instance"
+    with pytest.raises(jb.ArgumentError, match=r"^instance sigma = 1.2e\+19 is finite but its precision 1 / sigma\*\*2 is 0 in float32"):
+        jb.simulate(ucb_n, jb.Instance(mu, np.diag([1.0, 1.2e19, 1.0]) + np.where(np.eye(3) > 0, 0, np.inf)), 50, 2)
+    scale = 2.0**-20
+    one = jb.simulate(ucb_n, instances.bandit(mu, 1.0), 300, 4, seed=1)
+    small = jb.simulate(ucb_n, instances.bandit(mu * scale, scale), 300, 4, seed=1)
+    np.testing.assert_array_equal(small.counts, one.counts)
+    np.testing.assert_array_equal(small.regret, one.regret * scale)
