@@ -80,8 +80,11 @@ class Result:
 
     Attributes:
         times: ``(P,)`` int, increasing, last == horizon: rounds at which regret was recorded.
-        regret: ``(runs, P)`` float64 pseudo-regret ``sum_j N_j(t) Delta_j`` (a leading
-            cell axis for a batch of instances or per-cell parameters).
+        regret: ``(runs, P)`` pseudo-regret ``sum_j N_j(t) Delta_j`` (a leading cell
+            axis for a batch of instances or per-cell parameters), computed in the
+            simulation's dtype from the counts and the gaps of the means as it holds
+            them (so to its rounding: 0.2 reads 0.2000000030 in float32), returned as
+            float64.
         counts: ``(runs, K)`` int64 plays of each arm at the horizon (leading cell axis
             for a batch).
         diagnostics: the policy's per-run counters, each ``(runs,)`` (or ``(C, runs)``).
