@@ -93,6 +93,11 @@ def _same_program(traced, again) -> bool:
 
 
 def _same_arrays(x, y) -> bool:
+    keys = [jax.dtypes.issubdtype(getattr(v, "dtype", None), jax.dtypes.prng_key) for v in (x, y)]
+    if any(keys):  # typed random keys: the same kind of key, with the same data
+        if not all(keys) or x.dtype != y.dtype:
+            return False
+        x, y = jax.random.key_data(x), jax.random.key_data(y)
     x, y = np.asarray(x), np.asarray(y)
     return x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")
 

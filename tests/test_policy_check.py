@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
+from jaxbandit import run_inputs
 from jaxbandit.base import Decision, Solver, Stage
 from tests import user_policies
 
@@ -129,6 +130,14 @@ def test_the_second_trace_is_compared_inside_nested_programs_and_callbacks_made_
         return jb.play(jnp.where(jax.nn.relu(jnp.float32(t)) > 0, shifted, arm))
 
     assert jb.simulate(base._replace(select_fn=with_a_callback), BANDIT, 10, 2).counts.sum() == 20
+    # a typed random key it closes over: a constant of the program, compared by its data
+    key = jax.random.key(3)
+
+    def with_a_key(k, s, t, c):
+        arm = base.select_fn(k, s, t, c).arm
+        return jb.play(jnp.where(jax.random.uniform(jax.random.fold_in(key, t)) < 2.0, arm, 0))
+
+    run_inputs.check_contract(base._replace(select_fn=with_a_key), 3, sorted(base.params), np.float32)
 
 
 def test_a_grid_over_a_parameter_no_function_reads_is_refused():
