@@ -166,8 +166,9 @@ def others_running(directory, marker: Path) -> bool:
 def remove_unless_others_running(directory, marker: Path, names) -> bool:
     """Remove the files ``names`` of ``directory`` unless another run's marker is there
     (:func:`others_running`); True if removed.  Each is first moved aside under a
-    temporary name: a run that writes its marker before it reads them is either seen
-    here (and they are put back, unless it made its own meanwhile) or finds them gone."""
+    temporary name, in the order given: a run that writes its marker before it reads
+    them is either seen here (and they are put back, unless it made its own meanwhile)
+    or finds them gone."""
     directory = Path(directory)
     aside = {}
     for name in names:

@@ -129,8 +129,9 @@ def check_precisions(
         )
     if entry := first_entry(name, sigma, np.isfinite(sigma) & ~(precision >= tiny), indexed):
         raise ArgumentError(
-            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name} (the sample would be "
-            f"ignored); use np.inf for no information{wider}.", argument=argument
+            f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name}, or below its smallest normal "
+            f"number, which XLA flushes to 0 (the sample would be ignored); use np.inf for no information{wider}.",
+            argument=argument,
         )
 
 

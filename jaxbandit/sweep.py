@@ -141,7 +141,7 @@ def _run_alone_or_not(cfg, out: Path, mine: list, progress: bool, after_chunk, a
         stopping.check()  # before the summary's lower bounds compile
     except BaseException:
         unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
-        if alone_marker is not None and unused and files.remove_unless_others_running(out, alone_marker, (io.MANIFEST, "config.toml")):
+        if alone_marker is not None and unused and files.remove_unless_others_running(out, alone_marker, ("config.toml", io.MANIFEST)):
             for name in (io.GROUPS, io.CHECKPOINTS):  # empty: a failed group's checkpoints are gone
                 with contextlib.suppress(OSError):
                     (out / name).rmdir()
@@ -238,9 +238,10 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
         where = "exists and is not a directory" if existing == out else f"cannot be made: {existing} is not a directory"
         raise SweepMismatchError(f"{out} {where}; a sweep writes a directory.")
     if not manifest_path.is_file():
-        # Files other than a racing job's temporaries, with no manifest (re-checked:
-        # a racing job creates the manifest before anything else), are not a sweep.
-        if files.visible_entries(out) and not manifest_path.is_file():
+        # Files other than a racing job's temporaries and the empty folders a run leaves
+        # until it has removed its manifest, with no manifest (re-checked: a racing job
+        # creates the manifest before anything else), are not a sweep.
+        if _entries_beside_a_sweep(out) and not manifest_path.is_file():
             raise SweepMismatchError(
                 f"{out} exists, is not empty and is not a sweep directory ({io.MANIFEST} not found)."
             )
@@ -261,6 +262,12 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
     if not (out / "config.toml").is_file():  # its creator may have been stopped before writing it
         _save_config_text(out, config)
     return False
+
+
+def _entries_beside_a_sweep(out: Path) -> list:
+    """``out``'s visible entries but an empty results or checkpoints folder."""
+    empty = {name for name in (io.GROUPS, io.CHECKPOINTS) if (out / name).is_dir() and not any((out / name).iterdir())}
+    return [name for name in files.visible_entries(out) if name not in empty]
 
 
 # Settings that change how a sweep runs, never what it records (chunk_size does: the

@@ -474,8 +474,13 @@ def test_a_run_is_marked_before_it_reads_the_manifest_and_a_withdrawn_manifest_c
         return real_prepare(cfg, groups, directory, config)
 
     monkeypatch.setattr(sweep, "_prepare_directory", prepare)
-    sweep.run(fx.base_config(policies=[{"name": "ucb"}]), out, progress=False)
+    cfg = fx.base_config(policies=[{"name": "ucb"}])
+    sweep.run(cfg, out, progress=False)
     monkeypatch.undo()
+    # the empty folders a run leaves until it has withdrawn its manifest are no obstacle
+    (tmp_path / "left" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "left" / "groups").mkdir()
+    assert sweep.run(cfg, tmp_path / "left", progress=False).complete
     manifest = (out / "sweep.json").read_bytes()
     mine = files.running_marker(out)
     # no other run: removed, nothing left aside
