@@ -215,7 +215,9 @@ def _describe(obj: Any, walk: _Walk, names: frozenset = frozenset()) -> Any:
         base = next(kind for kind in _SCALARS if isinstance(obj, kind))
         return (_describe(type(obj), walk, names), _scalar(base(obj)))
     if isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
-        return ("keys", str(obj.dtype), _describe(jax.random.key_data(obj), walk))
+        with jax.ensure_compile_time_eval():  # its data, not a tracer, when described while a function traces
+            data = jax.random.key_data(obj)
+        return ("keys", str(obj.dtype), _describe(data, walk))
     if isinstance(obj, (np.ndarray, np.generic)) or (isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)):
         if isinstance(obj, np.ndarray):  # a subclass too (np.memmap): JAX keeps a copy of each
             walk.arrays.append(obj)

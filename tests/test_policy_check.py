@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import run_inputs
 from jaxbandit.base import Decision, Solver, Stage
 from tests import user_policies
 
@@ -113,8 +112,8 @@ def test_a_function_that_traces_to_another_program_each_time_is_refused():
 
 def test_the_second_trace_is_compared_inside_nested_programs_and_callbacks_made_anew_pass():
     """A constant that changes inside a loop's or a branch's program is another program;
-    a host callback made anew at each trace (the same function) and JAX's own
-    differentiable functions are the same program."""
+    a host callback made anew at each trace (the same function), JAX's own
+    differentiable functions and a typed random key are the same program."""
     base = jb.policies.make("ucb_n")
 
     def in_a_branch(k, s, t, c):
@@ -130,14 +129,18 @@ def test_the_second_trace_is_compared_inside_nested_programs_and_callbacks_made_
         return jb.play(jnp.where(jax.nn.relu(jnp.float32(t)) > 0, shifted, arm))
 
     assert jb.simulate(base._replace(select_fn=with_a_callback), BANDIT, 10, 2).counts.sum() == 20
-    # a typed random key it closes over: a constant of the program, compared by its data
-    key = jax.random.key(3)
+    # a typed random key it closes over: a constant of the program, compared (and told
+    # apart from another key) by its data, also while the engine traces
+    def with_a_key(key):
+        def select_fn(k, s, t, c):
+            arm = base.select_fn(k, s, t, c).arm
+            return jb.play(jnp.where(jax.random.uniform(jax.random.fold_in(key, t)) < 0.5, arm, 0))
 
-    def with_a_key(k, s, t, c):
-        arm = base.select_fn(k, s, t, c).arm
-        return jb.play(jnp.where(jax.random.uniform(jax.random.fold_in(key, t)) < 2.0, arm, 0))
+        return base._replace(select_fn=select_fn)
 
-    run_inputs.check_contract(base._replace(select_fn=with_a_key), 3, sorted(base.params), np.float32)
+    counts = [jb.simulate(with_a_key(jax.random.key(seed)), BANDIT, 50, 2).counts for seed in (3, 3, 4)]
+    np.testing.assert_array_equal(counts[1], counts[0])
+    assert not np.array_equal(counts[2], counts[0])
 
 
 def test_a_grid_over_a_parameter_no_function_reads_is_refused():
