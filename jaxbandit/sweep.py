@@ -106,7 +106,7 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
         # of several cannot tell whether others are running under it, and nor can a run
         # that finds another's marker: it may be computing its first result).
         alone = created == [True] and shard is None and not distributed.is_multiprocess()
-        _run_alone_or_not(cfg, out, mine, progress, after_chunk, marker if alone else None)
+        _run_mine(cfg, out, mine, progress, after_chunk, marker if alone else None)
     finally:
         if marker is not None:
             marker.unlink(missing_ok=True)
@@ -128,9 +128,10 @@ def _marker(out: Path) -> Optional[Path]:
         return None
 
 
-def _run_alone_or_not(cfg, out: Path, mine: list, progress: bool, after_chunk, alone_marker) -> None:
-    """Run ``mine``; a run ``alone`` (``alone_marker``: its marker) that stops before any
-    result, while no other run uses ``out``, removes the manifest and what is empty."""
+def _run_mine(cfg, out: Path, mine: list, progress: bool, after_chunk, alone_marker) -> None:
+    """Run the groups ``mine``.  A run alone in ``out`` (``alone_marker``: its marker,
+    else None) that stops before any result removes the manifest, and the folders left
+    empty, while no other run uses ``out``."""
     finished = _finished(out, mine)
     bar = tqdm(
         total=sum(len(g.cells) * cfg.runs * g.horizon for g in mine), disable=not (progress and distributed.is_writer()),
