@@ -30,6 +30,7 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_unit_interval",
+    "decimal_literal",
     "describe",
     "first_entry",
     "float_array",
@@ -174,6 +175,18 @@ def check_unit_interval(name: str, value) -> float:
     if not 0 < x < 1:
         raise ArgumentError(f"{name} must be in (0, 1), got {x!r}.", argument=name)
     return x
+
+
+def decimal_literal(text: str) -> float:
+    """A number literal of a text format (TOML, JSON, a command line) as a float, or a
+    ``ValueError`` for one beyond float64's range, which ``float`` reads as another
+    number: ``1e400`` as inf, ``1e-400`` as 0 (a noise level of "no information", or a
+    noise-free one)."""
+    value = float(text)
+    mantissa = text.lower().partition("e")[0]
+    if (math.isinf(value) and "inf" not in text.lower()) or (value == 0 and any(d in "123456789" for d in mantissa)):
+        raise ValueError(f"the number {text} is beyond float64's range (it would be read as {value!r})")
+    return value
 
 
 def integer(name: str, value, minimum: int | None, maximum: int | None = None, why: str = "") -> int:

@@ -25,6 +25,7 @@ import numpy as np
 
 from jaxbandit import comparison, compile_cache, distributed, io, shards, stopping, sweep
 from jaxbandit import config as config_module
+from jaxbandit._numbers import decimal_literal
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.config import ConfigError, instance_file
@@ -319,12 +320,10 @@ def _parse_vector(text: str, name: str) -> np.ndarray:
     values = []
     for item in text.replace(" ", "").split(","):
         try:
-            value = float(item) if "_" not in item else math.nan
-        except ValueError:
+            value = decimal_literal(item) if "_" not in item else math.nan
+        except ValueError:  # not a number, or one beyond float64
             value = math.nan
-        overflow = math.isinf(value) and "inf" not in item.lower()
-        underflow = value == 0 and any(digit in "123456789" for digit in item.lower().partition("e")[0])
-        if math.isnan(value) or overflow or underflow:
+        if math.isnan(value):
             raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.")
         values.append(value)
     return np.array(values, dtype=np.float64)

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import socket
+import sys
 import tempfile
 import uuid
 import zipfile
@@ -23,6 +24,13 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+
+from jaxbandit._numbers import decimal_literal
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 __all__ = [
     "atomic_write",
@@ -202,6 +210,26 @@ def visible_entries(directory) -> list:
     if not directory.is_dir():
         return []
     return sorted(p.name for p in directory.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp")))
+
+
+def parse_json(text: str):
+    """JSON text as Python values, each number literal read by
+    :func:`~jaxbandit._numbers.decimal_literal` and an object whose key repeats refused
+    (``json`` keeps the last value silently): a ``ValueError`` says what is wrong."""
+    return json.loads(text, parse_float=decimal_literal, object_pairs_hook=_unique_keys)
+
+
+def parse_toml(text: str):
+    """TOML text as Python values, each float literal read by
+    :func:`~jaxbandit._numbers.decimal_literal`: a ``ValueError`` says what is wrong."""
+    return tomllib.loads(text, parse_float=decimal_literal)
+
+
+def _unique_keys(pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    if repeated := next((key for key in keys if keys.count(key) > 1), None):
+        raise ValueError(f"the key {repeated!r} is given twice")
+    return dict(pairs)
 
 
 def read_json(path):

@@ -198,6 +198,9 @@ BAD = [
     (("seed = 1", "seed = 1979-05-27"), "seed", "unsupported value type"),
     (("seed = 1", "seed = nan"), "seed", 'NaN is not a value (for sigma\'s "no information", write "inf")'),
     (("seed = 1", "seed = = 1"), "", "invalid TOML"),
+    # a literal beyond float64 is not read as another number (1e-400 would be a noise-free sample)
+    (("sigma = 1.0\n", "sigma = 1e-400\n"), "", "invalid TOML: the number 1e-400 is beyond float64's range (it would be read as 0.0)"),
+    (("sigma = 1.0\n", "sigma = 1e400\n"), "", "invalid TOML: the number 1e400 is beyond float64's range (it would be read as inf)"),
 ]
 
 

@@ -139,6 +139,10 @@ def test_an_edited_file_is_refused_as_the_same_configuration_computed_otherwise(
         (lambda d: (d / "graph.json").write_text("{mu"), r"graph.json: invalid JSON"),
         (lambda d: (d / "graph.json").write_text("[1, 2]"), r"graph.json: must hold an object with keys mu and sigma, got list"),
         (lambda d: (d / "graph.toml").write_text("mu = ["), r"graph.toml: invalid TOML"),
+        # a literal beyond float64 (not 0 or inf: another instance), a JSON key given twice (not the last kept)
+        (lambda d: (d / "graph.toml").write_text("mu = [1.0, 0.5]\nsigma = [[1e-400, 1.0], [1.0, 1.0]]"), r"graph.toml: invalid TOML: the number 1e-400 is beyond float64's range \(it would be read as 0.0\)"),
+        (lambda d: (d / "graph.json").write_text('{"mu": [1, 0.5], "sigma": [[1, 1e400], [1, 1]]}'), r"graph.json: invalid JSON: the number 1e400 is beyond float64's range \(it would be read as inf\)"),
+        (lambda d: (d / "graph.json").write_text('{"mu": [1, 0.5], "sigma": [[1, 1], [1, 1]], "mu": [2, 1]}'), r"graph.json: invalid JSON: the key 'mu' is given twice"),
         (lambda d: (d / "graph.toml").write_bytes(b"mu = '\xff'"), r"graph.toml: not UTF-8 text"),
         (lambda d: _write(d, ".npz", sigma=np.eye(2)), r"graph.npz: sigma must have shape \(3, 3\) to match mu of shape \(3,\), got shape \(2, 2\)"),
         (lambda d: _write(d, ".json", mu=[1.0, True, 0.5]), r"graph.json: mu must be a numeric array, got \[1.0, True, 0.5\]"),

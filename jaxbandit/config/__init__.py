@@ -56,17 +56,12 @@ from __future__ import annotations
 
 import importlib.resources
 import os
-import sys
 from typing import Union
 
 from jaxbandit._numbers import ArgumentError, describe
 from jaxbandit.config.plan import Cell, Group, InstanceSpec, PolicySpec, SweepConfig, resolve
 from jaxbandit.config.schema import ConfigError, validate
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from jaxbandit.files import parse_toml
 
 __all__ = ["Cell", "ConfigError", "Group", "InstanceSpec", "PolicySpec", "SweepConfig", "demo_config", "from_dict", "load", "loads"]
 
@@ -80,8 +75,8 @@ def from_dict(data: dict, source: str = "<dict>") -> SweepConfig:
 def loads(text: str, source: str = "<string>") -> SweepConfig:
     """Parse, validate and resolve TOML text."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
+        data = parse_toml(text)
+    except ValueError as err:  # a decoding error, or a literal beyond float64
         raise ConfigError(source, "", f"invalid TOML: {err}") from err
     return from_dict(data, source)
 

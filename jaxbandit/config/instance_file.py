@@ -14,18 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
-import sys
 
 from jaxbandit.config.schema import decode_numbers
-from jaxbandit.files import read_npz
+from jaxbandit.files import parse_json, parse_toml, read_npz
 from jaxbandit.instances import Instance, explicit
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 __all__ = ["KEYS", "SUFFIXES", "InstanceFile", "read"]
 
@@ -92,8 +85,8 @@ def _parse(path: str, suffix: str, content: bytes) -> dict:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
-        data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
+        data = parse_json(text) if suffix == ".json" else parse_toml(text)
+    except ValueError as err:  # a decoding error, a literal beyond float64, a repeated key
         raise ValueError(f"{path}: invalid {suffix[1:].upper()}: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: must hold an object with keys {' and '.join(KEYS)}, got {type(data).__name__}")
