@@ -72,6 +72,9 @@ class Instance:
     def __setattr__(self, name, value):
         raise AttributeError("Instance is immutable; build a new one.")
 
+    def __reduce__(self):  # pickle and copy: built again from its values
+        return (_rebuilt, (self.mu, self.sigma, self.noise))
+
     def __eq__(self, other) -> bool:
         return (
             isinstance(other, Instance)
@@ -110,15 +113,27 @@ class Instance:
         return np.max(self.mu, axis=-1, keepdims=True) - self.mu
 
     def __getitem__(self, index) -> Instance:
-        """``batch[k]`` is the k-th instance of a batch."""
+        """``batch[k]`` is the k-th instance of a batch (``-num_instances <= k <
+        num_instances``)."""
         if not self.is_batch:
             raise IndexError("a single Instance cannot be indexed; it is not a batch")
-        return Instance(self.mu[index], self.sigma[index], noise=self.noise)
+        k = integer("index", index, -self.num_instances, self.num_instances - 1, f" (a batch of {self.num_instances})")
+        return Instance(self.mu[k], self.sigma[k], noise=self.noise)
+
+    def __iter__(self):
+        """A batch's instances in turn (``num_instances`` of them)."""
+        if not self.is_batch:
+            raise TypeError("a single Instance cannot be iterated; it is not a batch")
+        return (self[k] for k in range(self.num_instances))
 
     def __repr__(self) -> str:
         kind = f"batch of {self.num_instances}" if self.is_batch else "single"
         noise = "" if self.noise == GAUSSIAN else f", noise={self.noise.label!r}"
         return f"Instance({kind}, K={self.num_arms}, mu={self.mu!r}{noise})"
+
+
+def _rebuilt(mu: np.ndarray, sigma: np.ndarray, noise: NoiseFamily) -> Instance:
+    return Instance(mu, sigma, noise=noise)
 
 
 def _validate(mu: ArrayLike, sigma: ArrayLike, family: NoiseFamily, *, allow_ties: bool):
@@ -199,10 +214,11 @@ def check_unique_best(mu: np.ndarray) -> None:
     if shared.size:
         cell = int(shared[0])
         where = f"instance {cell}: " if len(mu) > 1 else ""
-        raise ValueError(
+        raise ArgumentError(
             f"{where}mu has a tie for the best mean: arms {np.flatnonzero(tied[cell]).tolist()} at "
             f"{float(mu[cell].max())!r}, so the regret lower bound and the LP policies' allocations are undefined; "
-            "make one of them larger."
+            "make one of them larger.",
+            argument="mu",
         )
 
 
@@ -416,9 +432,11 @@ def check_instance(name: str, value) -> Instance:
 
 def stack(instances: list[Instance]) -> Instance:
     """Stack single instances with the same K into a batch (leading axis)."""
+    if isinstance(instances, Instance):
+        raise ArgumentError(f"stack takes a list of instances, got one: {instances!r}.", argument="instances")
     instances = list(instances)  # a generator is read once
     if not instances:
-        raise ValueError("instances must be a non-empty list.")
+        raise ArgumentError("instances must be a non-empty list, got [].", argument="instances")
     for i, inst in enumerate(instances):
         check_instance(f"instances[{i}]", inst)
     batch = next((i for i, inst in enumerate(instances) if inst.is_batch), None)
@@ -434,9 +452,10 @@ def stack(instances: list[Instance]) -> Instance:
     families = list(dict.fromkeys(inst.noise for inst in instances))
     if len(families) > 1:  # one compiled program draws the whole batch's noise
         first = next(i for i, inst in enumerate(instances) if inst.noise == families[1])
-        raise ValueError(
+        raise ArgumentError(
             f"stack needs instances of one noise family: instances[0] has noise {families[0].label!r}, "
-            f"instances[{first}] {families[1].label!r}."
+            f"instances[{first}] {families[1].label!r}.",
+            argument="instances",
         )
     return Instance(np.stack([i.mu for i in instances]), np.stack([i.sigma for i in instances]), noise=families[0])
 

@@ -52,8 +52,9 @@ def test_bad_instances(mu, sigma, message):
 
 def test_ties_rejected_only_when_asked():
     jb.Instance([1.0, 1.0], np.ones((2, 2)))
-    with pytest.raises(ValueError, match="tie for the best mean"):
+    with pytest.raises(jb.ArgumentError, match="tie for the best mean") as caught:
         jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties=False)
+    assert caught.value.argument == "mu"
     with pytest.raises(jb.ArgumentError, match="allow_ties must be True or False, got string 'no'"):
         jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties="no")  # not read as True
 
@@ -75,6 +76,35 @@ def test_batch_and_indexing():
     with pytest.raises(jb.ArgumentError, match=r"stack needs single instances; instances\[1\] is a batch of 2 \(pass its instances"):
         instances.stack([instances.bandit([1.0, 0.2]), batch])
     assert instances.stack(i for i in [instances.bandit([1.0, 0.2])]) == instances.stack([instances.bandit([1.0, 0.2])])
+    # an index is an integer in range (negative from the end); a batch iterates, a single instance does not
+    assert batch[-1] == batch[1] and list(batch) == [batch[0], batch[1]]
+    for bad, message in ((2, r"index must be at most 1 \(a batch of 2\), got 2"), (-3, "index must be an integer >= -2, got -3"),
+                         (True, "got boolean True"), (slice(1, None), "got slice"), ((0, 1), "got array")):  # fmt: skip
+        with pytest.raises(jb.ArgumentError, match=message):
+            batch[bad]
+    with pytest.raises(TypeError, match="a single Instance cannot be iterated"):
+        list(batch[0])
+    # stack's refusals name the argument
+    for call, message in (
+        (lambda: instances.stack([]), r"instances must be a non-empty list, got \[\]"),
+        (lambda: instances.stack(batch[0]), "stack takes a list of instances, got one: Instance"),
+        (lambda: instances.stack([batch[0], instances.full_information([0.1, 0.3], noise="uniform")]), "one noise family"),
+    ):
+        with pytest.raises(jb.ArgumentError, match=message) as caught:
+            call()
+        assert caught.value.argument == "instances"
+
+
+def test_an_instance_pickles_and_copies_to_an_equal_one():
+    """So it goes to other processes (multiprocessing, joblib) and into deep-copied
+    configurations; immutable, it is built again from its values."""
+    import copy
+    import pickle
+
+    for inst in (instances.bandit([1.0, 0.5], noise="bernoulli"), instances.random(3, 4, num_instances=2)):
+        for again in (pickle.loads(pickle.dumps(inst)), copy.copy(inst), copy.deepcopy(inst)):
+            assert again == inst and again.noise == inst.noise
+            assert not again.mu.flags.writeable
 
 
 def test_constructors():
