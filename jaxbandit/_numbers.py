@@ -194,8 +194,11 @@ def integer(name: str, value, minimum: int | None, maximum: int | None = None, w
     :class:`ArgumentError` naming ``name`` (``why`` explains the maximum).
 
     A Python or numpy integer, or a float that is exactly one (``2e4``, as TOML and
-    scientific notation write large rounds); never a boolean, a string or a fraction.
+    scientific notation write large rounds), or a 0-d array (numpy or JAX) of one, as
+    :func:`number` takes them; never a boolean, a string or a fraction.
     """
+    if hasattr(value, "dtype") and is_real(value):  # a numpy scalar or a 0-d array: its Python number
+        value = value.item()
     whole = isinstance(value, (int, np.integer)) or (
         isinstance(value, (float, np.floating)) and math.isfinite(value) and value == math.floor(value)
     )

@@ -1,5 +1,7 @@
 """Instance validation and constructors."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -57,6 +59,17 @@ def test_ties_rejected_only_when_asked():
     assert caught.value.argument == "mu"
     with pytest.raises(jb.ArgumentError, match="allow_ties must be True or False, got string 'no'"):
         jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties="no")  # not read as True
+
+
+def test_integer_arguments_take_zero_dimensional_arrays_as_numbers_do():
+    """One integer rule: a JAX or numpy 0-d array of a whole number is that number (as a
+    number argument takes one), a boolean or a fraction is refused."""
+    import jax.numpy as jnp
+
+    assert instances.random(jnp.int32(3), np.array(4)) == instances.random(3, 4)
+    for bad, shown in ((jnp.array(True), "Array(True, dtype=bool)"), (np.array(2.5), "float 2.5")):
+        with pytest.raises(jb.ArgumentError, match=rf"seed must be an integer >= 0, got {re.escape(shown)}"):
+            instances.random(bad, 3)
 
 
 def test_batch_of_one_from_random():
