@@ -77,7 +77,7 @@ def launched(compile_cache):
         env["PYTHONPATH"] = os.pathsep.join([str(fx.REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         environments = environments or [{}] * len(arguments)
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-        command = [sys.executable, "-m", "jaxbandit.cli"]
+        command = [sys.executable, "-m", "jaxbandit"]  # the package run as the command (__main__)
         started = [
             subprocess.Popen(command + args, env=dict(env, **extra), cwd=fx.REPO, **pipes)
             for args, extra in zip(arguments, environments)

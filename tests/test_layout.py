@@ -8,7 +8,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jaxbandit"
-HOST = ("jaxbandit.config", "jaxbandit.sweep", "jaxbandit.group_run", "jaxbandit.io", "jaxbandit.cli",
+HOST = ("jaxbandit.config", "jaxbandit.sweep", "jaxbandit.group_run", "jaxbandit.io", "jaxbandit.cli", "jaxbandit.__main__",
         "jaxbandit.plotting", "jaxbandit.shards", "jaxbandit.distributed", "jaxbandit.compile_cache",
         "jaxbandit.files", "jaxbandit.summary", "jaxbandit.comparison")  # fmt: skip
 ANALYSIS = ("pandas", "xarray", "networkx")  # the optional [analysis] packages
