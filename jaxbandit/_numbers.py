@@ -199,9 +199,7 @@ def integer(name: str, value, minimum: int | None, maximum: int | None = None, w
     """
     if hasattr(value, "dtype") and is_real(value):  # a numpy scalar or a 0-d array: its Python number
         value = value.item()
-    whole = isinstance(value, (int, np.integer)) or (
-        isinstance(value, (float, np.floating)) and math.isfinite(value) and value == math.floor(value)
-    )
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value == math.floor(value))
     if not_a_number(value) or not whole or (minimum is not None and value < minimum):
         bound = "" if minimum is None else f" >= {minimum}"
         raise ArgumentError(f"{name} must be an integer{bound}, got {describe(value)}.", argument=name)
