@@ -66,27 +66,47 @@ class Context(NamedTuple):
     params: dict
 
 
-class Decision(NamedTuple):
-    """What ``select_fn`` returns.
-
-    Attributes:
-        arm: ``()`` int32, the arm to play when no solve is needed.
-        needs_solve: ``()`` bool, whether the policy's :class:`Solver` must serve this run.
-        request: a fixed-shape pytree the solver's stages read (``None`` without a solver).
-    """
-
+class _DecisionFields(NamedTuple):
     arm: Array
     needs_solve: Array
     request: Any = None
 
 
+class Decision(_DecisionFields):
+    """What ``select_fn`` returns.
+
+    Attributes:
+        arm: ``()`` int32, the arm to play when no solve is needed.  A host integer
+            (Python or numpy) beyond int32's range saturates, as :func:`int32_arm`,
+            instead of wrapping around into ``[0, num_arms)`` when JAX converts it.
+        needs_solve: ``()`` bool, whether the policy's :class:`Solver` must serve this run.
+        request: a fixed-shape pytree the solver's stages read (``None`` without a solver).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, arm, needs_solve, request=None):
+        return super().__new__(cls, _host_arm(arm), needs_solve, request)
+
+
+def _host_arm(arm):
+    """A host integer arm as int32, saturating (a value JAX computes is left as it is)."""
+    if isinstance(arm, (int, np.integer)) and not isinstance(arm, bool):
+        limits = np.iinfo(np.int32)
+        return np.int32(min(max(int(arm), int(limits.min)), int(limits.max)))
+    if isinstance(arm, np.ndarray) and np.issubdtype(arm.dtype, np.integer):
+        return int32_arm(arm)
+    return arm
+
+
 def play(arm) -> Decision:
     """A decision that needs no solve: play ``arm`` (an integer scalar).
 
-    An integer arm becomes int32; anything else is kept as given, so that a float arm
-    is reported by the policy check rather than silently truncated.
+    An integer arm becomes int32 (saturating, as :func:`int32_arm`); anything else is
+    kept as given, so that a float arm is reported by the policy check rather than
+    silently truncated.
     """
-    arm = jnp.asarray(arm)
+    arm = jnp.asarray(_host_arm(arm))
     if jnp.issubdtype(arm.dtype, jnp.integer):
         arm = int32_arm(arm)
     return Decision(arm=arm, needs_solve=jnp.asarray(False))
@@ -119,12 +139,13 @@ def int32_arm(arm):
     """An integer ``arm`` as int32, saturating: an arm beyond int32's range (an int64 or
     uint32 one) stays outside ``[0, num_arms)``, where the engine reports it, instead of
     wrapping around into it."""
-    limits = jnp.iinfo(jnp.int32)
-    if jnp.issubdtype(arm.dtype, jnp.unsignedinteger) and jnp.iinfo(arm.dtype).bits >= 32:
-        arm = jnp.minimum(arm, jnp.asarray(limits.max, arm.dtype))
-    elif jnp.iinfo(arm.dtype).bits > 32:
-        arm = jnp.clip(arm, jnp.asarray(limits.min, arm.dtype), jnp.asarray(limits.max, arm.dtype))
-    return arm.astype(jnp.int32)
+    xp = np if isinstance(arm, np.ndarray) else jnp  # a host array stays on the host
+    limits = np.iinfo(np.int32)
+    if xp.issubdtype(arm.dtype, xp.unsignedinteger) and np.iinfo(arm.dtype).bits >= 32:
+        arm = xp.minimum(arm, xp.asarray(limits.max, arm.dtype))
+    elif np.iinfo(arm.dtype).bits > 32:
+        arm = xp.clip(arm, xp.asarray(limits.min, arm.dtype), xp.asarray(limits.max, arm.dtype))
+    return arm.astype(xp.int32)
 
 
 class Stage(NamedTuple):

@@ -14,6 +14,7 @@ returned and what was expected.
 
 from __future__ import annotations
 
+import random
 import re
 from typing import Any, Callable, Mapping
 
@@ -68,8 +69,8 @@ def _twice(check: Callable[[_Params], Any], params: Mapping) -> _Params:
     """Run ``check`` (every evaluation of a policy's or monitor's functions, in the
     engine's order) twice, each on its own :class:`_Params`, and raise a
     :class:`PolicyError` unless both passes traced the same programs: a function that
-    reads a Python or numpy random number, or a global that it or another function
-    updates while traced, gives results that depend on when the engine traces it (for
+    reads a global that it or another function updates while traced (or a generator of
+    its own: the global ones are caught by :func:`_evaluate`) gives results that depend on when the engine traces it (for
     each run count and chunk size).  Returns the first pass's ``_Params``."""
     passes = []
     for _ in range(2):
@@ -168,6 +169,12 @@ def _note_reads(params: _Params, jaxpr, args) -> None:
             params.read.add(keys[keys.index("params") + 1])
 
 
+def _global_generators() -> tuple:
+    """The states of Python's and numpy's global random generators, to compare."""
+    kind, words, position, has_gauss, cached = np.random.get_state()
+    return random.getstate(), kind, words.tobytes(), position, has_gauss, cached
+
+
 def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool = False):
     """The shapes of ``fn(*args)`` (with ``with_jaxpr``, the pair ``(jaxpr, shapes)``)
     from one new trace, with any failure re-raised as a :class:`PolicyError`; the
@@ -175,6 +182,7 @@ def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool 
     ``params.programs``."""
     if not callable(fn):
         raise PolicyError(f"{name} must be a function, got {fn!r}.")
+    generators = _global_generators()
     try:
         # traced anew (JAX keeps the trace of a function it traced on these shapes)
         jaxpr, shapes = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*args)
@@ -192,6 +200,13 @@ def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool 
         raise PolicyError(f"{name} failed on one run's abstract inputs: KeyError: {err}") from err
     except Exception as err:  # any failure of user code is reported with its function
         raise PolicyError(f"{name} failed on one run's abstract inputs: {type(err).__name__}: {err}") from err
+    if _global_generators() != generators:
+        # a draw fixes its number into the program; the second trace may draw the same
+        raise PolicyError(
+            f"{name} drew from Python's or numpy's global random generator while it was traced: "
+            "the number is fixed into the compiled program, the same for every run and round, and "
+            "differs between compiles. Draw with jaxbandit.rng from the key the engine passes."
+        )
     _note_reads(params, jaxpr, args)
     params.programs.append((name, jaxpr))
     return (jaxpr, shapes) if with_jaxpr else shapes

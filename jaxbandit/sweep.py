@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from jaxbandit import config as config_module
 from jaxbandit import distributed, files, io, shards, stopping, summary
-from jaxbandit._numbers import path
+from jaxbandit._numbers import boolean, function, path
 from jaxbandit.base import options_record
 from jaxbandit.config.records import encode_numbers
 from jaxbandit.fingerprint import json_digest
@@ -90,6 +90,9 @@ def run(
 
 def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResults":
     out = path("out_dir", out_dir)
+    progress = boolean("progress", progress)
+    if after_chunk is not None:
+        function("after_chunk", after_chunk, "(group_id, rounds_done) or None")
     cfg, shard = _agreed_setup(config, shard)
     groups = cfg.plan()
     # The writer's marker comes before the manifest is read or made: a run that stops

@@ -1700,3 +1700,16 @@ def test_a_path_argument_that_is_no_path_is_named(call, argument):
     with pytest.raises(jb.ArgumentError) as caught:
         call()
     assert caught.value.argument == argument
+
+
+@pytest.mark.parametrize(
+    "keywords, argument",
+    [({"progress": print}, "progress"), ({"progress": "no"}, "progress"), ({"after_chunk": 3}, "after_chunk")],
+)
+def test_a_sweeps_progress_flag_and_callback_are_checked(tmp_path, keywords, argument):
+    """``progress`` is a flag (``after_chunk`` is the callback): a function given for it
+    would be taken as True and never called."""
+    with pytest.raises(jb.ArgumentError) as caught:
+        jb.sweep.run({"runs": 1}, tmp_path / "out", **keywords)
+    assert caught.value.argument == argument
+    assert not (tmp_path / "out").exists()

@@ -1,6 +1,9 @@
 """Author mistakes are reported before a run starts, naming the function, what it
 returned and what was expected."""
 
+import itertools
+import random
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -76,26 +79,17 @@ def test_policy_fields_of_the_wrong_kind_are_named():
 
 
 def test_a_function_that_traces_to_another_program_each_time_is_refused():
-    """A numpy random number drawn while tracing, or a global a function updates while
-    traced: each trace of the engine (per run count, chunk size) would bake in another
-    constant, so the results would depend on them, not on the seed alone."""
+    """A global a function updates while traced: each trace of the engine (per run
+    count, chunk size) would bake in another constant, so the results would depend on
+    them, not on the seed alone."""
     base = jb.policies.make("ucb_n")
-    drawn = base._replace(select_fn=lambda k, s, t, c: jb.play(jnp.where(t > int(np.random.randint(2**30)), 0, base.select_fn(k, s, t, c).arm)))
-    _fails(drawn, r"select_fn gave another program when traced a second time: it reads something that changes while it is traced")
     traced = {"times": 0}
 
     def counting_update(state, arm, values, ctx):
         traced["times"] += 1
         return base.update_fn(state, arm, values * traced["times"], ctx)
 
-    _fails(base._replace(update_fn=counting_update), r"update_fn gave another program when traced a second time")
-    # in any function of the policy, and a global one function updates and another reads
-    noisy_init = BASE._replace(init_fn=lambda c: BASE.init_fn(c)._replace(zeta=jnp.asarray(np.random.rand(3), c.sigma.dtype)))
-    _fails(noisy_init, r"^init_fn gave another program")
-    noisy_consolidate = BASE._replace(consolidate_fn=lambda s: BASE.consolidate_fn(s)._replace(zeta=s.zeta + np.float32(np.random.rand())))
-    _fails(noisy_consolidate, r"^consolidate_fn gave another program")
-    noisy_stage = Stage(lambda r, s, c: (jnp.int32(np.random.randint(2**30)) % 3, jnp.asarray(True)))  # two draws alike: 1e-9
-    _fails(_solver_policy((noisy_stage,)), r"^Solver.stages\[0\].solve_fn gave another program")
+    _fails(base._replace(update_fn=counting_update), r"update_fn gave another program when traced a second time: it reads something that changes while it is traced")
 
     def counting_init(ctx):
         traced["times"] += 1
@@ -103,11 +97,44 @@ def test_a_function_that_traces_to_another_program_each_time_is_refused():
 
     read = BASE._replace(init_fn=counting_init, select_fn=lambda k, s, t, c: jb.play(jnp.int32(traced["times"] % 3)))
     _fails(read, r"^select_fn gave another program")
+    def counting_monitor_init(ctx):
+        traced["times"] += 1
+        return jnp.float32(0)
+
     watching = jb.monitors.Monitor(
-        init_fn=lambda c: jnp.float32(0), update_fn=lambda m, s, t, c: m + np.float32(np.random.rand()), report_fn=lambda m: {"m": m}
+        init_fn=counting_monitor_init, update_fn=lambda m, s, t, c: m + np.float32(traced["times"]), report_fn=lambda m: {"m": m}
     )
     with pytest.raises(jb.PolicyError, match=r"^monitor update_fn gave another program"):
         jb.simulate(BASE, BANDIT, 10, 2, monitor=watching)
+
+
+def test_a_draw_from_a_global_generator_while_traced_is_refused_even_when_both_traces_draw_alike():
+    """A Python or numpy random number drawn while tracing is one constant of the
+    program: refused in any function of the policy or monitor, whether or not the two
+    traces happen to draw the same value (``randint(2)`` does half the time)."""
+    base = jb.policies.make("ucb_n")
+    drawn = "drew from Python's or numpy's global random generator while it was traced"
+    for seed in range(4):
+        np.random.seed(seed)
+        coin = base._replace(select_fn=lambda k, s, t, c: jb.play(jnp.int32(np.random.randint(2))))
+        _fails(coin, rf"^select_fn {drawn}")
+    python_draw = base._replace(select_fn=lambda k, s, t, c: jb.play(jnp.int32(random.randrange(2))))
+    _fails(python_draw, rf"^select_fn {drawn}")
+    noisy_init = BASE._replace(init_fn=lambda c: BASE.init_fn(c)._replace(zeta=jnp.asarray(np.random.rand(3), c.sigma.dtype)))
+    _fails(noisy_init, rf"^init_fn {drawn}")
+    noisy_consolidate = BASE._replace(consolidate_fn=lambda s: BASE.consolidate_fn(s)._replace(zeta=s.zeta + np.float32(np.random.rand())))
+    _fails(noisy_consolidate, rf"^consolidate_fn {drawn}")
+    noisy_stage = Stage(lambda r, s, c: (jnp.int32(np.random.randint(2**30)) % 3, jnp.asarray(True)))
+    _fails(_solver_policy((noisy_stage,)), rf"^Solver.stages\[0\].solve_fn {drawn}")
+    watching = jb.monitors.Monitor(
+        init_fn=lambda c: jnp.float32(0), update_fn=lambda m, s, t, c: m + np.float32(np.random.rand()), report_fn=lambda m: {"m": m}
+    )
+    with pytest.raises(jb.PolicyError, match=rf"^monitor update_fn {drawn}"):
+        jb.simulate(BASE, BANDIT, 10, 2, monitor=watching)
+    # a generator of the policy's own, seeded outside, is outside what the check sees:
+    # it is caught when its two draws differ
+    own = np.random.default_rng(0)
+    _fails(base._replace(select_fn=lambda k, s, t, c: jb.play(jnp.int32(own.integers(2**30)) % 3)), r"^select_fn gave another program")
 
 
 def test_the_second_trace_is_compared_inside_nested_programs_and_callbacks_made_anew_pass():
@@ -116,9 +143,11 @@ def test_the_second_trace_is_compared_inside_nested_programs_and_callbacks_made_
     differentiable functions and a typed random key are the same program."""
     base = jb.policies.make("ucb_n")
 
+    counter = itertools.count(1)
+
     def in_a_branch(k, s, t, c):
         arm = base.select_fn(k, s, t, c).arm
-        bias = np.int32(np.random.randint(2**30))
+        bias = np.int32(next(counter))
         return jb.play(jax.lax.cond(t > 5, lambda a: (a + bias) % 3, lambda a: a, arm))
 
     _fails(base._replace(select_fn=in_a_branch), r"^select_fn gave another program")
