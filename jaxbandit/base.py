@@ -192,8 +192,9 @@ class Policy(NamedTuple):
         init_fn: ``(ctx) -> state``.
         select_fn: ``(key, state, t, ctx) -> Decision``.  ``key`` is the run's ``(2,)``
             uint32 policy key for :func:`jaxbandit.rng.uniform` and
-            :func:`jaxbandit.rng.standard_normal` with counter ``t``; ``t`` is the
-            ``()`` int32 round, counted from 1.
+            :func:`jaxbandit.rng.standard_normal` with counter ``t`` (one of them,
+            or each from its own :func:`jaxbandit.rng.fold_in` key: at one counter
+            they are dependent); ``t`` is the ``()`` int32 round, counted from 1.
         update_fn: ``(state, arm, values, ctx) -> state``; ``values`` are the round's
             ``(num_arms,)`` observations (0 where the arm played reveals nothing).
         diagnostics_fn: optional ``(state) -> {name: ()}`` per-run counters.

@@ -38,6 +38,7 @@ __all__ = [
     "standard_normal",
     "student_t",
     "uniform",
+    "fold_in",
     "NOISE_STREAM",
     "POLICY_STREAM",
 ]
@@ -148,9 +149,13 @@ def _polar(run_key: Array, t: Array, num: int, dtype) -> tuple[Array, Array]:
 def standard_normal(run_key: Array, t: Array, num: int, dtype=jnp.float32) -> Array:
     """``num`` standard normals for one run at counter ``t``.
 
+    Entry ``j`` comes from the block that gives :func:`uniform`'s entry ``j`` at the
+    same ``(run_key, t)``: the two are dependent.  A round that needs both draws one of
+    them from another key, :func:`fold_in`.
+
     Args:
         run_key: ``(2,)`` uint32 run key (see :func:`run_keys`).
-        t: scalar round index (0-based) or any uint32 counter.
+        t: scalar uint32 counter, e.g. the round (a policy's ``t`` counts from 1).
         num: number of normals (static), e.g. the number of arms.
         dtype: float32 or float64.
 
@@ -196,6 +201,15 @@ def student_t(run_key: Array, t: Array, num: int, df: float, dtype=jnp.float32) 
 
 
 def uniform(run_key: Array, t: Array, num: int, dtype=jnp.float32) -> Array:
-    """``num`` uniforms in ``(0, 1]`` for one run at counter ``t`` (see :func:`standard_normal`)."""
+    """``num`` uniforms in ``(0, 1]`` for one run at counter ``t`` (see
+    :func:`standard_normal`, whose draws at the same counter depend on these)."""
     dtype = jnp.dtype(dtype).type
     return _polar(run_key, t, num, dtype)[0]
+
+
+def fold_in(run_key: Array, data) -> Array:
+    """A ``(2,)`` uint32 key for draws independent of those of ``run_key`` (and of any
+    other ``data``): ``threefry(run_key, (data, 2**32 - 1))``, a counter no draw of
+    ``run_key`` uses (its second word is an entry index below ``num``)."""
+    k0, k1 = threefry2x32((run_key[0], run_key[1]), (jnp.asarray(data, jnp.uint32), jnp.uint32(0xFFFFFFFF)))
+    return jnp.stack([k0, k1])

@@ -102,3 +102,24 @@ def test_noise_depends_only_on_key_and_counter():
 def test_bad_seed(seed):
     with pytest.raises(ValueError, match="seed"):
         rng.seed_words(seed)
+
+
+def test_a_folded_key_draws_independently_of_its_run_key():
+    """At one counter, ``uniform`` and ``standard_normal`` share their blocks (``z**2 <=
+    -2 log u``: strongly dependent); drawn from ``fold_in(key, 1)`` the uniforms are
+    uncorrelated with the normals, ``|z|`` included: 2**16 runs at counter 7, tolerance
+    5 standard errors of a correlation (``1 / sqrt(n)``)."""
+    keys = rng.run_keys(rng.stream_key(9, rng.POLICY_STREAM), 0, jnp.arange(2**16))
+    t = jnp.uint32(7)
+    z = np.asarray(jax.vmap(lambda k: rng.standard_normal(k, t, 1)[0])(keys), np.float64)
+    shared = np.asarray(jax.vmap(lambda k: rng.uniform(k, t, 1)[0])(keys), np.float64)
+    folded = np.asarray(jax.vmap(lambda k: rng.uniform(rng.fold_in(k, 1), t, 1)[0])(keys), np.float64)
+    assert np.corrcoef(shared, np.abs(z))[0, 1] < -0.5
+    bound = 5 / math.sqrt(z.size)
+    for normals in (z, np.abs(z), z**2):
+        assert abs(np.corrcoef(folded, normals)[0, 1]) < bound
+    assert abs(folded.mean() - 0.5) < 5 * math.sqrt(1 / 12 / z.size)
+    # another datum, another key; never the run key itself
+    one, two = (np.asarray(rng.fold_in(keys[0], d)) for d in (1, 2))
+    assert one.dtype == np.uint32 and one.shape == (2,)
+    assert not np.array_equal(one, two) and not np.array_equal(one, np.asarray(keys[0]))
