@@ -117,8 +117,9 @@ def check_inputs(
     dtype = float_dtype("dtype", dtype)
     if dtype == np.float64 and not jax.config.jax_enable_x64:
         raise ArgumentError(
-            "dtype='float64' needs 64-bit JAX: set JAX_ENABLE_X64=1 or call "
-            "jax.config.update('jax_enable_x64', True) before simulating.",
+            "dtype='float64' needs 64-bit JAX: set JAX_ENABLE_X64=1, call "
+            "jax.config.update('jax_enable_x64', True) before simulating, or simulate inside "
+            "`with jax.enable_x64(True):` (as a sweep's float64 groups run).",
             argument="dtype",
         )
     times = geometric_times(horizon) if times is None else check_times(times, horizon)

@@ -129,6 +129,8 @@ BAD = [
     (("runs = 10", "runs = 10\nrun = 3"), "run", "unknown key"),
     # a misspelt required key: the unknown key, not the missing one, with the likely meaning
     (("runs = 10", "rusn = 10"), "rusn", "unknown key; did you mean 'runs'? allowed keys: checkpoint"),
+    # the Python API's name of a key
+    (("runs = 10", 'runs = 10\ndtype = "float64"'), "dtype", "unknown key; did you mean 'precision'? allowed keys: checkpoint"),
     (("runs = 10", 'runs = "10"'), "runs", "must be an integer >= 1, got string '10'"),
     (("runs = 10", "runs = 0"), "runs", "must be an integer >= 1"),
     # refused by check, not only by run (which writes the directory first)

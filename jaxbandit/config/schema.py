@@ -327,11 +327,14 @@ def _reported(errors: list) -> dict:
     return first
 
 
+_PYTHON_NAMES = {"dtype": "precision"}  # the Python API's name of a key, written in a file
+
+
 def unknown_key(name: str, allowed, detail: str = "") -> str:
     """The reason an unknown key ``name`` gives, with the ``allowed`` ones (and the
     closest of them, a likely misspelling)."""
     allowed = sorted(allowed)
-    close = difflib.get_close_matches(name, allowed, n=1)
+    close = [_PYTHON_NAMES[name]] if _PYTHON_NAMES.get(name) in allowed else difflib.get_close_matches(name, allowed, n=1)
     meant = f"did you mean {close[0]!r}? " if close else ""
     return f"unknown key; {meant}allowed keys: {', '.join(allowed)}{detail}"
 
