@@ -125,7 +125,7 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
     ``selection`` picks, one per place (``unfinished``: what the message adds about
     groups not finished yet)."""
     if not isinstance(selection, (str, dict)) or not selection:
-        raise ValueError(f"{name} must be a cell or policy label, or a dict of select() criteria, got {selection!r}.")
+        raise ArgumentError(f"{name} must be a cell or policy label, or a dict of select() criteria, got {selection!r}.", argument=name)
     if isinstance(selection, dict):
         check_criteria(name, selection)
     picked: dict = {}
@@ -134,7 +134,7 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
             picked.setdefault((cell.instance, cell.horizon), []).append((cell, sweep))
     if not picked:
         labels = ", ".join(dict.fromkeys(cell.label for cell, _ in cells))
-        raise ValueError(f"{name} = {selection!r} matches no cell; the cells are labelled {labels}{unfinished}.")
+        raise ArgumentError(f"{name} = {selection!r} matches no cell; the cells are labelled {labels}{unfinished}.", argument=name)
     for (instance, horizon), found in picked.items():
         if len(found) > 1:
             labels = [cell.label for cell, _ in found]
@@ -147,9 +147,10 @@ def pick_one_per_place(cells: list, selection, name: str, unfinished: str = "") 
                     f"pick one by a dict of select() criteria, e.g. with one of what tells them apart: {told}" if told
                     else "nothing tells them apart (one sweep given twice?): give each sweep once"
                 )
-            raise ValueError(
+            raise ArgumentError(
                 f"{name} = {selection!r} matches {len(found)} cells on instance {instance!r} at T = {horizon}: "
-                f"{', '.join(labels)}; {how}."
+                f"{', '.join(labels)}; {how}.",
+                argument=name,
             )
     return {place: found[0] for place, found in picked.items()}
 
@@ -207,17 +208,18 @@ def paired(cells: list, a, b, unfinished: str = "") -> list:
     first, second = (pick_one_per_place(cells, s, name, unfinished) for s, name in ((a, "a"), (b, "b")))
     places = [place for place in first if place in second]
     if not places:
-        raise ValueError(f"a = {a!r} and b = {b!r} share no instance and horizon: nothing to pair{unfinished}.")
+        raise ArgumentError(f"a = {a!r} and b = {b!r} share no instance and horizon: nothing to pair{unfinished}.", argument="b")
     rows = []
     for place in places:
         (x, x_sweep), (y, y_sweep) = first[place], second[place]
         if x is y:
-            raise ValueError(f"a = {a!r} and b = {b!r} pick the same cell {x.label} on {x.instance!r}: nothing to compare.")
+            raise ArgumentError(f"a = {a!r} and b = {b!r} pick the same cell {x.label} on {x.instance!r}: nothing to compare.", argument="b")
         reason = _unpaired(x, x_sweep, y, y_sweep)
         if reason:
-            raise ValueError(
+            raise ArgumentError(
                 f"cannot pair {x.label} and {y.label} on {x.instance!r} at T = {x.horizon}: {reason}, "
-                "so they did not run on the same noise."
+                "so they did not run on the same noise.",
+                argument="b",
             )
         difference = np.asarray(x.final_regret, np.float64) - np.asarray(y.final_regret, np.float64)
         runs, mean = difference.size, float(difference.mean())

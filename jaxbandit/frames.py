@@ -235,7 +235,8 @@ def cells_frame(cells, curves: bool = False, bounds=None):
     ``final_regret``, ``regret_over_log_T``, the bound's ``lower_bound``,
     ``lower_bound_log_T`` and ``lower_bound_kind`` (with ``bounds``:
     ``{instance: InstanceBound}``), each diagnostic counter and each monitor report at
-    the horizon (prefixed ``monitor_`` where a column already has its name); with ``curves``, ``time``
+    the horizon (prefixed ``diagnostic_`` or ``monitor_`` where a column already has its
+    name); with ``curves``, ``time``
     and ``regret``, the bound's columns with ``lower_bound_log_t`` (``lower_bound *
     log(time)``), and the monitor's reports instead of the per-run values.
     """
@@ -320,7 +321,8 @@ def cells_dataset(cells, bounds=None):
     Dimensions ``cell``, ``run``, ``time`` (and ``arm``, where every cell has the same
     number of arms; else ``attrs["note"]`` says why ``counts`` is absent).  Variables:
     ``regret (cell, run, time)``, ``final_regret (cell, run)``, ``counts (cell, run,
-    arm)``, each diagnostic ``(cell, run)`` and monitor report ``(cell, run, time)``;
+    arm)``, each diagnostic ``(cell, run)`` and monitor report ``(cell, run, time)``
+    (prefixed ``diagnostic_`` or ``monitor_`` where the name is taken, as in the frame);
     the labels, the sweep's seed, precision and directory, the resolved
     hyper-parameters (prefixed ``param_`` where the name is one of the dataset's own,
     such as ``counts`` or ``arm``) and, with ``bounds``, ``lower_bound`` are
@@ -337,10 +339,11 @@ def _dataset(cells: list, bounds):
     other = [c for c in cells if not np.array_equal(c.times, first.times) or not same_runs(c)]
     if other:
         names = ", ".join(f"{c.label} on {c.instance} (T={c.horizon})" for c in other)
-        raise ValueError(
+        raise ArgumentError(
             f"a dataset needs cells that share their recording times and runs; {names} differ from "
             f"{first.label} on {first.instance} (T={first.horizon}): select cells of one horizon, e.g. "
-            f"to_xarray(horizon={first.horizon})."
+            f"to_xarray(horizon={first.horizon}).",
+            argument="horizon",
         )
     coords = {"time": np.asarray(first.times, np.int64), "run": _run_numbers(first)}
     labels = _labels(cells)
@@ -358,10 +361,11 @@ def _dataset(cells: list, bounds):
     else:
         arms = sorted({c.counts.shape[-1] for c in cells})
         notes["note"] = f"no counts: the cells have {', '.join(map(str, arms))} arms (select cells of one instance size)"
-    for kind, dims in (("diagnostics", ("cell", "run")), ("monitor", ("cell", "run", "time"))):
+    reported = (("diagnostics", "diagnostic_", ("cell", "run")), ("monitor", "monitor_", ("cell", "run", "time")))
+    for kind, prefix, dims in reported:  # prefixed as the frame's columns are
         per_cell = [getattr(c, kind) for c in cells]
         names = list(dict.fromkeys(name for values in per_cell for name in values))
-        for name, variable in column_names(names, set(data) | set(coords) | set(RESERVED), f"{kind}_").items():
+        for name, variable in column_names(names, set(data) | set(coords) | set(RESERVED), prefix).items():
             array, attrs = _stacked([v.get(name) for v in per_cell], name)
             data[variable] = (dims, array, attrs)
     return xr.Dataset(data, coords=coords, attrs=notes)

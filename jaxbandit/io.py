@@ -82,7 +82,7 @@ def _require(entry, keys, path, what: str, kind: type = dict) -> None:
         raise ValueError(f"{path}: {what} lacks {', '.join(map(repr, missing))}.")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # arrays have no one truth value: == is identity
 class CellResult:
     """Results of one cell: one instance, one policy with one parameter set, one horizon.
 
@@ -169,7 +169,7 @@ class CellResult:
     standard_error = Result.standard_error
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # as CellResult
 class SweepResults:
     """Everything :func:`load` finds in a sweep directory.
 

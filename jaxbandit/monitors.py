@@ -10,14 +10,13 @@ unless it is passed to :func:`jaxbandit.simulate` (or a sweep's ``[monitor]`` ta
 
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from jaxbandit import estimator
-from jaxbandit._numbers import ArgumentError, check_keywords, check_positive, float_array, function, holds_non_numbers, integer
+from jaxbandit._numbers import ArgumentError, check_keywords, check_positive, float_array, function, integer
 from jaxbandit._types import Array
 from jaxbandit.base import Context
 
@@ -127,14 +126,11 @@ def _label(alpha: float) -> str:
 def _check_alphas(alphas) -> tuple:
     """``alphas`` as a tuple of floats: a non-empty sequence of finite numbers > 0 whose
     report names (``{alpha:g}``) differ, so that no alpha's counts replace another's."""
-    if isinstance(alphas, (str, bytes)) or not isinstance(alphas, (list, tuple, np.ndarray)):
-        raise ArgumentError(f"alphas must be a list of numbers > 0, got {alphas!r}.", argument="alphas")
-    try:
-        values = () if holds_non_numbers(alphas) else tuple(float(a) for a in alphas)
-    except (TypeError, ValueError, OverflowError):  # 10**400 is an int, not a float
-        values = ()
-    if not values or not all(math.isfinite(a) and a > 0 for a in values):
-        raise ArgumentError(f"alphas must be a non-empty list of finite numbers > 0, got {alphas!r}.", argument="alphas")
+    expected = "a non-empty list of finite numbers > 0"
+    values = float_array("alphas", alphas, expected)
+    if values.ndim != 1 or not values.size or not np.all(np.isfinite(values) & (values > 0)):
+        raise ArgumentError(f"alphas must be {expected}, got {alphas!r}.", argument="alphas")
+    values = tuple(float(a) for a in values)
     labels = [_label(a) for a in values]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
@@ -163,7 +159,7 @@ def deviation_bound(t, alpha: float, num_arms: int = 1):
     """
     t = float_array("t", t, "rounds >= 2")
     if not np.all(np.isfinite(t) & (t >= 2)):  # NaN included
-        raise ValueError(f"t must be finite rounds >= 2, got {t.tolist()!r}.")
+        raise ArgumentError(f"t must be finite rounds >= 2, got {t.tolist()!r}.", argument="t")
     check_positive("alpha", alpha)
     integer("num_arms", num_arms, 1)
     per_arm = 2 * np.maximum(np.ceil(np.log2(t - 1)), 1) * t ** (-alpha / 2)
@@ -176,6 +172,6 @@ REGISTRY = {"estimator_deviation": estimator_deviation}
 def make(name: str, **params) -> Monitor:
     """A registered monitor by name (for sweep configurations)."""
     if name not in REGISTRY:
-        raise ValueError(f"unknown monitor {name!r}; known monitors: {', '.join(sorted(REGISTRY))}.")
+        raise ArgumentError(f"unknown monitor {name!r}; known monitors: {', '.join(sorted(REGISTRY))}.", argument="name")
     check_keywords(f"monitor {name!r}", REGISTRY[name], params)
     return REGISTRY[name](**params)

@@ -74,7 +74,7 @@ def standard_error(regret: np.ndarray, axis: int = -2) -> np.ndarray:
     return regret.std(axis=axis, ddof=1) / np.sqrt(runs)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # arrays have no one truth value: == is identity
 class Result:
     """Outcome of :func:`jaxbandit.simulate`.
 

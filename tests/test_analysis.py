@@ -169,8 +169,9 @@ def test_the_dataset_has_cell_run_and_time_dimensions(results, bounds):
 def test_a_dataset_of_cells_with_other_recording_times_is_refused_naming_them(results):
     cell = results.cells[0]
     shorter = dataclasses.replace(cell, instance="other", times=cell.times[:-1], regret=cell.regret[:, :-1], horizon=int(cell.times[-2]))
-    with pytest.raises(ValueError, match=rf"{re.escape(cell.label)} on other \(T={shorter.horizon}\) differ from .*to_xarray\(horizon="):
+    with pytest.raises(jb.ArgumentError, match=rf"{re.escape(cell.label)} on other \(T={shorter.horizon}\) differ from .*to_xarray\(horizon=") as caught:
         frames.cells_dataset([cell, shorter])
+    assert caught.value.argument == "horizon"
     # a selection that matches nothing: the criteria and the values the cells have
     with pytest.raises(jb.ArgumentError, match=r"to_xarray\(policy='nothing'\) matches no cell; the cells have policy 'cases', 'ts_n'\.$"):
         results.to_xarray(policy="nothing")
@@ -330,11 +331,15 @@ def test_paired_comparison_against_numpy(results):
 
 
 def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
-    with pytest.raises(ValueError, match=r"a = 'cases' matches 3 cells on instance 'bandit' at T = 1500: cases\(alpha=0.5\), "):
+    with pytest.raises(jb.ArgumentError, match=r"a = 'cases' matches 3 cells on instance 'bandit' at T = 1500: cases\(alpha=0.5\), ") as caught:
         jb.compare(results, "cases", "ts_n")
-    with pytest.raises(ValueError, match=r"b = 'ucb' matches no cell; the cells are labelled cases\(alpha=0.5\), "):
+    assert caught.value.argument == "a"
+    with pytest.raises(jb.ArgumentError, match=r"b = 'ucb' matches no cell; the cells are labelled cases\(alpha=0.5\), ") as caught:
         jb.compare(results, "ts_n", "ucb")
-    with pytest.raises(ValueError, match="pick the same cell ts_n"):
+    assert caught.value.argument == "b"
+    with pytest.raises(jb.ArgumentError, match=r"a must be a cell or policy label, or a dict of select\(\) criteria, got 3\."):
+        jb.compare(results, 3, "ts_n")
+    with pytest.raises(jb.ArgumentError, match="pick the same cell ts_n"):
         jb.compare(results, "ts_n", {"policy": "ts_n"})
     other_seed = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, seed=4) for c in results.cells))
     with pytest.raises(ValueError, match=r"cannot pair .* ran with seed 3, ts_n with 4, so they did not run on the same noise"):
@@ -485,6 +490,18 @@ def test_a_name_the_view_uses_itself_is_prefixed(results):
     assert frame["run"].tolist() == list(range(6)) and set(frame["param_run"]) == {7.0}
     np.testing.assert_array_equal(frame["diagnostic_alpha"], cell.diagnostics["case_a"])
     assert set(frame["alpha"]) == {0.5}
+    data = frames.cells_dataset([odd])  # the dataset names them as the frame does
+    np.testing.assert_array_equal(data["diagnostic_alpha"].values[0], cell.diagnostics["case_a"])
+    assert data["param_run"].values.tolist() == [7.0] and data["alpha"].values.tolist() == [0.5]
+
+
+def test_results_compare_by_identity(results):
+    """Arrays have no one truth value: a result equals itself only, and hashes."""
+    cell = results.cells[0]
+    assert cell == cell and cell != dataclasses.replace(cell) and len({cell, results.cells[1]}) == 2
+    assert results.cells.index(cell) == 0 and results == results != jb.load(results.directory)
+    single = jb.simulate(jb.policies.make("ts_n"), jb.instances.bandit([1.0, 0.5]), horizon=4, runs=2)
+    assert single == single != dataclasses.replace(single) and hash(single) == hash(single)
 
 
 def test_seeds_beyond_int64_and_bounds_none_has_solved_keep_their_columns(results):

@@ -93,11 +93,13 @@ def test_bad_monitors():
         monitors.estimator_deviation(alphas=[2, 2])
     # "45" is not alphas 4 and 5; numpy booleans, strings and complex values are not numbers, nor an int beyond float64
     for alphas in ("45", 1.0, [True], [[1.0, 2.0]], [np.True_], np.array([True]), ["2"], [np.complex128(2 + 1j)], [10**400]):
-        with pytest.raises(ValueError, match="alphas must be a"):
+        with pytest.raises(jb.ArgumentError, match="alphas must be a"):
             monitors.estimator_deviation(alphas=alphas)
+    # an array of any kind, as lists are: JAX's too
+    assert monitors._check_alphas(jnp.asarray([1.0, 4.5])) == monitors._check_alphas(np.array([1, 4.5])) == (1.0, 4.5)
     with pytest.raises(ValueError, match="estimator_fn must be a function"):
         monitors.estimator_deviation(estimator_fn=1)
-    with pytest.raises(ValueError, match="unknown monitor 'nope'"):
+    with pytest.raises(jb.ArgumentError, match="unknown monitor 'nope'"):
         monitors.make("nope")
     with pytest.raises(jb.ArgumentError, match=r"monitor 'estimator_deviation' got unknown parameter\(s\) \['alpha'\]; it accepts \['alphas', 'estimator_fn'\]"):
         monitors.make("estimator_deviation", alpha=1)
@@ -141,7 +143,7 @@ def test_a_custom_monitor_reports_at_every_recording_time():
 
 def test_deviation_bound_arguments():
     for t in (0, 1, [2, np.nan], "10", [True, 3]):
-        with pytest.raises(ValueError, match=r"t must be"):
+        with pytest.raises(jb.ArgumentError, match=r"t must be"):
             monitors.deviation_bound(t, 4.5)
     for alpha in (-4.5, 0, np.inf, "4.5", True, [4.5]):
         with pytest.raises(ValueError, match=r"alpha must be a (finite )?number > 0"):  # the number rule, then its range
@@ -191,7 +193,7 @@ def test_bad_monitor_tables():
         ({"name": "nope"}, r"key 'monitor.name': unknown monitor 'nope'"),
         ({"name": "estimator_deviation", "alpha": 1}, r"key 'monitor.alpha': unknown key"),
         ({"name": "estimator_deviation", "alphas": [-1]}, r"key 'monitor.alphas': alphas must be a non-empty list of finite numbers > 0"),
-        ({"name": "estimator_deviation", "alphas": "45"}, r"key 'monitor.alphas': alphas must be a list of numbers > 0, got '45'"),
+        ({"name": "estimator_deviation", "alphas": "45"}, r"key 'monitor.alphas': alphas must be a non-empty list of finite numbers > 0, got '45'"),
     ):
         with pytest.raises(jb.ConfigError, match=message):
             jb.config.load(dict(base, monitor=monitor))

@@ -27,14 +27,14 @@ def test_policies_by_import_path_and_registration():
     finally:
         jb.policies.REGISTRY.pop("ucb_n_again")
     for name in ("", "a:b", 3):
-        with pytest.raises(ValueError, match="policy name must be a non-empty string"):
+        with pytest.raises(jb.ArgumentError, match="policy name must be a non-empty string"):
             jb.policies.register(name, jb.policies.ucb.ucb_n)
-    with pytest.raises(ValueError, match="factory for policy 'x' must be callable, got 3"):
+    with pytest.raises(jb.ArgumentError, match="factory for policy 'x' must be callable, got 3"):
         jb.policies.register("x", 3)
 
 
 def test_a_registered_name_is_not_replaced_silently():
-    with pytest.raises(ValueError, match="policy name 'ucb_n' is already registered .*replace=True"):
+    with pytest.raises(jb.ArgumentError, match="policy name 'ucb_n' is already registered .*replace=True"):
         jb.policies.register("ucb_n", jb.policies.greedy.greedy)
     assert jb.policies.make("ucb_n").name == "ucb_n"
     jb.policies.register("ucb_n", jb.policies.ucb.ucb_n)  # the same factory again: nothing changes
@@ -69,7 +69,7 @@ def test_a_registered_name_is_not_replaced_silently():
     ],
 )
 def test_bad_policy_names_and_parameters(name, params, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(jb.ArgumentError, match=message):
         jb.policies.make(name, **params)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from jaxbandit._numbers import check_keywords
+from jaxbandit._numbers import ArgumentError, check_keywords
 from jaxbandit.base import Policy, play
 from jaxbandit.policies import greedy, lp_baselines, lp_explore, oracle_etc, ossb, thompson, ucb, ucb_maxn
 from jaxbandit.policies._common import initial_side_arm
@@ -51,19 +51,19 @@ def register(name: str, factory: Callable[..., Policy], *, replace: bool = False
     results record.  Registering the same factory again changes nothing.
 
     Raises:
-        ValueError: ``name`` is not a non-empty string without ``":"`` (which marks an
-            import path),
-            ``factory`` is not callable, or ``name`` is taken by another factory and
-            ``replace`` is False.
+        ArgumentError (a ValueError): ``name`` is not a non-empty string without
+            ``":"`` (which marks an import path), ``factory`` is not callable, or
+            ``name`` is taken by another factory and ``replace`` is False.
     """
     if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(f"a policy name must be a non-empty string without ':', got {name!r}.")
+        raise ArgumentError(f"a policy name must be a non-empty string without ':', got {name!r}.", argument="name")
     if not callable(factory):
-        raise ValueError(f"factory for policy {name!r} must be callable, got {factory!r}.")
+        raise ArgumentError(f"factory for policy {name!r} must be callable, got {factory!r}.", argument="factory")
     if name in REGISTRY and REGISTRY[name] is not factory and not replace:
-        raise ValueError(
+        raise ArgumentError(
             f"policy name {name!r} is already registered (to {REGISTRY[name]!r}); choose another name, "
-            "or pass replace=True to replace it."
+            "or pass replace=True to replace it.",
+            argument="name",
         )
     REGISTRY[name] = factory
 
@@ -77,31 +77,34 @@ def resolve(name: str) -> Callable[..., Policy]:
     """The factory of a registered ``name``, or of an import path ``"module:attribute"``.
 
     Raises:
-        ValueError: unknown name, a module that cannot be imported (or fails as it
-            is), or an attribute that is missing or not callable.
+        ArgumentError (a ValueError, naming ``name``): unknown name, a module that
+            cannot be imported (or fails as it is), or an attribute that is missing or
+            not callable.
     """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"a policy name must be a non-empty string, got {name!r}.")
+        raise ArgumentError(f"a policy name must be a non-empty string, got {name!r}.", argument="name")
     if ":" not in name:
         if name not in REGISTRY:
-            raise ValueError(
+            raise ArgumentError(
                 f"unknown policy name {name!r}; known policies: {', '.join(names())} "
-                "(or give an import path 'package.module:factory')."
+                "(or give an import path 'package.module:factory').",
+                argument="name",
             )
         return REGISTRY[name]
     module_name, _, attribute = name.partition(":")
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # not found, an empty name, or the module's own code failing
-        raise ValueError(f"policy {name!r}: cannot import module {module_name!r} ({type(err).__name__}: {err}).") from err
+        raise ArgumentError(f"policy {name!r}: cannot import module {module_name!r} ({type(err).__name__}: {err}).", argument="name") from err
     found = module
     for part in attribute.split("."):
         if not part or not hasattr(found, part):
-            raise ValueError(f"policy {name!r}: module {module_name!r} has no attribute {attribute!r}.")
+            raise ArgumentError(f"policy {name!r}: module {module_name!r} has no attribute {attribute!r}.", argument="name")
         found = getattr(found, part)
     if not callable(found) or isinstance(found, Policy):
-        raise ValueError(
-            f"policy {name!r}: {attribute!r} must be a factory (a function returning a jaxbandit.Policy), got {found!r}."
+        raise ArgumentError(
+            f"policy {name!r}: {attribute!r} must be a factory (a function returning a jaxbandit.Policy), got {found!r}.",
+            argument="name",
         )
     return found
 
@@ -110,9 +113,10 @@ def make(name: str, **params) -> Policy:
     """Build the policy ``name`` (registered, or an import path) with ``params``.
 
     Raises:
-        ValueError: unknown ``name``, a parameter the factory does not take or rejects,
-            a factory that fails otherwise (its error's type and message given), or
-            one that does not return a :class:`~jaxbandit.base.Policy`.
+        ArgumentError (a ValueError): unknown ``name``, a parameter the factory does
+            not take or rejects, a factory that fails otherwise (its error's type and
+            message given), or one that does not return a
+            :class:`~jaxbandit.base.Policy`.
     """
     build = resolve(name)
     check_keywords(f"policy {name!r}", build, params)
@@ -121,8 +125,8 @@ def make(name: str, **params) -> Policy:
     except ValueError:  # the factory refuses a value: its message names it
         raise
     except Exception as err:  # not a factory of keyword arguments, or its own code failing
-        raise ValueError(f"policy {name!r}: calling {build!r} with {params} failed ({type(err).__name__}: {err}).") from err
+        raise ArgumentError(f"policy {name!r}: calling {build!r} with {params} failed ({type(err).__name__}: {err}).", argument="name") from err
     if not isinstance(policy, Policy):
-        raise ValueError(f"policy {name!r}: the factory returned {type(policy).__name__}, not a jaxbandit.Policy.")
+        raise ArgumentError(f"policy {name!r}: the factory returned {type(policy).__name__}, not a jaxbandit.Policy.", argument="name")
     check_policy_fields(policy)
     return policy
