@@ -56,7 +56,7 @@ from jaxbandit.bound_lp import (
 )
 from jaxbandit.compile_options import Program
 from jaxbandit.instances import Instance, check_instance, check_unique_best
-from jaxbandit.representable import check_large_gaps, check_precisions, refuse_gap
+from jaxbandit.representable import check_large_gaps, check_precisions, check_small_gaps, refuse_gap
 from jaxbandit.threads import cpu_threads, map_on_threads
 
 __all__ = ["BOUND_FAMILIES", "LowerBound", "bernoulli_kl", "bernoulli_precision", "bound_kind", "lower_bound"]
@@ -404,12 +404,9 @@ def _check_gaps(mu: np.ndarray, dtype) -> None:
     overflow is solved in float64) and a normal number in ``dtype``
     (:func:`~jaxbandit.representable.check_large_gaps`), and every gap must fit in
     ``dtype`` (the results report them)."""
-    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+    check_small_gaps(mu, np.float64)
+    with np.errstate(over="ignore"):
         gaps = np.max(mu, axis=-1, keepdims=True) - mu
-        positive = np.where(gaps > 0, gaps, np.inf)
-        requirement = 2 / np.square(positive)
-    finite = np.isfinite(positive)
-    refuse_gap(mu, gaps, ~np.isfinite(requirement) & finite, "is so small that 2 / gap**2 overflows float64; rescale mu")
     refuse_gap(mu, gaps, gaps > np.finfo(dtype).max, f"does not fit in {np.dtype(dtype).name}; rescale mu")
     check_large_gaps(mu, dtype, "dtype=np.float64")
 

@@ -14,7 +14,10 @@ import numpy as np
 from jaxbandit._numbers import ArgumentError, check_fits, first_entry
 from jaxbandit.estimator import max_weight
 
-__all__ = ["COARSE_MEANS", "CoarseMeansWarning", "check_large_gaps", "check_precisions", "check_representable", "refuse_gap"]
+__all__ = [
+    "COARSE_MEANS", "CoarseMeansWarning", "check_large_gaps", "check_precisions", "check_representable", "check_small_gaps",
+    "refuse_gap",
+]  # fmt: skip
 
 # The coarsest spacing of the best two means, relative to their gap, that a simulation
 # runs without a warning: beyond it their estimates round to one value often enough to
@@ -30,7 +33,7 @@ class CoarseMeansWarning(UserWarning):
 def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
     """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
     worse arm rounded onto the best mean, no gap whose ``2 / gap**2`` the dtype loses
-    (:func:`check_large_gaps`), and no noise level whose precision ``1 / sigma**2``
+    (:func:`check_large_gaps`) or cannot hold (:func:`check_small_gaps`), and no noise level whose precision ``1 / sigma**2``
     would vanish or overflow (:func:`check_precisions`).  Errors suggest ``remedy``,
     the caller's name for a wider dtype.
 
@@ -62,21 +65,36 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
             argument="instance",
         )
     check_large_gaps(mu, dtype, remedy)
+    check_small_gaps(mu, dtype, remedy)
     _warn_coarse_means(mu, dtype, remedy)
     # the estimator caps a sample's weight (a noise-free one's too)
     check_precisions(sigma, dtype, remedy, indexed=batch, argument="instance", largest=max_weight(dtype))
 
 
-def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
-    """No gap ``max(mu) - mu`` (``mu`` ``(C, K)``) whose ``2 / gap**2``, the samples the
-    bound's LP asks of the arm, is not a normal number in ``dtype``: the arm would drop
-    out of the bound and of the LP policies' rounds."""
+def _requirements(mu: np.ndarray) -> tuple:
+    """The gaps ``max(mu) - mu`` and each nonzero one's ``2 / gap**2`` (the samples the
+    bound's LP asks of the arm; inf for a zero gap), in float64."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         gaps = np.max(mu, axis=-1, keepdims=True) - mu
-        requirement = 2 / np.square(np.where(gaps > 0, gaps, np.inf))
+        return gaps, 2 / np.square(np.where(gaps > 0, gaps, np.inf))
+
+
+def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """No gap (``mu`` ``(C, K)``) whose ``2 / gap**2`` is not a normal number in
+    ``dtype``: the arm would drop out of the bound and of the LP policies' rounds."""
+    gaps, requirement = _requirements(mu)
     flagged = (gaps > 0) & np.isfinite(gaps) & (requirement < np.finfo(dtype).tiny)
     wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
     refuse_gap(mu, gaps, flagged, f"is so large that 2 / gap**2 underflows {np.dtype(dtype).name}; rescale mu{wider}")
+
+
+def check_small_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
+    """No nonzero gap (``mu`` ``(C, K)``) whose ``2 / gap**2`` overflows ``dtype``: the
+    LP that reads it (the bound's, the oracle's) would be given an infinite requirement."""
+    gaps, requirement = _requirements(mu)
+    flagged = (gaps > 0) & ~(requirement <= np.finfo(dtype).max)
+    wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
+    refuse_gap(mu, gaps, flagged, f"is so small that 2 / gap**2 overflows {np.dtype(dtype).name}; rescale mu{wider}")
 
 
 def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: str) -> None:

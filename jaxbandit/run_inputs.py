@@ -263,7 +263,8 @@ def check_feedback(policy: Policy, instance: Instance) -> None:
         raise ArgumentError(
             f"{where}policy {policy.name!r} learns each arm only from its own plays, but arm {arm} reveals "
             f"nothing about itself (sigma[{arm}, {arm}] = inf), so it would be played forever; use a policy "
-            "with side observations (e.g. ucb_n, ts_n, lp_explore)."
+            "that learns it from other arms' plays and explores beyond its estimates (e.g. ts_n, ucb_maxn, lp_explore, "
+            "ossb; ucb_n and greedy, deterministic in the estimates, can also lock onto such an arm)."
         )
 
 

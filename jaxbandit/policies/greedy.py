@@ -20,7 +20,10 @@ _check_params = params_check(c=check_positive)
 
 
 def greedy() -> Policy:
-    """Pure exploitation after the initial rounds (no hyper-parameters)."""
+    """Pure exploitation after the initial rounds (no hyper-parameters).
+
+    An arm that does not observe itself (``sigma[i, i] = inf``) and leads the estimates
+    is played forever: its plays change nothing the policy reads."""
 
     def select_fn(key, state, t, ctx):
         del key  # deterministic

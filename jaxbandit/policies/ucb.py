@@ -57,6 +57,11 @@ def ucb_n_index(stats: estimator.EstimatorState, t, alpha) -> jnp.ndarray:
 def ucb_n(alpha: float = 1.0) -> Policy:
     """UCB-N with side observations and the weighted estimator.
 
+    UCB-N assumes that a play reveals the arm played: an arm that does not observe
+    itself (``sigma[i, i] = inf``) keeps its estimate while played and its index grows
+    with ``t``, so once it leads it is played forever (``ucb_maxn``, ``ts_n`` and the LP
+    policies learn it from the arms that observe it).
+
     Args:
         alpha: exploration constant > 0 (default 1).
     """
