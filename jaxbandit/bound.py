@@ -426,13 +426,14 @@ def _raise_for_status(status: np.ndarray, mu: np.ndarray, precision: np.ndarray)
         if code == LowerBoundStatus.TIED_BEST_ARM:
             try:
                 check_unique_best(mu[index])
-            except ValueError as err:
-                raise ValueError(f"{prefix}{err}") from None
+            except ArgumentError as err:
+                raise ArgumentError(f"{prefix}{err}", argument="instance") from None
         unobserved = np.flatnonzero(np.all(precision[index] == 0, axis=0))
         if code == LowerBoundStatus.INFEASIBLE and unobserved.size:
-            raise ValueError(
+            raise ArgumentError(
                 f"{prefix}arm {int(unobserved[0])} is observed by no row of sigma, so the "
-                "lower-bound LP is infeasible (its mean can never be estimated)."
+                "lower-bound LP is infeasible (its mean can never be estimated).",
+                argument="instance",
             )
         raise ValueError(
             f"{prefix}the lower-bound LP was not solved: status {code} "

@@ -282,7 +282,7 @@ def _main(argv: Sequence[str] | None) -> int:
         # No --compile-cache here: the environment variable or the default says where
         # the solver's compiled program is kept.
         return _checked_options(compile_cache.enable, None) or bound_main(argv[1:])
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_values_attached(argv, ("--shard",)))  # --shard -1/2: refused by the shard rule
     # first: joining other processes must precede any other JAX call
     if args.command == "run" and _checked_options(distributed.initialize_from_cli, args):
         return EXIT_USAGE
@@ -364,8 +364,9 @@ def _bound_instance(args) -> Instance:
 
 
 def _values_attached(argv: list, options: tuple) -> list:
-    """``--mu -0.5,-1`` as ``--mu=-0.5,-1``: argparse takes a value that starts with
-    ``-`` for an option unless it is a single number."""
+    """``--mu -0.5,-1`` as ``--mu=-0.5,-1`` (and ``--shard -1/2`` as ``--shard=-1/2``):
+    argparse takes a value that starts with ``-`` for an option unless it is a single
+    number."""
     joined = []
     for item in argv:
         if joined and joined[-1] in options and re.match(r"-(\d|\.\d|inf)", item):

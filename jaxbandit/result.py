@@ -83,8 +83,8 @@ class Result:
         regret: ``(runs, P)`` pseudo-regret ``sum_j N_j(t) Delta_j`` (a leading cell
             axis for a batch of instances or per-cell parameters), computed in the
             simulation's dtype from the counts and the gaps of the means as it holds
-            them (so to its rounding: 0.2 reads 0.2000000030 in float32), returned as
-            float64.
+            them (so to its rounding: the gap of 1.0 and 0.8 reads 0.1999999881 in
+            float32), returned as float64.
         counts: ``(runs, K)`` int64 plays of each arm at the horizon (leading cell axis
             for a batch).
         diagnostics: the policy's per-run counters, each ``(runs,)`` (or ``(C, runs)``).

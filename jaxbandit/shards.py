@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Set
 from typing import Sequence, Union
 
-from jaxbandit._numbers import integer
+from jaxbandit._numbers import ArgumentError, integer
 
 __all__ = ["Shard", "parse", "estimated_cost", "assign", "select"]
 
@@ -41,9 +41,10 @@ class Shard:
         for name in ("index", "count"):  # stored as the int the integer rule reads (2.0 is 2)
             object.__setattr__(self, name, integer(f"shard {name}", getattr(self, name), None))
         if self.count < 1 or not 0 <= self.index < self.count:
-            raise ValueError(
+            raise ArgumentError(
                 f"shard must be I/N with 0 <= I < N (0-based, as SLURM_ARRAY_TASK_ID with "
-                f"--array=0-(N-1)), got {self.index}/{self.count}."
+                f"--array=0-(N-1)), got {self.index}/{self.count}.",
+                argument="shard",
             )
 
     def __str__(self) -> str:
@@ -54,22 +55,24 @@ def parse(spec: Union[str, Shard, Sequence[int]]) -> Shard:
     """A :class:`Shard` from ``"I/N"``, an ``(I, N)`` pair or a Shard.
 
     Raises:
-        ValueError: not two integers ``0 <= I < N``; the message shows ``spec``.
+        ArgumentError (a ValueError, naming ``shard``): not two integers ``0 <= I < N``;
+            the message shows ``spec``.
     """
     if isinstance(spec, Shard):
         return spec
     if isinstance(spec, str):
         match = _SPEC.match(spec)
         if match is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"shard must be I/N with integers 0 <= I < N (0-based, as SLURM_ARRAY_TASK_ID "
-                f"with --array=0-(N-1)), got {spec!r}."
+                f"with --array=0-(N-1)), got {spec!r}.",
+                argument="shard",
             )
         return Shard(int(match.group(1)), int(match.group(2)))
     # a sequence of two (tuple, list, array, range); a dict or a set would give its keys
     # in their own order
     if isinstance(spec, (Mapping, Set)) or not hasattr(spec, "__len__") or len(spec) != 2:
-        raise ValueError(f"shard must be 'I/N' or a pair (I, N), got {spec!r}.")
+        raise ArgumentError(f"shard must be 'I/N' or a pair (I, N), got {spec!r}.", argument="shard")
     return Shard(*spec)
 
 

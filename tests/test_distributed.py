@@ -20,6 +20,7 @@ import time
 import numpy as np
 import pytest
 
+import jaxbandit as jb
 from jaxbandit import cli, distributed, files, io, plotting, shards, sweep
 from tests import sweep_fixtures as fx
 
@@ -294,8 +295,9 @@ def test_the_split_is_balanced_and_deterministic():
 
 @pytest.mark.parametrize("spec", ["3/2", "2/2", "0/0", "a/b", "-1/2", "1/-2", "1", "1/2/3", ""])
 def test_bad_shard_specs_name_the_value(spec):
-    with pytest.raises(ValueError, match="0-based") as error:
+    with pytest.raises(jb.ArgumentError, match="0-based") as error:
         shards.parse(spec)
+    assert error.value.argument == "shard"
     # the value closes the message, quoted unless it parsed as I/N
     assert str(error.value).endswith((f", got {spec!r}.", f", got {spec}.")), str(error.value)
 
@@ -316,6 +318,11 @@ def test_bad_shard_on_the_command_line(tmp_path, capsys):
     assert exit_.value.code == cli.EXIT_USAGE
     assert "argument --shard: shard must be I/N with 0 <= I < N" in capsys.readouterr().err
     assert "got 3/2" in str(pytest.raises(ValueError, shards.parse, "3/2").value)
+    # a value that starts with "-" is the option's, not taken for another option
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", "any.toml", "--out", str(tmp_path / "out"), "--shard", "-1/2"])
+    assert exit_.value.code == cli.EXIT_USAGE
+    assert "argument --shard: shard must be I/N with integers 0 <= I < N (0-based, as SLURM_ARRAY_TASK_ID" in capsys.readouterr().err
 
 
 def test_a_shard_of_another_configuration_is_refused(tmp_path, reference):

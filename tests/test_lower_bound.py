@@ -519,8 +519,9 @@ def test_ties_and_unobservable_arms():
     precision[2, 2] = 0.0
     unobserved = _solve_one(np.array([1.0, 0.5, 0.2]), precision)
     assert int(unobserved.status) == Status.INFEASIBLE
-    with pytest.raises(ValueError, match="tie for the best mean"):
+    with pytest.raises(jb.ArgumentError, match="tie for the best mean") as caught:
         lower_bound(instances.bandit([1.0, 1.0, 0.5]))
+    assert caught.value.argument == "instance"
     report = lower_bound(instances.bandit([1.0, 1.0, 0.5]), throw=False)
     assert report.status == Status.TIED_BEST_ARM
     assert np.isinf(report.value) and np.all(np.isnan(report.c))  # no allocation to read
