@@ -41,11 +41,13 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
         mu: ``(C, K)`` means, float64.
         sigma: ``(C, K, K)`` noise levels, float64.
 
-    Errors about a batch (``C > 1``) name the instance, an entry by its index.
+    Errors name an entry by its index (in a batch, ``C > 1``, the instance's first).
     """
     name = np.dtype(dtype).name
     batch = len(mu) > 1
-    check_fits("instance mu", mu, dtype, remedy, argument="instance", indexed=batch)
+    # an entry's index: its instance's first in a batch
+    mu_entries, sigma_entries = (mu, sigma) if batch else (mu[0], sigma[0])
+    check_fits("instance mu", mu_entries, dtype, remedy, argument="instance", indexed=True)
     cast = mu.astype(dtype)
     with np.errstate(over="ignore"):
         exact = mu.max(axis=-1, keepdims=True) - mu
@@ -68,7 +70,7 @@ def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = 
     check_small_gaps(mu, dtype, remedy)
     _warn_coarse_means(mu, dtype, remedy)
     # the estimator caps a sample's weight (a noise-free one's too)
-    check_precisions(sigma, dtype, remedy, indexed=batch, argument="instance", largest=max_weight(dtype))
+    check_precisions(sigma_entries, dtype, remedy, indexed=True, argument="instance", largest=max_weight(dtype))
 
 
 def _requirements(mu: np.ndarray) -> tuple:
@@ -148,7 +150,7 @@ def check_precisions(
     if entry := first_entry(name, sigma, np.isfinite(sigma) & ~(precision >= tiny), indexed):
         raise ArgumentError(
             f"{entry} is finite but its precision 1 / sigma**2 is 0 in {dtype_name}, or below its smallest normal "
-            f"number, which XLA flushes to 0 (the sample would be ignored); use np.inf for no information{wider}.",
+            f"number, which XLA flushes to 0 (the sample would be ignored); use inf for no information{wider}.",
             argument=argument,
         )
 

@@ -184,7 +184,7 @@ BAD = [
     (("mu = [1.0, 0.5, 0.2]", "mu = [1.0, 1.0, 0.2]"), "instances[1]", "mu has a tie for the best mean: arms [0, 1] at 1.0"),
     # what the engine would refuse when the group runs, after sweep.json is written
     (("mu = [1.0, 0.5, 0.2]", "mu = [100000001.0, 100000000.0, 0.2]"), "instances[1]", "arm 1 (100000000.0) is below arm 0 (100000001.0), but not in float32"),
-    (("sigma = 1.0\n", "sigma = 1e25\n"), "instances[1]", 'its precision 1 / sigma**2 is 0 in float32, or below its smallest normal number, which XLA flushes to 0 (the sample would be ignored); use np.inf for no information, or precision = "float64"'),
+    (("sigma = 1.0\n", "sigma = 1e25\n"), "instances[1]", 'its precision 1 / sigma**2 is 0 in float32, or below its smallest normal number, which XLA flushes to 0 (the sample would be ignored); use inf for no information, or precision = "float64"'),
     (("alpha = [0.25, 1, 4.01]", "beta = 2"), "policies[0].beta", "unknown key"),
     (('label = "TS-N"', 'label = "TS-N"\noptional = true'), "policies[1].optional", "unknown key"),
     (('label = "TS-N"', 'label = "ucb_n"'), "policies[1].label", "duplicate policy label"),

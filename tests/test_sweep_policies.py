@@ -127,6 +127,13 @@ def test_a_module_beside_the_configuration_is_the_one_it_runs(tmp_path, monkeypa
     with pytest.raises(config.ConfigError, match=rf"key 'policies\[0\].name': module 'arm_module' is {a_file}, not the {b_file} beside"):
         config.load(str(paths[1]))
     assert config.load(str(paths[0])).policies[0].built[0].name == "fixed_arm"  # its own module: still fine
+    # a factory that only the module beside has: the shadowing is the reason given
+    (tmp_path / "b" / "arm_module.py").write_text(factory.format(2).replace("def make", "def make_b"))
+    fx.write_config_toml(paths[1], _config([{"name": "arm_module:make_b"}]))
+    with pytest.raises(config.ConfigError, match=rf"key 'policies\[0\].name': module 'arm_module' is {a_file}, not the {b_file} beside"):
+        config.load(str(paths[1]))
+    fx.write_config_toml(paths[1], _config([{"name": "arm_module:make"}]))
+    (tmp_path / "b" / "arm_module.py").write_text(factory.format(2))
     # the module imported before is gone with its directory: refused all the same
     shutil.rmtree(tmp_path / "a")
     with pytest.raises(config.ConfigError, match=rf"module 'arm_module' is {a_file}, not the {b_file} beside"):

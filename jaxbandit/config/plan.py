@@ -332,7 +332,8 @@ def _policies(fail, entries, precision: str, directory: Optional[str]) -> list:
         try:
             factory = policies_module.resolve(entry.name)
         except ValueError as err:
-            fail(f"{key}.name", str(err))
+            # a module of the same name imported first explains a missing factory too
+            fail(f"{key}.name", shadowed_module(entry.name, directory) or str(err))
         if other := shadowed_module(entry.name, directory):
             fail(f"{key}.name", other)
         label = entry.label or entry.name
