@@ -90,10 +90,11 @@ class Decision(_DecisionFields):
 
 
 def _host_arm(arm):
-    """A host integer arm as int32, saturating (a value JAX computes is left as it is)."""
-    if isinstance(arm, (int, np.integer)) and not isinstance(arm, bool):
-        limits = np.iinfo(np.int32)
-        return np.int32(min(max(int(arm), int(limits.min)), int(limits.max)))
+    """A host integer arm beyond int32's range saturated to it as int32; any other
+    value as it is (a pytree operation may rebuild a Decision from other leaves)."""
+    limits = np.iinfo(np.int32)
+    if isinstance(arm, (int, np.integer)) and not isinstance(arm, bool) and not limits.min <= arm <= limits.max:
+        return np.int32(limits.max if arm > 0 else limits.min)
     if isinstance(arm, np.ndarray) and np.issubdtype(arm.dtype, np.integer):
         return int32_arm(arm)
     return arm
