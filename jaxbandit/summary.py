@@ -95,9 +95,10 @@ def summary_rows(cells, bounds: dict) -> list:
     label is refused).  Hyper-parameters that a cell's policy does not have are None in
     its row."""
     check_bounds("bounds", bounds, cells)
-    names = list(dict.fromkeys(name for cell in cells for name in cell.resolved_params))
-    params = column_names(names, LABEL_FIELDS + STATISTICS, "param_")
     counters = list(dict.fromkeys(name for cell in cells for name in cell.diagnostics))
+    names = list(dict.fromkeys(name for cell in cells for name in cell.resolved_params))
+    # a hyper-parameter named as a counter's column (mean_x) is prefixed, not overwritten
+    params = column_names(names, LABEL_FIELDS + STATISTICS + tuple(f"mean_{name}" for name in counters), "param_")
     rows = []
     for cell in cells:
         final, bound = cell.final_regret, bounds[cell.instance]

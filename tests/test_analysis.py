@@ -490,6 +490,10 @@ def test_a_name_the_view_uses_itself_is_prefixed(results):
     assert frame["run"].tolist() == list(range(6)) and set(frame["param_run"]) == {7.0}
     np.testing.assert_array_equal(frame["diagnostic_alpha"], cell.diagnostics["case_a"])
     assert set(frame["alpha"]) == {0.5}
+    # summary.csv: a hyper-parameter named as a counter's mean column keeps its value
+    counted = dataclasses.replace(cell, resolved_params={"mean_case_a": 9.5, "alpha": 0.5})
+    row = summary.summary_rows([counted], results.lower_bounds())[0]
+    assert row["param_mean_case_a"] == 9.5 and row["mean_case_a"] == float(np.mean(cell.diagnostics["case_a"]))
     data = frames.cells_dataset([odd])  # the dataset names them as the frame does
     np.testing.assert_array_equal(data["diagnostic_alpha"].values[0], cell.diagnostics["case_a"])
     assert data["param_run"].values.tolist() == [7.0] and data["alpha"].values.tolist() == [0.5]

@@ -49,6 +49,15 @@ def rewrite_npz(path, recorded: bool = True, **changes) -> None:
         files.save_json(meta_path, {**files.read_json(meta_path), "data_digest": digest})
 
 
+def test_a_sweeps_files_take_the_mode_of_the_umask(finished):
+    """Written through a temporary file (mkstemp makes it 0600), each record ends with
+    the mode ``open`` would give it, readable by the group of a shared directory."""
+    expected = 0o666 & ~files._umask()
+    written = [p for p in finished.rglob("*") if p.is_file() and p.suffix in (".json", ".npz", ".toml", ".csv")]
+    assert {p.name for p in written} >= {"sweep.json", "summary.csv", "g000.json", "g000.npz"}
+    assert {oct(p.stat().st_mode & 0o777) for p in written} == {oct(expected)}
+
+
 def test_intact_directory_loads(out):
     results = io.load(out)
     assert results.complete and len(results.cells) == 1
