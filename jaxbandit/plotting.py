@@ -258,7 +258,11 @@ def supported_formats() -> list:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
+    # cut so that a file name (stem, slug, horizon tag, format) stays within 255 bytes
+    return (re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x")[:_SLUG_LENGTH]
+
+
+_SLUG_LENGTH = 120
 
 
 _FIGURES = ("regret", "regret_log", "final", "case_mix", "paired")  # file-name stems, per instance and horizon
@@ -286,6 +290,10 @@ def _unique_slugs(labels: Sequence[str], tags: Sequence[str] = ("",)) -> dict:
 
 
 def _save(fig, stem: Path, formats) -> list:
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):  # labels are users' names: "$5 vs $6" is text, not mathtext
+        text.set_parse_math(False)
     paths = []
     for fmt in formats:
         # not with_suffix: a stem with a dot ("regret_sigma0.5") would lose its end

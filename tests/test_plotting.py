@@ -129,6 +129,26 @@ def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_p
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(names)
 
 
+def test_long_names_and_dollar_signs_are_file_names_and_text(results, tmp_path):
+    """A 300-character instance name gets a file name within the filesystem's limit
+    (two that share their first characters, two files); a "$" in a name or a label is
+    shown as written, not read as mathtext (which fails on ``\\badcmd``)."""
+    renamed = {"L" * 300: "bandit", "L" * 299 + "M": "graph_star", "cost $5 vs $6": "bandit"}
+    cells = [
+        dataclasses.replace(cell, instance=label, policy="UCB $\\badcmd$")
+        for label, source in renamed.items()
+        for cell in results.select(instance=source, policy="ts_n")
+    ]
+    relabelled = dataclasses.replace(
+        results, directory=tmp_path, cells=tuple(cells),
+        instances={label: results.instances[source] for label, source in renamed.items()},
+    )  # fmt: skip
+    paths = plotting.plot_sweep(relabelled, tmp_path / "plots", formats=("png",), bound=False)
+    figures = [p for p in paths if p.suffix == ".png"]
+    assert len(figures) == len(set(figures)) == 3 * 3 and max(len(p.name) for p in figures) < 255
+    assert "final_cost_5_vs_6.png" in {p.name for p in figures}
+
+
 def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch, caplog):
     class Bound:
         value, status, kind = np.array([7.5]), np.array([0]), "bound"
