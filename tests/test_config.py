@@ -271,6 +271,9 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     # [instances] for [[instances]]: one table where an array of them belongs
     with pytest.raises(ConfigError, match=r"<dict>: key 'instances': must be a non-empty array of tables \(\[\[instances\]\]\), got table"):
         config.load({"runs": 1, "horizon": 5, "instances": {"type": "default", "name": "bandit"}, "policies": [{"name": "ucb"}]})
+    # a name no UTF-8 record can hold (os.fsdecode of a file name that is not UTF-8)
+    with pytest.raises(ConfigError, match=r"key 'instances\[0\].name': must be text UTF-8 can hold, got '\\udcff'"):
+        config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "\udcff"}], "policies": [{"name": "ucb"}]})
     with pytest.raises(ConfigError, match=r"missing.toml: top level: cannot read the file"):
         config.load(tmp_path / "missing.toml")
     (tmp_path / "latin1.toml").write_bytes(b'runs = 4\nname = "\xff"\n')

@@ -85,6 +85,10 @@ def _grid_points(name: str, value) -> int:
 def _text(name: str, value) -> str:
     if not isinstance(value, str) or not value:
         raise ArgumentError(f"{name} must be a non-empty string, got {describe(value)}.", argument=name)
+    try:
+        value.encode("utf-8")  # the records and figures that name it are UTF-8
+    except UnicodeEncodeError:
+        raise ArgumentError(f"{name} must be text UTF-8 can hold, got {value!r} (a lone surrogate).", argument=name) from None
     return value
 
 
