@@ -192,6 +192,11 @@ BAD = [
     (('label = "TS-N"', 'label = "ucb_n(alpha=1)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1)', as one of policies[0] is"),
     # the label a figure gives policies[0]'s cell (its parameters as resolved)
     (('label = "TS-N"', 'label = "ucb_n(alpha=1.0)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1.0)', as one of policies[0] is"),
+    # an entry label that names policies[0]'s cell: selecting that cell by a string would find two
+    (('name = "ts_n"\nlabel = "TS-N"', 'name = "ucb"\nlabel = "ucb_n(alpha=4.01)"\nalpha = 2'), "policies[1].label", "'ucb_n(alpha=4.01)' labels a cell of policies[0] already"),
+    # a cell label that is another entry's label
+    (('name = "ucb_n"\nalpha = [0.25, 1, 4.01]\n\n[[policies]]\nname = "ts_n"\nlabel = "TS-N"', 'name = "ucb_n"\nlabel = "u(alpha=2)"\nalpha = [0.25, 1]\n\n[[policies]]\nname = "ucb_n"\nlabel = "u"\nalpha = 2'),
+     "policies[1].label", "a cell labelled 'u(alpha=2)', the label of policies[0]"),
     # a factory's defaults in another order than the records' (ucb_lp returns c, alpha)
     (('name = "ucb_n"\nalpha = [0.25, 1, 4.01]\n\n[[policies]]\nname = "ts_n"\nlabel = "TS-N"', 'name = "ucb_lp"\n\n[[policies]]\nname = "ts_n"\nlabel = "ucb_lp(alpha=1.0, c=1.0)"'),
      "policies[1].label", "a cell labelled 'ucb_lp(alpha=1.0, c=1.0)', as one of policies[0] is"),

@@ -362,6 +362,11 @@ def _policies(fail, entries, precision: str, directory: Optional[str]) -> list:
                     fail(key, f"two of its cells would both be labelled {cell!r}; give grid values that print apart")
                 if owner[0] != i:
                     fail(f"{key}.label", f"a cell labelled {cell!r}, as one of policies[{owner[0]}] is; give the entry another label")
+                if (other := next((k for k, s in enumerate(specs) if s.label == cell), None)) is not None:
+                    fail(f"{key}.label", f"a cell labelled {cell!r}, the label of policies[{other}]; give the entry another label")
+        # an entry's label selects all its cells: no other entry's cell may be called so
+        if (owner := cell_labels.get(label)) is not None and owner[0] != i:
+            fail(f"{key}.label", f"{label!r} labels a cell of policies[{owner[0]}] already; give the entry another label")
         specs.append(PolicySpec(label=label, name=entry.name, grid=grid, built=tuple(built), keys=tuple(keys)))
     # A factory that keeps its settings where a later call changes them (a module
     # global) would make cells labelled apart compute the same thing.
