@@ -237,9 +237,11 @@ def _prepare_directory(cfg, groups, out: Path, config) -> bool:
     configuration, so one job creates it and the others find the same one.
     """
     manifest_path = out / io.MANIFEST
-    existing = next(p for p in (out, *out.absolute().parents) if p.exists())  # out itself, or where it is made
+    # out itself, or where it is made (a link to nothing is there, and no directory)
+    existing = next(p for p in (out, *out.absolute().parents) if os.path.lexists(p))
     if not existing.is_dir():
-        where = "exists and is not a directory" if existing == out else f"cannot be made: {existing} is not a directory"
+        what = f"a link to {os.readlink(existing)}, which does not exist" if not existing.exists() else "not a directory"
+        where = f"exists and is {what}" if existing == out else f"cannot be made: {existing} is {what}"
         raise SweepMismatchError(f"{out} {where}; a sweep writes a directory.")
     if not manifest_path.is_file():
         # Files other than a racing job's temporaries and the empty folders a run leaves

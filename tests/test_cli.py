@@ -110,6 +110,11 @@ def test_errors_of_run_and_plot_are_messages_not_tracebacks(config_path, tmp_pat
     not_a_directory.write_text("x")
     assert cli.main(["run", str(config_path), "--out", str(not_a_directory)]) == cli.EXIT_USAGE
     assert f"jaxbandit: error: {not_a_directory} exists and is not a directory" in capsys.readouterr().err
+    dangling = tmp_path / "link"
+    dangling.symlink_to(tmp_path / "gone")  # a link to nothing is no directory either
+    for target, where in ((dangling, "exists and is"), (dangling / "sub", f"cannot be made: {dangling} is")):
+        assert cli.main(["run", str(config_path), "--out", str(target)]) == cli.EXIT_USAGE
+        assert f"jaxbandit: error: {target} {where} a link to {tmp_path / 'gone'}, which does not exist" in capsys.readouterr().err
     out = tmp_path / "out"
     assert cli.main(["run", str(config_path), "--out", str(out), "--shard", "2/3", "--quiet"]) == 0
     capsys.readouterr()
