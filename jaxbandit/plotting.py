@@ -395,10 +395,13 @@ def _drawn(results, policies, reference) -> list:
     known = list(dict.fromkeys(name for c in results.cells for name in (c.label, c.resolved_label, c.policy)))
     if policies is not None:
         if isinstance(policies, str) or not policies:
-            raise ValueError(f"policies must be a non-empty list of cell or policy labels, got {policies!r}.")
+            raise ArgumentError(f"policies must be a non-empty list of cell or policy labels, got {policies!r}.", argument="policies")
         unknown = [p for p in policies if p not in known]
         if unknown:
-            raise ValueError(f"policies names {unknown}, which no cell has; the labels are {', '.join(known)}.")
+            # quoted: a label may hold a comma
+            raise ArgumentError(
+                f"policies names {unknown}, which no cell has; the labels are {', '.join(map(repr, known))}.", argument="policies"
+            )
     drawn = [c for c in results.cells if policies is None or any(c.matches(p) for p in policies)]
     if reference is not None and not any(c.matches(reference) for c in drawn):
         shown = ", ".join(dict.fromkeys(c.resolved_label for c in drawn))

@@ -431,7 +431,7 @@ def test_plot_draws_paired_differences_against_the_reference(results, tmp_path):
     paths = plotting.plot_sweep(results, tmp_path, formats=("png",), logy=True, policies=["ts_n", "cases(alpha=1.0)"], reference="ts_n")
     stems = {p.stem for p in paths if p.suffix == ".png"}
     assert stems == {f"{kind}_{inst}" for inst in ("bandit", "graph_star") for kind in ("regret", "regret_log", "final", "case_mix", "paired")}
-    with pytest.raises(ValueError, match=r"policies names \['ucb'\], which no cell has; the labels are cases\(alpha=0.5\), "):
+    with pytest.raises(jb.ArgumentError, match=r"policies names \['ucb'\], which no cell has; the labels are 'cases\(alpha=0.5\)', "):
         plotting.plot_sweep(results, tmp_path, policies=["ucb"])
     with pytest.raises(ValueError, match=r"reference 'cases' is not among the cells drawn \(add it to the policies drawn\); those are ts_n\.$"):
         plotting.plot_sweep(results, tmp_path, policies=["ts_n"], reference="cases")
