@@ -366,7 +366,7 @@ def lower_bound(
     _check_gaps(mu, dtype)
     float32 = np.dtype(dtype) == np.float32
     if gaussian:  # a precision that rounds to 0 or overflows: an unobserved row, or a noise-free one
-        check_precisions(instance.sigma, dtype, "dtype=np.float64", argument="instance")
+        check_precisions(instance.sigma, dtype, "dtype=np.float64", indexed=True, argument="instance")
     elif float32:  # W' >= 4 never vanishes, but one near a mean of 0 or 1 can overflow
         check_fits("the Bernoulli equivalent precision", precision, dtype, "dtype=np.float64", "dtype", rescalable=False)
     # The LP depends on the gaps only: in float32 take them from the float64 means (one
