@@ -107,6 +107,12 @@ def _names(items, labels: list) -> list:
     return [f"{label} ({', '.join(part)})" if part else label for label, part in zip(labels, parts)]
 
 
+def _shown(text: str) -> str:
+    """A user's name as a figure shows it: a ``$`` is text, not the start of mathtext
+    (which would fail on ``$\\badcmd$`` and italicise ``$5 vs $6``)."""
+    return text.replace("$", r"\$")
+
+
 def _wrapped(text: str, width: int = 30) -> str:
     """``text`` in lines of about ``width`` characters, broken at its spaces: a long
     label (a policy's resolved parameters) would squeeze the axes of a figure."""
@@ -125,7 +131,7 @@ def _mean_and_band(ax, cell, times, mean, err, color, name: str) -> None:
     """``mean`` against ``times`` with its 95% band, ``mean +- t err`` (Student's t with
     ``runs - 1`` degrees of freedom, as :func:`jaxbandit.compare`'s intervals), labelled
     ``name``; no band for one run."""
-    ax.plot(times, mean, color=color, label=name)
+    ax.plot(times, mean, color=color, label=_shown(name))
     if cell.runs > 1:
         half = comparison.half_width_95(err, cell.runs)
         ax.fill_between(times, mean - half, mean + half, color=color, alpha=0.2, linewidth=0)
@@ -192,7 +198,7 @@ def final_distribution(ax, cells, *, kind: str = "box", colors: Union[dict, Sequ
             box.set_alpha(0.6)
         key = "box: quartiles, line: median, triangle: mean"
     ax.set_xticks(positions)
-    ax.set_xticklabels([_wrapped(name) for name in names], rotation=30, ha="right")
+    ax.set_xticklabels([_wrapped(_shown(name)) for name in names], rotation=30, ha="right")
     at = f"T = {cells[0].horizon}" if len({c.horizon for c in cells}) == 1 else "each cell's horizon T"
     ax.set_ylabel(f"regret at {at}\n({key})")
 
@@ -221,12 +227,12 @@ def case_mix(ax, cell) -> None:
     # A step's height holds back to the previous point: round 1 starts the first interval
     # (and gives a horizon recorded once a band at all).
     edges, heights = np.concatenate([[1], times]), np.concatenate([shares[:, :1], shares], axis=1)
-    ax.stackplot(edges, heights, labels=names, step="pre", alpha=0.85)
+    ax.stackplot(edges, heights, labels=[_shown(name) for name in names], step="pre", alpha=0.85)
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("round t")
     ax.set_ylabel("share of rounds")
-    ax.set_title(_wrapped(cell.resolved_label, 40), fontsize="medium")
+    ax.set_title(_wrapped(_shown(cell.resolved_label), 40), fontsize="medium")
 
 
 def paired_differences(ax, rows: list) -> None:
@@ -244,9 +250,9 @@ def paired_differences(ax, rows: list) -> None:
     tied = lambda r: f", {r.ties:.0%} tied" if r.ties else ""
     names = _names(rows, [r.a_resolved for r in rows])  # rows of several instances or horizons say which
     shares = [f"({r.a_better:.0%} of runs better{tied(r)})" for r in rows]
-    ax.set_yticklabels([f"{_wrapped(name)}\n{share}" for name, share in zip(names, shares)])
+    ax.set_yticklabels([f"{_wrapped(_shown(name))}\n{share}" for name, share in zip(names, shares)])
     ax.invert_yaxis()
-    reference = _wrapped(f"final regret minus {rows[0].b_resolved}'s, run by run", 60)
+    reference = _wrapped(f"final regret minus {_shown(rows[0].b_resolved)}'s, run by run", 60)
     ax.set_xlabel(f"{reference}\n(mean, 95% interval)")
 
 
@@ -290,10 +296,6 @@ def _unique_slugs(labels: Sequence[str], tags: Sequence[str] = ("",)) -> dict:
 
 
 def _save(fig, stem: Path, formats) -> list:
-    from matplotlib.text import Text
-
-    for text in fig.findobj(Text):  # labels are users' names: "$5 vs $6" is text, not mathtext
-        text.set_parse_math(False)
     paths = []
     for fmt in formats:
         # not with_suffix: a stem with a dot ("regret_sigma0.5") would lose its end
@@ -443,7 +445,7 @@ def _title(cells, break_: str = " ") -> str:
     (unless Gaussian), horizon and runs (``break_`` between the first two and the rest)."""
     cell = cells[0]
     noise = "" if cell.noise == "gaussian" else f", {cell.noise} noise"
-    return f"{cell.instance}{noise},{break_}T = {cell.horizon}, {cell.runs} run{'s' if cell.runs != 1 else ''}"
+    return _shown(f"{cell.instance}{noise},{break_}T = {cell.horizon}, {cell.runs} run{'s' if cell.runs != 1 else ''}")
 
 
 def _instance_figures(cells, bound_value, label, out, suffix, logx, logy, distribution, formats, colors) -> list:

@@ -147,6 +147,13 @@ def test_long_names_and_dollar_signs_are_file_names_and_text(results, tmp_path):
     figures = [p for p in paths if p.suffix == ".png"]
     assert len(figures) == len(set(figures)) == 3 * 3 and max(len(p.name) for p in figures) < 255
     assert "final_cost_5_vs_6.png" in {p.name for p in figures}
+    # the names escaped where drawn; the log axis' own mathtext ticks still parsed
+    fig = Figure()
+    ax = fig.subplots()
+    plotting.regret_curves(ax, [c for c in cells if c.instance == "cost $5 vs $6"])
+    fig.savefig(tmp_path / "drawn.png")
+    assert ax.get_legend_handles_labels()[1] == ["UCB \\$\\badcmd\\$"]
+    assert all(t.get_parse_math() for t in ax.get_xticklabels()) and "mathdefault" in ax.get_xticklabels()[1].get_text()
 
 
 def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch, caplog):
