@@ -91,10 +91,15 @@ def check_large_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> 
 
 
 def check_small_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
-    """No nonzero gap (``mu`` ``(C, K)``) whose ``2 / gap**2`` overflows ``dtype``: the
-    LP that reads it (the bound's, the oracle's) would be given an infinite requirement."""
+    """No nonzero gap (``mu`` ``(C, K)``) whose ``2 / gap**2`` overflows ``dtype``, or
+    whose ``gap**2`` is below its smallest normal number (XLA flushes it to 0, and the
+    quotient is inf): the LP that reads it (the bound's, the oracle's) would be given an
+    infinite requirement."""
     gaps, requirement = _requirements(mu)
-    flagged = (gaps > 0) & ~(requirement <= np.finfo(dtype).max)
+    info = np.finfo(dtype)
+    with np.errstate(under="ignore"):
+        flushed = np.square(gaps) < info.tiny
+    flagged = (gaps > 0) & (~(requirement <= info.max) | flushed)
     wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
     refuse_gap(mu, gaps, flagged, f"is so small that 2 / gap**2 overflows {np.dtype(dtype).name}; rescale mu{wider}")
 

@@ -260,12 +260,16 @@ def test_a_simulation_refuses_gaps_whose_lp_requirement_its_dtype_loses():
 def test_a_simulation_refuses_gaps_whose_lp_requirement_overflows_its_dtype():
     """A gap so small that 2 / gap**2 overflows the dtype: the oracle's LP would get an
     infinite requirement (and give up, committing after one play of each arm), as the
-    lower bound refuses it; 1e-18 is held in float32, and 1e-20 in float64."""
+    lower bound refuses it; 1.2e-19 is held in float32, and 1e-20 in float64."""
     tiny = jb.instances.bandit([1e-20, 0.0, -1.0])
     with pytest.raises(jb.ArgumentError, match=r"the gap 1e-20 of arm 1 is so small that 2 / gap\*\*2 overflows float32; rescale mu or use dtype='float64'\.$"):
         jb.simulate(jb.policies.make("oracle_etc"), tiny, 10, 2)
     representable.check_representable(tiny.mu[None], tiny.sigma[None], np.float64)
-    held = jb.simulate(jb.policies.make("oracle_etc"), jb.instances.bandit([1e-18, 0.0, -1.0]), 10, 2)
+    # 2 / gap**2 = 1.8e38 is held, but gap**2 is below float32's smallest normal number:
+    # XLA flushes it to 0, the quotient is inf
+    with pytest.raises(jb.ArgumentError, match=r"the gap 1.05e-19 of arm 1 is so small"):
+        jb.simulate(jb.policies.make("oracle_etc"), jb.instances.bandit([1.05e-19, 0.0, -1.0]), 10, 2)
+    held = jb.simulate(jb.policies.make("oracle_etc"), jb.instances.bandit([1.2e-19, 0.0, -1.0]), 10, 2)
     assert (held.diagnostics["lp_status"] == 0).all()
     with pytest.raises(jb.ArgumentError, match=r"the gap 1e-200 of arm 1 is so small that 2 / gap\*\*2 overflows float64; rescale mu\.$"):
         representable.check_representable(np.array([[1e-200, 0.0, -1.0]]), tiny.sigma[None], np.float64)
