@@ -66,38 +66,59 @@ class Context(NamedTuple):
     params: dict
 
 
-class _DecisionFields(NamedTuple):
+class Decision(NamedTuple):
+    """What ``select_fn`` returns.
+
+    Attributes:
+        arm: ``()`` int32, the arm to play when no solve is needed (a host integer
+            beyond int32's range saturates, :func:`host_arm`, instead of wrapping
+            around into ``[0, num_arms)`` when JAX converts it).
+        needs_solve: ``()`` bool, whether the policy's :class:`Solver` must serve this run.
+        request: a fixed-shape pytree the solver's stages read (``None`` without a solver).
+    """
+
     arm: Array
     needs_solve: Array
     request: Any = None
 
 
-class Decision(_DecisionFields):
-    """What ``select_fn`` returns.
-
-    Attributes:
-        arm: ``()`` int32, the arm to play when no solve is needed.  A host integer
-            (Python or numpy) beyond int32's range saturates, as :func:`int32_arm`,
-            instead of wrapping around into ``[0, num_arms)`` when JAX converts it.
-        needs_solve: ``()`` bool, whether the policy's :class:`Solver` must serve this run.
-        request: a fixed-shape pytree the solver's stages read (``None`` without a solver).
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, arm, needs_solve, request=None):
-        return super().__new__(cls, _host_arm(arm), needs_solve, request)
-
-
-def _host_arm(arm):
-    """A host integer arm beyond int32's range saturated to it as int32; any other
-    value as it is (a pytree operation may rebuild a Decision from other leaves)."""
+def host_arm(arm):
+    """An arm a policy's function returns, before JAX converts it: a host integer
+    (Python or numpy) beyond int32's range saturated to it, so that it stays outside
+    ``[0, num_arms)`` where JAX's conversion would wrap it in; any other value as it is."""
     limits = np.iinfo(np.int32)
     if isinstance(arm, (int, np.integer)) and not isinstance(arm, bool) and not limits.min <= arm <= limits.max:
         return np.int32(limits.max if arm > 0 else limits.min)
-    if isinstance(arm, np.ndarray) and np.issubdtype(arm.dtype, np.integer):
+    if isinstance(arm, np.ndarray) and np.issubdtype(arm.dtype, np.integer) and np.iinfo(arm.dtype).bits > 32:
         return int32_arm(arm)
     return arm
+
+
+def saturating_select(select_fn: Callable) -> Callable:
+    """``select_fn`` whose decision's arm goes through :func:`host_arm`, as the engine
+    (and the policy check) call it: before JAX converts a host integer.  A value that
+    is no function is returned as it is, for the check to name."""
+    if not callable(select_fn):
+        return select_fn
+
+    def select(key, state, t, ctx):
+        decision = select_fn(key, state, t, ctx)
+        return decision._replace(arm=host_arm(decision.arm)) if isinstance(decision, Decision) else decision
+
+    return select
+
+
+def saturating_finish(finish_fn: Callable) -> Callable:
+    """A solver's ``finish_fn`` whose arm goes through :func:`host_arm` (see
+    :func:`saturating_select`)."""
+    if not callable(finish_fn):
+        return finish_fn
+
+    def finish(state, decision, answer, t, ctx):
+        finished = finish_fn(state, decision, answer, t, ctx)
+        return (host_arm(finished[0]), finished[1]) if isinstance(finished, tuple) and len(finished) == 2 else finished
+
+    return finish
 
 
 def play(arm) -> Decision:
@@ -107,7 +128,7 @@ def play(arm) -> Decision:
     kept as given, so that a float arm is reported by the policy check rather than
     silently truncated.
     """
-    arm = jnp.asarray(_host_arm(arm))
+    arm = jnp.asarray(host_arm(arm))
     if jnp.issubdtype(arm.dtype, jnp.integer):
         arm = int32_arm(arm)
     return Decision(arm=arm, needs_solve=jnp.asarray(False))

@@ -30,7 +30,7 @@ from jax._src import dtypes as jax_dtypes
 
 from jaxbandit import compaction, environment, estimator
 from jaxbandit._types import Array
-from jaxbandit.base import Context, Policy, int32_arm
+from jaxbandit.base import Context, Policy, int32_arm, saturating_finish, saturating_select
 from jaxbandit.compile_options import Program
 from jaxbandit.fingerprint import computation_key, numpy_arrays, stable_digest
 from jaxbandit.instances import Instance
@@ -151,7 +151,7 @@ def _make_init(policy: Policy, monitor: Optional[Monitor]) -> Callable:
 
 def _make_round(policy: Policy, solve_batch: Optional[int], monitor: Optional[Monitor], noise: NoiseFamily) -> Callable:
     """``(carry, t, noise_keys, policy_keys, env, ctx) -> carry``: round ``t + 1`` of every run."""
-    select = _vmap_cells_runs(policy.select_fn, (0, 0, None, None), (0, 0, None, 0))
+    select = _vmap_cells_runs(saturating_select(policy.select_fn), (0, 0, None, None), (0, 0, None, 0))
     update = _vmap_cells_runs(policy.update_fn, (0, 0, 0, None), (0, 0, 0, 0))
 
     def observe_one(run_key, t, arm, env):
@@ -160,7 +160,7 @@ def _make_round(policy: Policy, solve_batch: Optional[int], monitor: Optional[Mo
     observe = _vmap_cells_runs(observe_one, (0, None, 0, None), (0, None, 0, 0))
     solver = policy.solver
     if solver is not None:
-        finish = _vmap_cells_runs(solver.finish_fn, (0, 0, 0, None, None), (0, 0, 0, None, 0))
+        finish = _vmap_cells_runs(saturating_finish(solver.finish_fn), (0, 0, 0, None, None), (0, 0, 0, None, 0))
     if monitor is not None:
         watch = _vmap_cells_runs(monitor.update_fn, (0, 0, None, None), (0, 0, None, 0))
 

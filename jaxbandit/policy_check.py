@@ -24,7 +24,7 @@ from jax.extend import core as jex_core
 import numpy as np
 
 from jaxbandit._numbers import describe, is_real
-from jaxbandit.base import BATCHING, OWN_ARM, Context, Decision, Policy, Solver, Stage
+from jaxbandit.base import BATCHING, OWN_ARM, Context, Decision, Policy, Solver, Stage, saturating_finish, saturating_select
 from jaxbandit.estimator import EstimatorState
 
 __all__ = ["PolicyError", "check_monitor", "check_policy", "check_policy_fields"]
@@ -280,7 +280,7 @@ def _check_solver(solver, state, decision, ctx: Context, params: dict):
         if stage.fold_fn is not None:
             fold_name = f"Solver.stages[{i}].fold_fn"
             _same_state(fold_name, state, _evaluate(fold_name, stage.fold_fn, params, state, answer, ctx))
-    finished = _evaluate("Solver.finish_fn", solver.finish_fn, params, state, decision, answer_shape, _INT32, ctx)
+    finished = _evaluate("Solver.finish_fn", saturating_finish(solver.finish_fn), params, state, decision, answer_shape, _INT32, ctx)
     if not isinstance(finished, tuple) or len(finished) != 2:
         raise PolicyError(f"Solver.finish_fn returned {_describe(finished)}; expected a pair (arm, state).")
     _scalar("Solver.finish_fn", "arm", finished[0], "an integer")
@@ -351,7 +351,7 @@ def _check_policy_once(policy: Policy, ctx: Context, params: _Params) -> None:
     """One pass of :func:`check_policy`: every function evaluated in the engine's order."""
     state = _evaluate("init_fn", policy.init_fn, params, ctx)
     key = jax.ShapeDtypeStruct((2,), np.uint32)
-    select_jaxpr, decision = _evaluate("select_fn", policy.select_fn, params, key, state, _INT32, ctx, with_jaxpr=True)
+    select_jaxpr, decision = _evaluate("select_fn", saturating_select(policy.select_fn), params, key, state, _INT32, ctx, with_jaxpr=True)
     if not isinstance(decision, Decision):
         raise PolicyError(
             f"select_fn returned {_describe(decision)}; expected a jaxbandit.Decision "

@@ -540,13 +540,20 @@ def test_a_64_bit_arm_beyond_int32_does_not_wrap_into_the_arms():
         for select_fn in (beyond, lambda key, s, t, ctx: jb.play(beyond(key, s, t, ctx).arm)):
             with pytest.raises(jb.InvalidArmError, match="chose arm 2147483647 at round 3"):
                 jb.simulate(user_policies.fixed_arm(0)._replace(select_fn=select_fn), BANDIT, 10, 2)
-    # so does a host integer (Python or numpy) in 32-bit mode, which JAX would wrap
+    # so does a host integer (Python or numpy) in 32-bit mode, which JAX would wrap,
+    # however the Decision is made, and from a solver's finish_fn
+    replaced = lambda arm: jb.play(0)._replace(arm=arm)  # noqa: E731
     for arm in (2**32 + 2, np.int64(2**32 + 2), np.array(2**32 + 2), np.uint64(2**63)):
-        for make in (jb.play, lambda arm: Decision(arm, jnp.asarray(False))):
+        for make in (jb.play, lambda arm: Decision(arm, jnp.asarray(False)), replaced):
             select_fn = lambda key, s, t, ctx, arm=arm, make=make: make(arm)  # noqa: E731
             with pytest.raises(jb.InvalidArmError, match="chose arm 2147483647 at round 1"):
                 jb.simulate(user_policies.fixed_arm(0)._replace(select_fn=select_fn), BANDIT, 10, 2)
     assert int(jb.play(-(2**40)).arm) == -(2**31)
+    stage = jb.Stage(lambda request, s, c: (jnp.int32(0), jnp.asarray(True)))
+    solver = jb.Solver((stage,), lambda s, d, a, t, c: (np.int64(2**32 + 2), s))
+    asking = lambda key, s, t, ctx: Decision(jnp.int32(0), jnp.asarray(t > 0), jnp.float32(1.0))  # noqa: E731
+    with pytest.raises(jb.InvalidArmError, match="chose arm 2147483647 at round 1"):
+        jb.simulate(user_policies.fixed_arm(0)._replace(select_fn=asking, solver=solver), BANDIT, 10, 2)
 
 
 def test_a_nan_in_the_state_is_reported_with_its_chunk():
