@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from typing import Any, Callable, Mapping
 
 import jax
@@ -175,6 +176,25 @@ def _global_generators() -> tuple:
     return random.getstate(), kind, words.tobytes(), position, has_gauss, cached
 
 
+def _drew(fn: Callable, args) -> bool:
+    """Whether ``fn``, whose trace changed the global generators' states, drew from them:
+    certainly where this is the only thread; else (another thread may have drawn) if
+    its program changes with their states, set to four seeds and restored after."""
+    if threading.active_count() == 1:
+        return True
+    saved = random.getstate(), np.random.get_state()
+    try:
+        programs = []
+        for seed in range(4):
+            random.seed(seed)
+            np.random.seed(seed)
+            programs.append(jax.make_jaxpr(lambda *a: fn(*a))(*args))
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+    return any(not _same_program(programs[0], other) for other in programs[1:])
+
+
 def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool = False):
     """The shapes of ``fn(*args)`` (with ``with_jaxpr``, the pair ``(jaxpr, shapes)``)
     from one new trace, with any failure re-raised as a :class:`PolicyError`; the
@@ -200,12 +220,12 @@ def _evaluate(name: str, fn: Callable, params: _Params, *args, with_jaxpr: bool 
         raise PolicyError(f"{name} failed on one run's abstract inputs: KeyError: {err}") from err
     except Exception as err:  # any failure of user code is reported with its function
         raise PolicyError(f"{name} failed on one run's abstract inputs: {type(err).__name__}: {err}") from err
-    if _global_generators() != generators:
+    if _global_generators() != generators and _drew(fn, args):
         # a draw fixes its number into the program; the second trace may draw the same
         raise PolicyError(
             f"{name} drew from Python's or numpy's global random generator while it was traced: "
-            "the number is fixed into the compiled program, the same for every run and round, and "
-            "differs between compiles. Draw with jaxbandit.rng from the key the engine passes."
+            "a number drawn then is one constant of the compiled program, the same for every run and "
+            "round. Draw with jaxbandit.rng from the key the engine passes."
         )
     _note_reads(params, jaxpr, args)
     params.programs.append((name, jaxpr))

@@ -3,6 +3,7 @@ returned and what was expected."""
 
 import itertools
 import random
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -253,3 +254,25 @@ def test_not_a_policy():
     with pytest.raises(ValueError, match="policy must be a jaxbandit.Policy"):
         jb.simulate(user_policies.not_a_factory(), BANDIT, 10, 2)
     assert np.isfinite(jb.simulate(BASE, BANDIT, 10, 2).final_regret).all()
+
+
+def test_another_threads_draws_are_not_taken_for_the_policys():
+    """The global generators are the process's: where another thread draws from them
+    while a policy is checked, the draws are told apart by whether the policy's program
+    changes with the generators' states."""
+    busy = threading.Event()
+
+    def draw_until_set():
+        while not busy.is_set():
+            random.random()
+            np.random.rand()
+
+    other = threading.Thread(target=draw_until_set, daemon=True)
+    other.start()
+    try:
+        assert jb.simulate(jb.policies.make("ucb_n"), BANDIT, 10, 2).counts.sum() == 20
+        drawn = BASE._replace(select_fn=lambda k, s, t, c: jb.play(jnp.int32(np.random.randint(3))))
+        _fails(drawn, r"^select_fn drew from Python's or numpy's global random generator")
+    finally:
+        busy.set()
+        other.join()
