@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from jaxbandit import rng
-from jaxbandit._numbers import ArgumentError, check_held, first_entry, float_array, float_dtype, integer
+from jaxbandit._numbers import ArgumentError, check_held, float_array, float_dtype, integer
 from jaxbandit.base import OWN_ARM, Context, Policy
 from jaxbandit.engine import DEFAULT_CHUNK_SIZE, MAX_ROUNDS, drop_older_jax_copies, policy_key
 from jaxbandit.fingerprint import computation_key
@@ -213,29 +213,15 @@ def cell_params(params: dict, num_cells: Optional[int]) -> dict:
     return columns
 
 
-# A hyper-parameter's room below the dtype's largest number: the built-in policies scale
-# theirs by a few units and log t (at most 21), as in UCB's 2 alpha log t.
-PARAM_HEADROOM = 2.0**10
-
-
 def check_param_columns(columns: dict, dtype, remedy: str = "dtype='float64'", label=lambda name: f"parameter {name!r}") -> None:
     """Hyper-parameters ``{name: (C,) float64}`` as ``dtype`` holds them: finite,
     nonzero where given so, distinct values distinct
-    (:func:`~jaxbandit._numbers.check_held`), not NaN, and within the dtype's largest
-    number over :data:`PARAM_HEADROOM`.  ``remedy`` is the caller's
+    (:func:`~jaxbandit._numbers.check_held`), and not NaN.  ``remedy`` is the caller's
     name for a wider dtype, ``label(name)`` its name for a hyper-parameter."""
-    largest = float(np.finfo(dtype).max) / PARAM_HEADROOM
     for name, column in columns.items():
         check_held(label(name), column, dtype, remedy, argument=name)
         if np.isnan(column).any():
             raise ArgumentError(f"{label(name)} must not be NaN, got {column.tolist()!r}.", argument=name)
-        if entry := first_entry(label(name), column, np.abs(column) > largest):
-            raise ArgumentError(
-                f"{entry} leaves no room in {np.dtype(dtype).name} for a policy's arithmetic, which scales a "
-                f"hyper-parameter by a few units and log t (UCB's 2 alpha log t) and would overflow: keep it "
-                f"within {largest:.3g}, rescale it or use {remedy}.",
-                argument=name,
-            )
 
 
 def check_param_values(policy: Policy, columns: dict, dtype, remedy: str = "dtype='float64'") -> None:

@@ -37,8 +37,6 @@ def test_cells_whose_values_float32_merges_are_refused():
         (jb.instances.stack([jb.instances.bandit([1.0, 0.0])] * 2 + [jb.instances.bandit([1.0, 0.0], [1.0, 1e30])]), {},
          r"^instance sigma\[2, 1, 1\] = 1e\+30 is finite but its precision"),
         (BANDIT, {"alpha": 1e39}, r"parameter 'alpha' = 1e\+39 overflows float32"),
-        # held, but UCB's 2 alpha log t would overflow: every index inf, arm 0 played forever
-        (BANDIT, {"alpha": 1e36}, r"parameter 'alpha' = 1e\+36 leaves no room in float32 for a policy's arithmetic, .* keep it within 3.32e\+35, rescale it or use dtype='float64'\.$"),
         (BANDIT, {"alpha": float("nan")}, r"parameter 'alpha' must not be NaN"),
         (BANDIT, {"alpha": "fast"}, r"parameter 'alpha' must be a number or an array of numbers, got 'fast'"),
         # float() or numpy would take these as 1.0, 2.0 and 1.0 (recording the value as given)
@@ -57,11 +55,18 @@ def test_values_float32_cannot_hold_are_refused(instance, params, message):
         check_inputs(UCB_N, instance, 10, 1, params={k: 1.0 for k in params}, dtype="float64")  # fits in float64
 
 
-def test_a_hyper_parameter_within_the_headroom_runs_as_in_float64():
-    """An alpha just within the room left for UCB's arithmetic explores as float64 does
-    (round robin at this scale); float64 takes 1e36 as any value."""
-    within = jb.simulate(jb.policies.make("ucb_n", alpha=3e35), BANDIT, 30, 1).counts
+def test_an_exploration_scale_beyond_its_range_is_refused_by_the_policy():
+    """UCB's 2 alpha log t overflowed float32 from alpha near 1e37: every index inf, arm
+    0 played forever.  The index policies take alpha up to 1e30 (in every dtype); at 1e29
+    float32 explores as float64 does (round robin at this scale)."""
+    with pytest.raises(jb.ArgumentError, match=r"^params for policy 'ucb_n': alpha must be at most 1e\+30, got 1e\+36: it scales log t") as caught:
+        check_inputs(UCB_N, BANDIT, 10, 1, params={"alpha": 1e36})
+    assert caught.value.argument == "alpha"
+    for name in ("ucb", "ucb_maxn", "ucb_lp", "lp_explore"):
+        with pytest.raises(jb.ArgumentError, match=r"^alpha must be at most 1e\+30"):
+            jb.policies.make(name, alpha=1e31)
+    within = jb.simulate(jb.policies.make("ucb_n", alpha=1e29), BANDIT, 30, 1).counts
     with jax.enable_x64(True):
-        wide = jb.simulate(jb.policies.make("ucb_n", alpha=1e36), BANDIT, 30, 1, dtype="float64").counts
+        wide = jb.simulate(jb.policies.make("ucb_n", alpha=1e29), BANDIT, 30, 1, dtype="float64").counts
     np.testing.assert_array_equal(within, wide)
     assert np.ptp(within) <= 1

@@ -7,12 +7,13 @@ from typing import Callable, Mapping, NamedTuple
 import jax.numpy as jnp
 
 from jaxbandit import estimator
-from jaxbandit._numbers import check_nonnegative, check_positive, check_unit_interval
+from jaxbandit._numbers import ArgumentError, check_nonnegative, check_positive, check_unit_interval
 from jaxbandit._types import Array
 from jaxbandit.base import OWN_ARM, Context, Policy
 
 __all__ = [
     "EstimatorPolicyState",
+    "check_exploration",
     "check_nonnegative",
     "check_positive",
     "check_unit_interval",
@@ -52,6 +53,23 @@ def own_arm_precision(ctx: Context) -> Array:
 def log_round(t: Array, dtype) -> Array:
     """``log t`` with ``t`` counted from 1."""
     return jnp.log(jnp.asarray(t, dtype))
+
+
+# The largest exploration scale the index policies take: it multiplies log t (at most
+# 21) by a few units, which float32 holds up to 3.4e38.
+MAX_EXPLORATION = 1e30
+
+
+def check_exploration(name: str, value) -> float:
+    """An exploration scale (UCB's ``alpha``): a number in ``(0, MAX_EXPLORATION]``."""
+    value = check_positive(name, value)
+    if value > MAX_EXPLORATION:
+        raise ArgumentError(
+            f"{name} must be at most {MAX_EXPLORATION:g}, got {value!r}: it scales log t in every index, "
+            "which float32 would hold as inf, every arm's alike.",
+            argument=name,
+        )
+    return value
 
 
 def params_check(**rules: Callable) -> Callable[[Mapping], dict]:

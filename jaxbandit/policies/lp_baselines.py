@@ -73,7 +73,7 @@ import jax.numpy as jnp
 from jaxbandit import estimator, lp, rng
 from jaxbandit._types import Array
 from jaxbandit.base import Context, Policy, play
-from jaxbandit.policies._common import check_positive, consolidate_stats, initial_side_arm, params_check
+from jaxbandit.policies._common import check_exploration, check_positive, consolidate_stats, initial_side_arm, params_check
 from jaxbandit.policies.ucb import ucb_n_index
 
 __all__ = [
@@ -86,7 +86,7 @@ __all__ = [
 ]
 
 _check_eps_greedy_lp = params_check(c=check_positive, d=check_positive)
-_check_ucb_lp = params_check(c=check_positive, alpha=check_positive)
+_check_ucb_lp = params_check(c=check_positive, alpha=check_exploration)
 
 
 class LPExplorationState(NamedTuple):
@@ -222,7 +222,7 @@ def ucb_lp(c: float = 1.0, alpha: float = 1.0) -> Policy:
 
     Args:
         c: exploration scale > 0 (default 1).
-        alpha: exploration constant > 0 of the UCB-N index (default 1).
+        alpha: exploration constant in (0, 1e30] of the UCB-N index (default 1).
 
     Raises:
         ValueError: ``c`` or ``alpha`` is not a finite number > 0.

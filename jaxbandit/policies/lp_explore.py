@@ -59,7 +59,7 @@ from jaxbandit.bound_lp import (
 )
 from jaxbandit.policies._allocation import LPAnswer, allocation_stages, ratio_choice_is_certain, round_tests
 from jaxbandit.policies._common import (
-    check_positive,
+    check_exploration,
     check_unit_interval,
     consolidate_stats,
     log_round,
@@ -72,7 +72,7 @@ __all__ = ["CASE_C_RULES", "Case", "LPExploreState", "TheoryWarning", "lp_explor
 
 CASE_C_RULES = ("largest_deficit", "smallest_index")
 RATIO_TIE_TOLERANCE = 1e-5  # relative; see _case_c_arm
-_check_ranges = params_check(alpha=check_positive, gamma=check_unit_interval)
+_check_ranges = params_check(alpha=check_exploration, gamma=check_unit_interval)
 
 
 def _check_params(params) -> dict:
@@ -260,7 +260,7 @@ def lp_explore(alpha: float = 4.5, gamma: float = 0.5, case_c_rule: str = "large
     """Algorithm 1 of the paper (see the module docstring).
 
     Args:
-        alpha: exploration scale ``> 0``; the guarantee needs ``alpha > 4`` (default 4.5).
+        alpha: exploration scale in ``(0, 1e30]``; the guarantee needs ``alpha > 4`` (default 4.5).
         gamma: uniform-exploration exponent in (0, 1) (default 0.5).
         case_c_rule: ``"largest_deficit"`` (default) or ``"smallest_index"``.
 

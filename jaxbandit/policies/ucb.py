@@ -16,18 +16,18 @@ import jax.numpy as jnp
 
 from jaxbandit import estimator
 from jaxbandit.base import Policy, play
-from jaxbandit.policies._common import check_positive, estimator_policy, initial_side_arm, log_round, params_check
+from jaxbandit.policies._common import check_exploration, estimator_policy, initial_side_arm, log_round, params_check
 
 __all__ = ["ucb", "ucb_n", "ucb_n_index"]
 
-_check_params = params_check(alpha=check_positive)
+_check_params = params_check(alpha=check_exploration)
 
 
 def ucb(alpha: float = 1.0) -> Policy:
     """UCB with own-arm feedback only.
 
     Args:
-        alpha: exploration constant > 0 (default 1, the asymptotically optimal ``2 log t``
+        alpha: exploration constant in (0, 1e30] (default 1, the asymptotically optimal ``2 log t``
             width: ``regret / log T -> sum 2 sigma_ii^2 / Delta_i``, the Lai-Robbins
             constant, and ``alpha`` times it for ``alpha > 1``; below 1 the policy is
             not consistent: some runs lock onto a worse arm).
@@ -63,7 +63,7 @@ def ucb_n(alpha: float = 1.0) -> Policy:
     policies learn it from the arms that observe it).
 
     Args:
-        alpha: exploration constant > 0 (default 1).
+        alpha: exploration constant in (0, 1e30] (default 1).
     """
     params = _check_params({"alpha": alpha})
 

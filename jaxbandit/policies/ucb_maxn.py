@@ -35,7 +35,7 @@ from jaxbandit import estimator
 from jaxbandit.base import Context, Policy, play
 from jaxbandit.policies._common import (
     EstimatorPolicyState,
-    check_positive,
+    check_exploration,
     estimator_policy,
     initial_side_arm,
     params_check,
@@ -44,7 +44,7 @@ from jaxbandit.policies.ucb import ucb_n_index
 
 __all__ = ["ucb_maxn", "maxn_arm"]
 
-_check_params = params_check(alpha=check_positive)
+_check_params = params_check(alpha=check_exploration)
 
 
 def maxn_arm(stats: estimator.EstimatorState, precision, t, alpha):
@@ -72,7 +72,7 @@ def ucb_maxn(alpha: float = 1.0) -> Policy:
     """UCB-MaxN with side observations and the weighted estimator.
 
     Args:
-        alpha: exploration constant > 0 of the UCB-N index (default 1, the
+        alpha: exploration constant in (0, 1e30] of the UCB-N index (default 1, the
             ``sqrt(2 log t / zeta)`` width of Caron et al.).
 
     Raises:
