@@ -17,7 +17,6 @@ import json
 import os
 import socket
 import sys
-import tempfile
 import uuid
 import zipfile
 import zlib
@@ -48,27 +47,16 @@ _NPY_MAGIC = b"\x93NUMPY"  # a single array's file
 _NPZ_ERRORS = (ValueError, EOFError, zipfile.BadZipFile)  # numpy's, for a damaged archive or member
 
 
-def _umask() -> int:
-    """The process's umask (read by setting it: done once, at import, before any thread
-    of this package writes)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-# A written file's mode, as open() would give it: mkstemp's own (0600) would keep a
-# sweep's records from the group of a shared directory.
-_FILE_MODE = 0o666 & ~_umask()
-
-
 @contextlib.contextmanager
 def _flushed_copy(path: Path, data: bytes):
     """The name of a temporary file beside ``path`` that holds ``data``, flushed to disk;
     removed at the end unless it was moved into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # made as open() makes a file, with the umask's mode (mkstemp's 0600 would keep a
+    # sweep's records from the group of a shared directory); the name is unique
+    tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        os.chmod(tmp, _FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -2,6 +2,7 @@
 and a rerun of the sweep that computes the damaged group anew."""
 
 import json
+import os
 import shutil
 import zipfile
 
@@ -49,13 +50,21 @@ def rewrite_npz(path, recorded: bool = True, **changes) -> None:
         files.save_json(meta_path, {**files.read_json(meta_path), "data_digest": digest})
 
 
-def test_a_sweeps_files_take_the_mode_of_the_umask(finished):
-    """Written through a temporary file (mkstemp makes it 0600), each record ends with
-    the mode ``open`` would give it, readable by the group of a shared directory."""
-    expected = 0o666 & ~files._umask()
+def test_a_sweeps_files_take_the_mode_of_the_umask(finished, tmp_path):
+    """Written through a temporary file (mkstemp would make it 0600), each record ends
+    with the mode ``open`` gives it under the umask of the moment, readable by the
+    group of a shared directory."""
+    mask = os.umask(0o022)
+    os.umask(mask)
     written = [p for p in finished.rglob("*") if p.is_file() and p.suffix in (".json", ".npz", ".toml", ".csv")]
     assert {p.name for p in written} >= {"sweep.json", "summary.csv", "g000.json", "g000.npz"}
-    assert {oct(p.stat().st_mode & 0o777) for p in written} == {oct(expected)}
+    assert {oct(p.stat().st_mode & 0o777) for p in written} == {oct(0o666 & ~mask)}
+    try:
+        os.umask(0o002)
+        files.save_json(tmp_path / "record.json", {"a": 1})
+    finally:
+        os.umask(mask)
+    assert oct((tmp_path / "record.json").stat().st_mode & 0o777) == oct(0o664)
 
 
 def test_intact_directory_loads(out):
