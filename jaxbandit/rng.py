@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbandit._numbers import integer
+from jaxbandit._numbers import ArgumentError, integer
 from jaxbandit._types import Array
 
 __all__ = [
@@ -209,7 +209,12 @@ def uniform(run_key: Array, t: Array, num: int, dtype=jnp.float32) -> Array:
 
 def fold_in(run_key: Array, data) -> Array:
     """A ``(2,)`` uint32 key for draws independent of those of ``run_key`` (and of any
-    other ``data``): ``threefry(run_key, (data, 2**32 - 1))``, a counter no draw of
-    ``run_key`` uses (its second word is an entry index below ``num``)."""
+    other ``data``, an integer in ``[0, 2**32)``, or a traced integer scalar):
+    ``threefry(run_key, (data, 2**32 - 1))``, a counter no draw of ``run_key`` uses
+    (its second word is an entry index below ``num``)."""
+    if not isinstance(data, jax.core.Tracer):
+        data = integer("data", data, 0, 2**32 - 1)
+    elif data.shape != () or not jnp.issubdtype(data.dtype, jnp.integer):
+        raise ArgumentError(f"data must be an integer scalar, got {data.dtype}{list(data.shape)}.", argument="data")
     k0, k1 = threefry2x32((run_key[0], run_key[1]), (jnp.asarray(data, jnp.uint32), jnp.uint32(0xFFFFFFFF)))
     return jnp.stack([k0, k1])

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jaxbandit import rng
+from jaxbandit._numbers import ArgumentError
 
 
 def test_threefry_known_answers():
@@ -123,3 +124,13 @@ def test_a_folded_key_draws_independently_of_its_run_key():
     one, two = (np.asarray(rng.fold_in(keys[0], d)) for d in (1, 2))
     assert one.dtype == np.uint32 and one.shape == (2,)
     assert not np.array_equal(one, two) and not np.array_equal(one, np.asarray(keys[0]))
+    # data is one integer in [0, 2**32) (a traced one: an integer scalar), never rounded
+    # or wrapped onto another's key
+    traced = jax.jit(rng.fold_in)(keys[0], jnp.int32(1))
+    np.testing.assert_array_equal(traced, one)
+    for bad in (1.7, True, "1", -1, 2**32 + 1, np.int64(2**32 + 1), [1, 2], jnp.float32(1.2)):
+        with pytest.raises(ArgumentError, match=r"^data must be") as caught:
+            rng.fold_in(keys[0], bad)
+        assert caught.value.argument == "data"
+    with pytest.raises(ArgumentError, match=r"^data must be an integer scalar, got float32\[\]"):
+        jax.jit(rng.fold_in)(keys[0], jnp.float32(1.0))
