@@ -97,7 +97,7 @@ def check_small_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> 
     infinite requirement."""
     gaps, requirement = _requirements(mu)
     info = np.finfo(dtype)
-    with np.errstate(under="ignore"):
+    with np.errstate(under="ignore", over="ignore"):
         flushed = np.square(gaps) < info.tiny
     flagged = (gaps > 0) & (~(requirement <= info.max) | flushed)
     wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""

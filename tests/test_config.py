@@ -135,7 +135,9 @@ BAD = [
     (("runs = 10", "runs = 0"), "runs", "must be an integer >= 1"),
     # refused by check, not only by run (which writes the directory first)
     (("runs = 10", "runs = 1000000000000"), "runs", "must be at most 4294967296 (run indices are 32-bit), got 1000000000000"),
-    (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 1e39]"), "policies[0].alpha", 'alpha = 1e+39 overflows float32; rescale it or use precision = "float64"'),
+    (('name = "ucb_n"\nalpha = [0.25, 1, 4.01]', 'name = "eps_greedy"\nc = [0.25, 1e39]'), "policies[0].c", 'c = 1e+39 overflows float32; rescale it or use precision = "float64"'),
+    # an exploration scale beyond the index policies' range, whatever the precision
+    (("alpha = [0.25, 1, 4.01]", "alpha = [0.25, 1e39]"), "policies[0].alpha", "alpha must be at most 1e+30, got 1e+39: it scales log t"),
     (("seed = 1", "seed = true"), "seed", "got boolean"),
     (("horizon = [100, 1000]", "horizon = []"), "horizon", "non-empty"),
     (("horizon = [100, 1000]", "horizon = [100, 1.5]"), "horizon[1]", "got float"),
@@ -188,6 +190,9 @@ BAD = [
     (("alpha = [0.25, 1, 4.01]", "beta = 2"), "policies[0].beta", "unknown key"),
     (('label = "TS-N"', 'label = "TS-N"\noptional = true'), "policies[1].optional", "unknown key"),
     (('label = "TS-N"', 'label = "ucb_n"'), "policies[1].label", "duplicate policy label"),
+    # a label the command line's --policies A,B could not name
+    (('label = "TS-N"', 'label = "fast, greedy"'), "policies[1].label", "must have balanced parentheses, no comma outside them and no surrounding spaces"),
+    (('label = "TS-N"', 'label = "TS-N("'), "policies[1].label", "must have balanced parentheses"),
     # a distinct entry label, but a cell label of policies[0]'s grid: two cells, one name in results and plots
     (('label = "TS-N"', 'label = "ucb_n(alpha=1)"'), "policies[1].label", "a cell labelled 'ucb_n(alpha=1)', as one of policies[0] is"),
     # the label a figure gives policies[0]'s cell (its parameters as resolved)

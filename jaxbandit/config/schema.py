@@ -92,6 +92,22 @@ def _text(name: str, value) -> str:
     return value
 
 
+def _label(name: str, value) -> str:
+    """A policy label: text the command line's lists (``--policies A,B``) can name, so
+    balanced parentheses, no comma outside them (a cell label's own) and no
+    surrounding spaces."""
+    value, depth, apart = _text(name, value), 0, False
+    for char in value:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        apart |= depth < 0 or (char == "," and depth == 0)
+    if apart or depth or value != value.strip():
+        raise ArgumentError(
+            f"{name} must have balanced parentheses, no comma outside them and no surrounding spaces (the "
+            f"command line's lists of labels split there), got {value!r}.", argument=name
+        )
+    return value
+
+
 def decode_numbers(value):
     """``"inf"`` strings (any case, signed +) in nested lists as ``math.inf``."""
     if isinstance(value, list):
@@ -120,6 +136,7 @@ Integer = Annotated[int, _integer(1)]
 # what an instance constructor takes: its own rules check the values ("inf" is inf)
 Numbers = Annotated[Any, BeforeValidator(lambda value, info: decode_numbers(value))]
 Text = Annotated[str, _rule(_text)]
+Label = Annotated[str, _rule(_label)]
 Grid = Annotated[tuple, BeforeValidator(lambda value, info: _grid(info.field_name, value))]
 
 
@@ -159,7 +176,7 @@ class PolicyEntry(_Table):
 
     model_config = ConfigDict(extra="allow", frozen=True)
     name: Text
-    label: Optional[Text] = None
+    label: Optional[Label] = None
     __pydantic_extra__: Dict[str, Grid] = Field(init=False)
 
 
