@@ -71,8 +71,9 @@ def _twice(check: Callable[[_Params], Any], params: Mapping) -> _Params:
     engine's order) twice, each on its own :class:`_Params`, and raise a
     :class:`PolicyError` unless both passes traced the same programs: a function that
     reads a global that it or another function updates while traced (or a generator of
-    its own: the global ones are caught by :func:`_evaluate`) gives results that depend on when the engine traces it (for
-    each run count and chunk size).  Returns the first pass's ``_Params``."""
+    its own: the global ones are caught by :func:`_evaluate`) gives results that depend
+    on when the engine traces it (for each run count and chunk size).  Returns the
+    first pass's ``_Params``."""
     passes = []
     for _ in range(2):
         passes.append(_Params(params))

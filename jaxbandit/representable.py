@@ -33,9 +33,10 @@ class CoarseMeansWarning(UserWarning):
 def check_representable(mu: np.ndarray, sigma: np.ndarray, dtype, remedy: str = "dtype='float64'") -> None:
     """The instance means the same in ``dtype`` as in float64: finite means and gaps, no
     worse arm rounded onto the best mean, no gap whose ``2 / gap**2`` the dtype loses
-    (:func:`check_large_gaps`) or cannot hold (:func:`check_small_gaps`), and no noise level whose precision ``1 / sigma**2``
-    would vanish or overflow (:func:`check_precisions`).  Errors suggest ``remedy``,
-    the caller's name for a wider dtype.
+    (:func:`check_large_gaps`) or cannot hold (:func:`check_small_gaps`), and no
+    noise level whose precision ``1 / sigma**2`` would vanish or overflow
+    (:func:`check_precisions`).  Errors suggest ``remedy``, the caller's name for a
+    wider dtype.
 
     Args:
         mu: ``(C, K)`` means, float64.

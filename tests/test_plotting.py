@@ -104,6 +104,20 @@ def test_a_horizon_of_one_round_plots(results, tmp_path):
     assert fig.axes[0].texts[0].get_text() == "no recorded round t >= 2"
 
 
+def _renamed(results, directory, renamed: dict, **changes):
+    """``results``' ts_n cells of each source instance under a new instance name
+    (``{name: source}``), with ``changes`` to every cell, as a sweep in ``directory``."""
+    cells = [
+        dataclasses.replace(cell, instance=label, **changes)
+        for label, source in renamed.items()
+        for cell in results.select(instance=source, policy="ts_n")
+    ]
+    return dataclasses.replace(
+        results, directory=directory, cells=tuple(cells),
+        instances={label: results.instances[source] for label, source in renamed.items()},
+    )  # fmt: skip
+
+
 def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_path):
     """Labels with dots (``sigma0.5``, ``sigma0.7``) keep their end, and labels the file
     names map to one (``a b``, ``a_b``), or that run together with a figure's stem
@@ -111,15 +125,7 @@ def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_p
     overwrites another."""
     renamed = {"sigma0.5": "bandit", "sigma0.7": "graph_star", "a b": "bandit", "a_b": "graph_star",
                "x": "bandit", "log_x": "graph_star"}  # fmt: skip
-    cells = [
-        dataclasses.replace(cell, instance=label)
-        for label, source in renamed.items()
-        for cell in results.select(instance=source, policy="ts_n")
-    ]
-    relabelled = dataclasses.replace(
-        results, directory=tmp_path, cells=tuple(cells),
-        instances={label: results.instances[source] for label, source in renamed.items()},
-    )  # fmt: skip
+    relabelled = _renamed(results, tmp_path, renamed)
     paths = plotting.plot_sweep(relabelled, tmp_path / "plots", formats=("png",), bound=False)
     figures = [p for p in paths if p.suffix == ".png"]
     assert len(figures) == len(set(figures)) == 3 * 6
@@ -134,15 +140,8 @@ def test_long_names_and_dollar_signs_are_file_names_and_text(results, tmp_path):
     (two that share their first characters, two files); a "$" in a name or a label is
     shown as written, not read as mathtext (which fails on ``\\badcmd``)."""
     renamed = {"L" * 300: "bandit", "L" * 299 + "M": "graph_star", "cost $5 vs $6": "bandit"}
-    cells = [
-        dataclasses.replace(cell, instance=label, policy="UCB $\\badcmd$")
-        for label, source in renamed.items()
-        for cell in results.select(instance=source, policy="ts_n")
-    ]
-    relabelled = dataclasses.replace(
-        results, directory=tmp_path, cells=tuple(cells),
-        instances={label: results.instances[source] for label, source in renamed.items()},
-    )  # fmt: skip
+    relabelled = _renamed(results, tmp_path, renamed, policy="UCB $\\badcmd$")
+    cells = relabelled.cells
     paths = plotting.plot_sweep(relabelled, tmp_path / "plots", formats=("png",), bound=False)
     figures = [p for p in paths if p.suffix == ".png"]
     assert len(figures) == len(set(figures)) == 3 * 3 and max(len(p.name) for p in figures) < 255
