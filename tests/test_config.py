@@ -166,6 +166,10 @@ BAD = [
     (("adjacency = [[0, 1, 0, 0, 0], ", "adjacency = [[0, 1, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
     (("adjacency = [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0], ", "adjacency = [[0, 1, 0, 0, 0], "), "instances[3].adjacency", "must be a 5 x 5 array (rows of equal length)"),
     (('name = "b3"', 'name = "graph_star"'), "instances[1].name", "duplicate instance name 'graph_star'; names must be unique"),
+    # a name the entry did not write: its default, named as such at the entry
+    (('name = "explicit"\nmu = [0.9, 0.1]\nsigma = [[1.0, "inf"], [0.5, 2.0]]\n\n[[instances]]\ntype = "graph"\nname = "g5"\n',
+      'name = "graph_3"\nmu = [0.9, 0.1]\nsigma = [[1.0, "inf"], [0.5, 2.0]]\n\n[[instances]]\ntype = "graph"\n'),
+     "instances[3]", "duplicate instance name 'graph_3' (its default name, from its type and place: give it a name); names must be unique"),
     # the default named again (under another noise family, say): how to write it
     (('type = "bandit"\nname = "b3"\nmu = [1.0, 0.5, 0.2]\nsigma = 1.0', 'type = "default"\nname = "graph_star"\nnoise = "uniform"'),
      "instances[1].name", 'duplicate instance name \'graph_star\'; names must be unique; a default instance is named by its own name: to run it again (under another noise family, say), write it as type = "explicit"'),

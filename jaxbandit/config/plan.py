@@ -297,7 +297,9 @@ def _instances(fail, entries, precision: str, directory: str) -> list:
                     "; a default instance is named by its own name: to run it again (under another noise family, "
                     "say), write it as type = \"explicit\" with its mu and sigma and a name of its own"
                 ) if entry.type == "default" else ""
-                fail(f"{key}.name", f"duplicate instance name {label!r}; names must be unique{again}")
+                given_name = entry.type == "default" or entry.name is not None
+                what = "" if given_name else " (its default name, from its type and place: give it a name)"
+                fail(f"{key}.name" if given_name else key, f"duplicate instance name {label!r}{what}; names must be unique{again}")
             try:
                 with warnings.catch_warnings(record=True) as caught:  # said again at its key
                     warnings.simplefilter("always")
