@@ -320,11 +320,13 @@ def _parse_vector(text: str, name: str) -> np.ndarray:
     values = []
     for item in text.replace(" ", "").split(","):
         try:
-            value = decimal_literal(item) if "_" not in item else math.nan
+            value = decimal_literal(item) if "_" not in item else None
         except ValueError:  # not a number, or one beyond float64
-            value = math.nan
-        if math.isnan(value):
+            value = None
+        if value is None:
             raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.")
+        if math.isnan(value):
+            raise ValueError(f"{name} must be numbers, not NaN, got {text!r}.")
         values.append(value)
     return np.array(values, dtype=np.float64)
 
