@@ -109,8 +109,10 @@ def _names(items, labels: list) -> list:
 
 def _shown(text: str) -> str:
     """A user's name as a figure shows it: a ``$`` is text, not the start of mathtext
-    (which would fail on ``$\\badcmd$`` and italicise ``$5 vs $6``)."""
-    return text.replace("$", r"\$")
+    (which would fail on ``$\\badcmd$`` and italicise ``$5 vs $6``), and a leading
+    ``_`` is kept in a legend (which hides such labels) by a zero-width space."""
+    text = text.replace("$", r"\$")
+    return "\u200b" + text if text.startswith("_") else text
 
 
 def _wrapped(text: str, width: int = 30) -> str:

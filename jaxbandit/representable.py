@@ -100,9 +100,14 @@ def check_small_gaps(mu: np.ndarray, dtype, remedy: str = "dtype='float64'") -> 
     info = np.finfo(dtype)
     with np.errstate(under="ignore", over="ignore"):
         flushed = np.square(gaps) < info.tiny
-    flagged = (gaps > 0) & (~(requirement <= info.max) | flushed)
-    wider = f" or use {remedy}" if np.finfo(dtype).bits < 64 else ""
-    refuse_gap(mu, gaps, flagged, f"is so small that 2 / gap**2 overflows {np.dtype(dtype).name}; rescale mu{wider}")
+    wider = f" or use {remedy}" if info.bits < 64 else ""
+    name = np.dtype(dtype).name
+    refuse_gap(mu, gaps, (gaps > 0) & ~(requirement <= info.max), f"is so small that 2 / gap**2 overflows {name}; rescale mu{wider}")
+    refuse_gap(
+        mu, gaps, (gaps > 0) & flushed,
+        f"is so small that gap**2 is below {name}'s smallest normal number, which XLA flushes to 0 (2 / gap**2 "
+        f"would be inf); rescale mu{wider}",
+    )  # fmt: skip
 
 
 def refuse_gap(mu: np.ndarray, gaps: np.ndarray, flagged: np.ndarray, problem: str) -> None:

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxbandit as jb
 from jaxbandit import config, instances, noise
 from jaxbandit.config import ConfigError
 from jaxbandit.policies.lp_explore import TheoryWarning
@@ -285,6 +286,16 @@ def test_bad_config_dicts_and_missing_files(tmp_path):
     # [instances] for [[instances]]: one table where an array of them belongs
     with pytest.raises(ConfigError, match=r"<dict>: key 'instances': must be a non-empty array of tables \(\[\[instances\]\]\), got table"):
         config.load({"runs": 1, "horizon": 5, "instances": {"type": "default", "name": "bandit"}, "policies": [{"name": "ucb"}]})
+    # a registered name the label rule refuses, as the entry's label
+    jb.policies.register("fast, greedy", jb.policies.REGISTRY["ucb"])
+    try:
+        entry = {"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "bandit"}], "policies": [{"name": "fast, greedy"}]}
+        with pytest.raises(ConfigError, match=r"key 'policies\[0\].name': label must have balanced parentheses, .*got 'fast, greedy' \(the label its name gives: give the entry a label\)"):
+            config.load(entry)
+        entry["policies"][0]["label"] = "fast_greedy"
+        assert config.load(entry).policies[0].label == "fast_greedy"
+    finally:
+        jb.policies.REGISTRY.pop("fast, greedy")
     # a name no UTF-8 record can hold (os.fsdecode of a file name that is not UTF-8)
     with pytest.raises(ConfigError, match=r"key 'instances\[0\].name': must be text UTF-8 can hold, got '\\udcff'"):
         config.load({"runs": 1, "horizon": 5, "instances": [{"type": "default", "name": "\udcff"}], "policies": [{"name": "ucb"}]})

@@ -153,6 +153,11 @@ def test_long_names_and_dollar_signs_are_file_names_and_text(results, tmp_path):
     fig.savefig(tmp_path / "drawn.png")
     assert ax.get_legend_handles_labels()[1] == ["UCB \\$\\badcmd\\$"]
     assert all(t.get_parse_math() for t in ax.get_xticklabels()) and "mathdefault" in ax.get_xticklabels()[1].get_text()
+    # a label matplotlib's legend would hide (a leading "_") is kept
+    fig = Figure()
+    ax = fig.subplots()
+    plotting.regret_curves(ax, [dataclasses.replace(c, policy="_base") for c in cells if c.instance == "cost $5 vs $6"])
+    assert ax.get_legend_handles_labels()[1] == ["\u200b_base"]
 
 
 def test_lower_bound_line_only_where_the_bound_is_solved(results, monkeypatch, caplog):

@@ -65,6 +65,7 @@ def test_an_exploration_scale_beyond_its_range_is_refused_by_the_policy():
     for name in ("ucb", "ucb_maxn", "ucb_lp", "lp_explore"):
         with pytest.raises(jb.ArgumentError, match=r"^alpha must be at most 1e\+30"):
             jb.policies.make(name, alpha=1e31)
+    assert jb.simulate(jb.policies.make("ucb_n", alpha=1e30), BANDIT, 30, 1).counts.sum() == 30  # as float32 holds it
     within = jb.simulate(jb.policies.make("ucb_n", alpha=1e29), BANDIT, 30, 1).counts
     with jax.enable_x64(True):
         wide = jb.simulate(jb.policies.make("ucb_n", alpha=1e29), BANDIT, 30, 1, dtype="float64").counts

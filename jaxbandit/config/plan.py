@@ -29,7 +29,7 @@ from jaxbandit.base import Policy
 from jaxbandit.config.instance_file import read as read_instance_file
 from jaxbandit.config.policy_modules import directory_of, importable_beside, shadowed_module
 from jaxbandit.config.records import cell_label, encode_array, encode_numbers, policy_record, resolved_params
-from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, key_path, unknown_key
+from jaxbandit.config.schema import CONSTRUCTORS, ConfigError, SweepFile, check_label, key_path, unknown_key
 from jaxbandit.engine import policy_key
 from jaxbandit.fingerprint import computation_key, json_digest, source_digest, stable_digest
 from jaxbandit.instances import Instance, check_unique_best
@@ -339,6 +339,11 @@ def _policies(fail, entries, precision: str, directory: Optional[str]) -> list:
         if other := shadowed_module(entry.name, directory):
             fail(f"{key}.name", other)
         label = entry.label or entry.name
+        if entry.label is None:  # the name is the label: a registered name may be any text
+            try:
+                check_label("label", label)
+            except ArgumentError as err:
+                fail(f"{key}.name", f"{str(err).rstrip('.')} (the label its name gives: give the entry a label)")
         params = dict(entry.model_extra)
         _check_keys(fail, key, factory, params, f"parameters of policy {entry.name!r}", ("name", "label"))
         grid = tuple(dict(combo) for combo in itertools.product(*[[(p, v) for v in vs] for p, vs in params.items()]))

@@ -27,7 +27,7 @@ from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dt
 from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.result import DEFAULT_POINTS
 
-__all__ = ["CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "key_path", "unknown_key", "validate"]
+__all__ = ["CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "check_label", "key_path", "unknown_key", "validate"]
 
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
 
@@ -92,7 +92,7 @@ def _text(name: str, value) -> str:
     return value
 
 
-def _label(name: str, value) -> str:
+def check_label(name: str, value) -> str:
     """A policy label: text the command line's lists (``--policies A,B``) can name, so
     balanced parentheses, no comma outside them (a cell label's own) and no
     surrounding spaces."""
@@ -136,7 +136,7 @@ Integer = Annotated[int, _integer(1)]
 # what an instance constructor takes: its own rules check the values ("inf" is inf)
 Numbers = Annotated[Any, BeforeValidator(lambda value, info: decode_numbers(value))]
 Text = Annotated[str, _rule(_text)]
-Label = Annotated[str, _rule(_label)]
+Label = Annotated[str, _rule(check_label)]
 Grid = Annotated[tuple, BeforeValidator(lambda value, info: _grid(info.field_name, value))]
 
 

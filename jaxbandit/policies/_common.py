@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxbandit import estimator
 from jaxbandit._numbers import ArgumentError, check_nonnegative, check_positive, check_unit_interval
@@ -56,8 +57,9 @@ def log_round(t: Array, dtype) -> Array:
 
 
 # The largest exploration scale the index policies take: it multiplies log t (at most
-# 21) by a few units, which float32 holds up to 3.4e38.
-MAX_EXPLORATION = 1e30
+# 21) by a few units, which float32 holds up to 3.4e38.  1e30 as float32 rounds it, so
+# that a simulation's check of the value float32 holds takes 1e30 too.
+MAX_EXPLORATION = float(np.float32(1e30))
 
 
 def check_exploration(name: str, value) -> float:
