@@ -246,3 +246,8 @@ class Policy(NamedTuple):
     params: Mapping = _NO_PARAMS
     options: Mapping = _NO_PARAMS
     check_params: Optional[Callable] = None
+
+    def __repr__(self) -> str:
+        # what tells policies apart for a reader; the functions' addresses say nothing
+        solver = ", solver" if self.solver is not None else ""
+        return f"Policy(name={self.name!r}, params={dict(self.params)!r}, options={dict(self.options)!r}{solver})"

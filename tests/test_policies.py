@@ -33,6 +33,13 @@ def test_policies_by_import_path_and_registration():
         jb.policies.register("x", 3)
 
 
+def test_a_policy_shows_its_name_params_and_options():
+    """Not its functions' addresses, which tell a reader nothing."""
+    assert repr(jb.policies.make("ucb_n", alpha=2)) == "Policy(name='ucb_n', params={'alpha': 2.0}, options={})"
+    shown = repr(jb.policies.make("lp_explore"))
+    assert shown == "Policy(name='lp_explore', params={'alpha': 4.5, 'gamma': 0.5}, options={'case_c_rule': 'largest_deficit'}, solver)"
+
+
 def test_a_registered_name_is_not_replaced_silently():
     with pytest.raises(jb.ArgumentError, match="policy name 'ucb_n' is already registered .*replace=True"):
         jb.policies.register("ucb_n", jb.policies.greedy.greedy)
