@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import os
 import re
 import signal
@@ -29,6 +28,7 @@ from jaxbandit._numbers import decimal_literal
 from jaxbandit.bound import _raise_for_status, lower_bound
 from jaxbandit.bound_lp import LowerBoundStatus
 from jaxbandit.config import ConfigError, instance_file
+from jaxbandit.config.schema import split_labels
 from jaxbandit.instances import Instance, check_unique_best, explicit
 from jaxbandit.sweep import SweepMismatchError
 
@@ -94,22 +94,10 @@ def _shard_option(text: str):
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _names(text: str) -> list:
-    """The non-empty items of a comma-separated list; a comma inside parentheses is a
-    label's own (``"lp_explore(alpha=4.5, gamma=0.5),ts_n"`` is two labels)."""
-    items, depth, start = [], 0, 0
-    for i, char in enumerate(text + ","):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth <= 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    return [item for item in items if item]
-
-
 def _cmd_plot(args) -> int:
     from jaxbandit import plotting  # matplotlib: only where a figure is drawn
 
-    formats = _names(args.format)
+    formats = split_labels(args.format)
     supported = plotting.supported_formats()
     if not formats or any(f not in supported for f in formats):
         return _error(f"--format must list formats among {', '.join(supported)}, got {args.format!r}.")
@@ -191,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="png,pdf", help="comma-separated formats (default png,pdf)")
     p.add_argument("--no-bound", action="store_true", help="omit the LP lower bound line")
     p.add_argument("--logy", action="store_true", help="log scale for the regret axis of regret and regret / log t")
-    p.add_argument("--policies", type=_names, default=None, metavar="A,B,...",
+    p.add_argument("--policies", type=split_labels, default=None, metavar="A,B,...",
                    help="cell or policy labels to draw (default: all)")  # fmt: skip
     p.add_argument("--reference", default=None, metavar="NAME", help=(
         "cell or policy label that the paired-difference figures compare every other against "
@@ -325,9 +313,7 @@ def _parse_vector(text: str, name: str) -> np.ndarray:
             value = None
         if value is None:
             raise ValueError(f"{name} must be comma-separated numbers, got {text!r}.")
-        if math.isnan(value):
-            raise ValueError(f"{name} must be numbers, not NaN, got {text!r}.")
-        values.append(value)
+        values.append(value)  # NaN too: the instance's rule refuses it, naming the entry
     return np.array(values, dtype=np.float64)
 
 

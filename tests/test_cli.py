@@ -203,7 +203,8 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
     # each refused, naming the value or the file, rather than read as something else
     for argv, message in (
         (["--mu", "1,,0.5", "--sigma", "1"], "mu must be comma-separated numbers, got '1,,0.5'"),  # read as K = 2
-        (["--mu", "1,nan", "--sigma", "1"], "mu must be numbers, not NaN, got '1,nan'"),
+        (["--mu", "1,nan", "--sigma", "1"], "mu must be finite, got non-finite entries [nan] in mu=[1.0, nan]"),
+        (["--mu", "1,0.5", "--sigma", "nan"], "sigma must not contain NaN, got sigma[0, 0] = nan"),
         (["--mu", "1,0.5", "--sigma", "1,inf;;inf,1"], "(an empty row)"),
         (["--mu", "1,0.5", "--sigma", "1", "--noise", "uniform"], "(on the command line: --gaussian-reference)"),
         (["--mu", "1,0.5", "--sigma", "1_0"], "sigma must be comma-separated numbers, got '1_0'"),  # not 10

@@ -27,7 +27,10 @@ from jaxbandit._numbers import ArgumentError, check_positive, describe, float_dt
 from jaxbandit.engine import MAX_ROUNDS
 from jaxbandit.result import DEFAULT_POINTS
 
-__all__ = ["CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "check_label", "key_path", "unknown_key", "validate"]
+__all__ = [
+    "CONSTRUCTORS", "ConfigError", "INSTANCE_TYPES", "SweepFile", "check_label", "key_path", "split_labels", "unknown_key",
+    "validate",
+]  # fmt: skip
 
 _INF_STRINGS = {"inf", "+inf", "infinity", "+infinity"}
 
@@ -92,15 +95,27 @@ def _text(name: str, value) -> str:
     return value
 
 
+def split_labels(text: str) -> list:
+    """The non-empty items of the command line's comma-separated lists of labels (and
+    formats); a comma inside parentheses is a label's own
+    (``"lp_explore(alpha=4.5, gamma=0.5),ts_n"`` is two labels)."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text + ","):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    return [item for item in items if item]
+
+
 def check_label(name: str, value) -> str:
-    """A policy label: text the command line's lists (``--policies A,B``) can name, so
-    balanced parentheses, no comma outside them (a cell label's own) and no
-    surrounding spaces."""
-    value, depth, apart = _text(name, value), 0, False
+    """A policy label: text that :func:`split_labels` reads back as itself (no comma
+    outside parentheses, no surrounding spaces), with balanced parentheses."""
+    value, depth, balanced = _text(name, value), 0, True
     for char in value:
         depth += {"(": 1, ")": -1}.get(char, 0)
-        apart |= depth < 0 or (char == "," and depth == 0)
-    if apart or depth or value != value.strip():
+        balanced &= depth >= 0
+    if split_labels(value) != [value] or not balanced or depth:
         raise ArgumentError(
             f"{name} must have balanced parentheses, no comma outside them and no surrounding spaces (the "
             f"command line's lists of labels split there), got {value!r}.", argument=name
