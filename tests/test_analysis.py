@@ -19,6 +19,7 @@ from scipy import stats
 
 import jaxbandit as jb
 from jaxbandit import base, cli, comparison, fingerprint, frames, plotting, summary, sweep
+from jaxbandit.config.schema import split_labels
 from tests import sweep_fixtures as fx
 from tests import user_policies
 
@@ -94,7 +95,7 @@ def test_a_selection_by_what_no_cell_has_is_refused(results):
     # a figure's label (the parameters as resolved, defaults included) picks its cell too
     cell = dataclasses.replace(results.cells[0], resolved_params={**results.cells[0].params, "gamma": 0.5})
     assert cell.resolved_label != cell.label and cell.matches(cell.resolved_label) and cell.matches(cell.label)
-    assert cli._names("lp_explore(alpha=4.5, gamma=0.5), ts_n,") == ["lp_explore(alpha=4.5, gamma=0.5)", "ts_n"]
+    assert split_labels("lp_explore(alpha=4.5, gamma=0.5), ts_n,") == ["lp_explore(alpha=4.5, gamma=0.5)", "ts_n"]
     for horizon in (np.int64(1500), 1500.0, 1.5e3):  # the integer rule: a whole float is one
         assert results.select(noise="gaussian", horizon=horizon, precision="float32") == list(results.cells)
     # the dtype rule: a precision is float32 or float64, however it is written
