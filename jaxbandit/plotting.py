@@ -44,10 +44,6 @@ def _palette(count: int) -> list:
     return [cmap(i % cmap.N) for i in range(count)]
 
 
-def _colors(labels: Sequence[str]) -> dict:
-    return dict(zip(labels, _palette(len(labels))))
-
-
 def _cells_and_colors(cells, colors) -> tuple:
     """``cells`` as a checked list (:func:`jaxbandit.frames.as_cells`), one color and one
     name (:func:`_names`) per cell.  ``colors``: by default each cell its own;
@@ -328,9 +324,12 @@ def plot_sweep(
     ``reference``, :func:`jaxbandit.compare`) and, when a policy reports ``case_*``
     counters, ``case_mix_<instance>``; ``<instance>`` is the label with characters
     other than letters, digits, ``_.-`` replaced, and the instance's index appended
-    where two labels would share a file.  Also writes ``summary.csv`` next to the
-    results.  Groups not finished yet (shards still running) are left out with a
-    warning that lists them.
+    where two labels would share a file, and ``_T<horizon>`` where the sweep has several
+    horizons.  Figures of these names in ``formats`` that this call does not draw (an
+    instance without cells drawn, no paired differences, no case counters) are removed,
+    so that ``out_dir`` holds this call's figures only.  Also writes ``summary.csv``
+    next to the results.  Groups not finished yet (shards still running) are left out
+    with a warning that lists them.
 
     Args:
         results: a :class:`~jaxbandit.io.SweepResults` or a sweep directory.
@@ -372,14 +371,17 @@ def plot_sweep(
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir {str(out)!r} exists and is not a directory; figures are written to a directory.")
     out.mkdir(parents=True, exist_ok=True)
-    colors = _colors(results.policy_labels)
-    multiple_horizons = len(results.horizons) > 1
+    colors = dict(zip(results.policy_labels, _palette(len(results.policy_labels))))
     written = [summary.write_summary_csv(results)]
     bounds = results.lower_bounds()
-    tags = {horizon: f"_T{horizon}" if multiple_horizons else "" for horizon in results.horizons}
-    slugs = _unique_slugs(results.instance_labels, list(tags.values()))
-    for horizon in results.horizons:
-        for instance in results.instance_labels:
+    # file names from the sweep's plan, not from the cells finished so far: a figure
+    # keeps its name as groups finish
+    horizons = sorted({int(group["horizon"]) for group in results.plan.values()}) or results.horizons
+    instance_labels = list(results.instances) or results.instance_labels
+    tags = {horizon: f"_T{horizon}" if len(horizons) > 1 else "" for horizon in horizons}
+    slugs = _unique_slugs(instance_labels, list(tags.values()))
+    for horizon in horizons:
+        for instance in instance_labels:
             cells = [c for c in drawn if c.instance == instance and c.horizon == horizon]
             if not cells:
                 continue
@@ -390,6 +392,10 @@ def plot_sweep(
             paired = _paired_rows(results, cells, reference)
             figures = _instance_figures(cells, value, label, out, suffix, logx, logy, distribution, formats, colors)
             written += figures + _paired_figure(paired, cells, out, suffix, formats)
+    # a figure of an earlier call that this one did not draw would pass for a current one
+    names = {f"{stem}_{slug}{tag}.{fmt}" for stem in _FIGURES for slug in slugs.values() for tag in tags.values() for fmt in formats}
+    for stale in [out / name for name in names if out / name not in written and (out / name).is_file()]:
+        stale.unlink()
     return written
 
 

@@ -118,6 +118,30 @@ def _renamed(results, directory, renamed: dict, **changes):
     )  # fmt: skip
 
 
+def test_figures_keep_their_names_as_groups_finish_and_stale_ones_go(results, tmp_path):
+    """Figure names come from the sweep's plan (its horizons and instances), not from
+    the cells finished so far, and a plot removes the figures of these names it does not
+    draw this time: an earlier plot's figure (of fewer horizons, or of more cells)
+    never sits beside this plot's as if it were current."""
+    longer = {"g_long": {**next(iter(results.plan.values())), "horizon": 3000}}  # planned, not finished
+    planned = dataclasses.replace(results, plan={**results.plan, **longer}, missing=("g_long",))
+    partial = dataclasses.replace(planned, cells=tuple(results.select(instance="bandit")))
+    out = tmp_path / "plots"
+
+    def listed(paths):
+        assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths if p.suffix == ".png")
+        return {p.name for p in paths}
+
+    assert "regret_bandit_T1500.png" in listed(plotting.plot_sweep(partial, out, formats=("png",)))
+    names = listed(plotting.plot_sweep(planned, out, formats=("png",)))
+    assert {"regret_graph_star_T1500.png", "paired_bandit_T1500.png", "case_mix_bandit_T1500.png"} <= names
+    names = listed(plotting.plot_sweep(planned, out, formats=("png",), policies=["ts_n"]))  # no pairs, no cases
+    assert not any(n.startswith(("paired_", "case_mix_")) for n in names) and "final_bandit_T1500.png" in names
+    (out / "paired_bandit_T1500.pdf").write_bytes(b"%PDF")  # another format than this call's: left alone
+    plotting.plot_sweep(planned, out, formats=("png",), policies=["ts_n"])
+    assert (out / "paired_bandit_T1500.pdf").exists()
+
+
 def test_instance_names_that_share_a_file_name_get_distinct_files(results, tmp_path):
     """Labels with dots (``sigma0.5``, ``sigma0.7``) keep their end, and labels the file
     names map to one (``a b``, ``a_b``), or that run together with a figure's stem
@@ -245,11 +269,11 @@ def test_cells_that_share_a_label_get_their_own_color_and_name(results, tmp_path
         draw(ax, ts_n)
         assert [line.get_label() for line in ax.get_lines()] == ["ts_n (bandit)", "ts_n (graph_star)"]
         assert len({line.get_color() for line in ax.get_lines()}) == 2
-    bandit = results.select(instance="bandit")
+    bandit, labels = results.select(instance="bandit"), results.policy_labels
     ax = Figure().subplots()
     plotting.regret_curves(ax, bandit)
     assert [line.get_label() for line in ax.get_lines()] == [c.resolved_label for c in bandit]
-    assert [line.get_color() for line in ax.get_lines()] == [plotting._colors(results.policy_labels)[c.label] for c in bandit]
+    assert [line.get_color() for line in ax.get_lines()] == [plotting._palette(len(labels))[labels.index(c.label)] for c in bandit]
     longer = dataclasses.replace(ts_n[0], horizon=3000)  # a T of its own: each tick says its T
     ax = Figure().subplots()
     plotting.final_distribution(ax, [ts_n[0], longer])
