@@ -30,7 +30,7 @@ __all__ = [
 
 LABEL_FIELDS = ("instance", "noise", "policy", "label", "policy_name")  # what tells a cell apart
 # what tells apart cells of one label in several sweeps (a frame of two sweeps' cells)
-SOURCE_FIELDS = ("seed", "precision", "directory")
+SOURCE_FIELDS = ("seed", "noise_stream", "precision", "directory")
 # the views' own names (a frame's columns, a dataset's dimensions and variables): a
 # hyper-parameter, counter or report of one of these names is prefixed
 RESERVED = (*LABEL_FIELDS, "horizon", *SOURCE_FIELDS, "cell", "run", "time", "arm", "regret", "final_regret", "counts",
@@ -202,6 +202,7 @@ def _labels(cells) -> dict:
     labels = {field: [getattr(cell, field) for cell in cells] for field in LABEL_FIELDS}
     labels["horizon"] = [cell.horizon for cell in cells]
     labels["seed"] = [cell.seed for cell in cells]
+    labels["noise_stream"] = [cell.noise_stream for cell in cells]
     labels["precision"] = [cell.precision for cell in cells]
     labels["directory"] = [None if cell.directory is None else str(cell.directory) for cell in cells]
     labels.update({column: [cell.resolved_params.get(name) for cell in cells] for name, column in params.items()})
@@ -229,8 +230,9 @@ def _label_column(values: list, sizes: list, text: bool):
 def cells_frame(cells, curves: bool = False, bounds=None):
     """A long :class:`pandas.DataFrame` of ``cells``.
 
-    Columns: ``instance, noise, policy, label, policy_name, horizon, seed, precision,
-    directory`` (the sweep a cell came from), one per resolved
+    Columns: ``instance, noise, policy, label, policy_name, horizon, seed,
+    noise_stream, precision, directory`` (the sweep a cell came from and the instance's
+    place in it, which with the seed picks its noise), one per resolved
     hyper-parameter (prefixed ``param_`` where its name is taken), ``run``, then
     ``final_regret``, ``regret_over_log_T``, the bound's ``lower_bound``,
     ``lower_bound_log_T`` and ``lower_bound_kind`` (with ``bounds``:
@@ -323,7 +325,7 @@ def cells_dataset(cells, bounds=None):
     ``regret (cell, run, time)``, ``final_regret (cell, run)``, ``counts (cell, run,
     arm)``, each diagnostic ``(cell, run)`` and monitor report ``(cell, run, time)``
     (prefixed ``diagnostic_`` or ``monitor_`` where the name is taken, as in the frame);
-    the labels, the sweep's seed, precision and directory, the resolved
+    the labels, the sweep's seed, noise stream, precision and directory, the resolved
     hyper-parameters (prefixed ``param_`` where the name is one of the dataset's own,
     such as ``counts`` or ``arm``) and, with ``bounds``, ``lower_bound`` are
     coordinates along ``cell``.
@@ -389,23 +391,26 @@ def _result_cells(result) -> list:
             diagnostics={k: pick(v) for k, v in result.diagnostics.items()},
             monitor={k: pick(v) for k, v in result.monitor.items()},
             resolved_params=params, runs=result.runs, first_run=result.first_run, final_regret=pick(result.regret)[:, -1],
-            seed=result.seed, precision=result.dtype, directory=None,
+            seed=result.seed, noise_stream=None, precision=result.dtype, directory=None,
         ))  # fmt: skip
     return cells
 
 
+_NOT_OF_A_RESULT = ["label", "policy_name", "noise_stream", "directory"]  # one policy, the batch's own streams
+
+
 def result_frame(result, curves: bool = False):
     """:func:`cells_frame` of one :class:`~jaxbandit.result.Result`, without ``label``,
-    ``policy_name`` (one policy) and ``directory`` (none): ``instance`` is the cell's
+    ``policy_name`` (one policy), ``noise_stream`` and ``directory`` (none): ``instance`` is the cell's
     index in its batch (0 for a single instance; a grid of hyper-parameters on one
     instance has a cell per value, told apart by their columns), ``run`` the run's
     index in the seed's stream (from ``first_run``)."""
-    return _frame(_result_cells(result), boolean("curves", curves), None).drop(columns=["label", "policy_name", "directory"])
+    return _frame(_result_cells(result), boolean("curves", curves), None).drop(columns=_NOT_OF_A_RESULT)
 
 
 def result_dataset(result):
     """:func:`cells_dataset` of one :class:`~jaxbandit.result.Result`: dimensions
     ``(instance, run, time)`` for a batch of cells (instances, or a grid of
     hyper-parameters on one instance: see :func:`result_frame`), ``(run, time)`` for one."""
-    dataset = _dataset(_result_cells(result), None).drop_vars(["label", "policy_name", "directory"]).swap_dims(cell="instance")
+    dataset = _dataset(_result_cells(result), None).drop_vars(_NOT_OF_A_RESULT).swap_dims(cell="instance")
     return dataset if result.regret.ndim == 3 else dataset.isel(instance=0)

@@ -4,7 +4,7 @@ Layout of a sweep directory (written by :func:`jaxbandit.sweep.run`, every file
 atomically: :mod:`jaxbandit.files`)::
 
     DIR/sweep.json           the configuration, its fingerprint, the cell groups
-    DIR/config.toml          the configuration file as given (when run from a file)
+    DIR/config.toml          the configuration file as first run (when run from a file)
     DIR/groups/gNNN.npz      results of one finished cell group (arrays)
     DIR/groups/gNNN.json     its metadata (written last: the group is finished)
     DIR/checkpoints/gNNN.npz engine state of a group in progress

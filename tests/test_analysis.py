@@ -53,6 +53,8 @@ def test_the_run_frame_holds_the_stored_values_label_by_label(results, bounds):
     # the sweep each row came from: rows of two sweeps' cells in one frame stay apart
     assert set(frame["seed"]) == {results.config["seed"]} and frame["seed"].dtype == np.int64
     assert set(frame["precision"]) == {"float32"} and set(frame["directory"]) == {str(results.directory.resolve())}
+    places = {label: index for index, label in enumerate(results.instances)}  # the instance's place: its noise
+    assert (frame["noise_stream"] == frame["instance"].map(places).astype(np.int64)).all()
     for cell in results.cells:
         rows = frame[(frame["label"] == cell.label) & (frame["instance"] == cell.instance)]
         np.testing.assert_array_equal(rows["run"], np.arange(cell.runs))
