@@ -74,6 +74,18 @@ def _recording_times(times: np.ndarray) -> np.ndarray:
 _GROUP_RUNS = 16
 
 
+def _in_its_mode(method):
+    """``method`` under the 64-bit mode its simulation was set up in: JAX's switch may
+    be a scope's own (``with jax.enable_x64(True):``), which a float64 run outlives."""
+
+    @functools.wraps(method)
+    def in_mode(self, *args, **kwargs):
+        with jax.enable_x64(self._x64):
+            return method(self, *args, **kwargs)
+
+    return in_mode
+
+
 def _run_groups(inputs: RunInputs, placement: Placement) -> int:
     """Into how many groups a simulation's runs are cut, each advanced by its own call
     of the chunk step, the calls at once on threads (:mod:`jaxbandit.threads`): on a CPU
@@ -95,7 +107,9 @@ class SimulationRun:
     ``noise_index`` gives each cell's index in the noise stream (cells that share an
     instance should share it, so that they see the same noise).  Other arguments are
     those of :func:`simulate` (:func:`~jaxbandit.run_inputs.check_inputs` checks them);
-    :meth:`from_inputs` starts from arguments already checked.
+    :meth:`from_inputs` starts from arguments already checked.  It computes in the
+    64-bit mode it was set up in (``jax_enable_x64``, set globally or in a ``with
+    jax.enable_x64(True):`` scope), whatever the mode its methods are called in.
 
     Raises:
         ValueError: bad input (naming the argument and the value);
@@ -115,6 +129,7 @@ class SimulationRun:
 
     def _start(self, inputs: RunInputs) -> None:
         self.inputs = inputs
+        self._x64 = bool(jax.config.jax_enable_x64)  # a policy's float64 numpy values compute under it
         self.policy, self.instance, self.monitor = inputs.policy, inputs.instance, inputs.monitor
         self.horizon, self.runs, self.seed, self.times = inputs.horizon, inputs.runs, inputs.seed, inputs.times
         self.params, self.dtype, self.noise_index = inputs.params, inputs.dtype, inputs.noise_index
@@ -144,15 +159,18 @@ class SimulationRun:
         self.wall_time = 0.0
 
     @property
+    @_in_its_mode
     def carry(self):
         """The engine carry of all the runs (:class:`~jaxbandit.engine.EngineCarry`): its
         groups' joined along the runs axis."""
         return joined_runs(self._carries)
 
     @carry.setter
+    @_in_its_mode
     def carry(self, carry) -> None:
         self._carries = split_runs(carry, len(self._carries))
 
+    @_in_its_mode
     def _runs_of(self, name: str):
         """One field of :attr:`carry`, joined without the rest."""
         return joined_runs([getattr(carry, name) for carry in self._carries])
@@ -190,6 +208,7 @@ class SimulationRun:
         self._engine_checked = True
         return self._sim
 
+    @_in_its_mode
     def compile(self) -> float:
         """Compile the chunk step now rather than in the first :meth:`advance`; returns
         the seconds it took (to time compilation and simulation apart).  Results do not
@@ -199,6 +218,7 @@ class SimulationRun:
         self._stepped = True
         return time.perf_counter() - start
 
+    @_in_its_mode
     def advance(self, max_chunks: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None) -> int:
         """Run up to ``max_chunks`` chunks (all remaining by default); returns rounds done.
 
@@ -290,6 +310,7 @@ class SimulationRun:
             cell=cell,
         )
 
+    @_in_its_mode
     def diagnostics(self) -> dict:
         """The policy's per-run counters now: ``{name: (C, runs) numpy}``."""
         values = self._engine().diagnostics(self._runs_of("state"))
@@ -323,7 +344,7 @@ class SimulationRun:
             "runs": self.runs,
             "first_run": self.inputs.first_run,
             "dtype": self.dtype.name,
-            "x64": bool(jax.config.jax_enable_x64),  # a policy's float64 numpy values compute under it
+            "x64": self._x64,
             "monitor": None if self.monitor is None else self.monitor.name,
             "monitor_code": self._codes["monitor_code"],
             "code": source_digest(),
@@ -335,6 +356,7 @@ class SimulationRun:
         leaves = [to_host(leaf) for leaf in jax.tree_util.tree_leaves(self.carry)]
         return checkpoints.encode(leaves, self.identity(), self.wall_time)
 
+    @_in_its_mode
     def restore(self, arrays: dict) -> None:
         """Resume from :meth:`checkpoint` output of this same simulation (taken on any
         number of devices).
@@ -348,6 +370,7 @@ class SimulationRun:
         self.carry = self._placement.shard_carry(jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in restored]))
         self.wall_time = wall_time
 
+    @_in_its_mode
     def result(self) -> Result:
         """The :class:`~jaxbandit.result.Result` (when :attr:`done`; flagged runs: as in advance)."""
         self._raise_for_failed_runs()

@@ -95,6 +95,27 @@ def test_recorded_regret_does_not_depend_on_how_many_runs_share_the_program(dtyp
     np.testing.assert_array_equal(few.regret, more.regret[:4])
 
 
+def test_a_run_keeps_the_64_bit_mode_it_was_set_up_in():
+    """A float64 run set up in a ``with jax.enable_x64(True):`` scope goes on, checkpoints
+    (saying so) and restores outside it, to the results of a run inside it throughout (it
+    failed in JAX's loop, and its checkpoint said x64 False beside float64)."""
+    inst = jb.instances.bandit(np.linspace(1.0, 0.1, 10))
+    setting = dict(seed=2, times=np.arange(1, 201), dtype="float64", chunk_size=100)
+    make = lambda: jb.SimulationRun(jb.policies.make("ucb_n"), inst, 200, 4, **setting)  # noqa: E731
+    with jax.enable_x64(True):
+        whole = jb.simulate(jb.policies.make("ucb_n"), inst, 200, 4, **setting)
+        run, resumed = make(), make()
+        run.advance(max_chunks=1)
+    saved = run.checkpoint()
+    assert json.loads(str(saved["identity"]))["x64"] is True
+    run.advance()
+    resumed.restore(saved)
+    resumed.advance()
+    for result in (run.result(), resumed.result()):
+        assert result.regret.dtype == np.float64
+        np.testing.assert_array_equal(result.regret, whole.regret)
+
+
 def test_compiling_ahead_leaves_nothing_to_compile_and_changes_nothing(reference_runs):
     run = jb.SimulationRun(jb.policies.make("ts_n"), GENERAL, 2500, 100, seed=4, chunk_size=500)
     assert run.compile() > 0
