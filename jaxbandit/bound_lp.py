@@ -206,7 +206,7 @@ def lower_bound_problem(mu: ArrayLike, precision: ArrayLike) -> LowerBoundProble
     """Build the lower-bound LP of one instance (pure, jit/vmap-able).
 
     Args:
-        mu: ``(K,)`` means (float32 or float64; sets the dtype).
+        mu: ``(K,)`` means (their dtype is the LP's; float64 needs ``jax_enable_x64``).
         precision: ``(K, K)`` ``W = 1 / sigma**2``, ``inf`` allowed (noise-free).
 
     Returns:

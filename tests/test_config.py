@@ -106,6 +106,12 @@ def test_dict_input_and_random_batches():
     assert cfg.source == "<dict>"
     assert [s.label for s in cfg.instances] == ["r/0", "r/1"]
     assert cfg.instances[1].instance == instances.random(5, 3, num_instances=2)[1]
+    # a precision as the Python API's dtype takes it: numpy's and JAX's dtypes, by name
+    small = {"runs": 2, "horizon": 10, "instances": [{"type": "default", "name": "bandit"}], "policies": [{"name": "ucb"}]}
+    for precision in (np.float64, np.dtype("float64"), jnp.float64, float):
+        assert config.load({**small, "precision": precision}).precision == "float64"
+    with pytest.raises(ConfigError, match=r"key 'precision': .*'int64'"):
+        config.load({**small, "precision": np.int64})
 
 
 def test_demo_config_and_examples_validate():
