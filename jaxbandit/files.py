@@ -67,10 +67,22 @@ def _flushed_copy(path: Path, data: bytes):
             os.unlink(tmp)
 
 
+@contextlib.contextmanager
+def _naming(path: Path):
+    """An OSError of writing ``path`` names ``path``: a full disk's names no file, and
+    a temporary file's name is not one the user knows."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno is None or err.filename == str(path):
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
+
+
 def atomic_write(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file, renamed."""
     path = Path(path)
-    with _flushed_copy(path, data) as tmp:
+    with _naming(path), _flushed_copy(path, data) as tmp:
         os.replace(tmp, path)
     return path
 
@@ -110,7 +122,7 @@ def create_exclusive_json(path, obj) -> bool:
     """
     path = Path(path)
     data = _json_bytes(obj)
-    with _flushed_copy(path, data) as tmp:
+    with _naming(path), _flushed_copy(path, data) as tmp:
         try:
             os.link(tmp, path)
         except FileExistsError:

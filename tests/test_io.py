@@ -67,6 +67,22 @@ def test_a_sweeps_files_take_the_mode_of_the_umask(finished, tmp_path):
     assert oct((tmp_path / "record.json").stat().st_mode & 0o777) == oct(0o664)
 
 
+def test_a_failed_write_names_the_file_meant(tmp_path, monkeypatch):
+    """A full disk fails a write with no file name, and another failure names the
+    temporary file: either names the record meant, the temporary file gone."""
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    for write in (lambda p: files.save_npz(p, {"a": np.zeros(3)}), lambda p: files.create_exclusive_json(p, {"a": 1})):
+        path = tmp_path / "groups" / "g001.npz"
+        with pytest.raises(OSError, match=rf"No space left on device: '{path}'") as failed:
+            write(path)
+        assert failed.value.errno == errno.ENOSPC and os.listdir(path.parent) == []
+
+
 def test_intact_directory_loads(out):
     results = io.load(out)
     assert results.complete and len(results.cells) == 1
