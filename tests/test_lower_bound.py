@@ -473,6 +473,36 @@ def test_closed_forms():
     np.testing.assert_allclose(bound32.value, expected32, rtol=1e-5)
 
 
+def test_one_far_more_precise_observation_is_certified_by_the_plain_solve():
+    """The best arm observing itself far more precisely than anything else is observed
+    (sigma_00 = s, the others 1 or inf): its column's large entry meets only the best
+    arm's own row, whose constraint is slack at the optimum.  Skeel's
+    ``max_i (|B^-1| |B| 1)_i`` of that basis grows as 1 / s^2, and the plain solves (no
+    rescue: what an LP policy's rounds run) left these LPs uncertified from s = 3e-3 in
+    float32 and s = 1e-7 in float64; measured at the solution it stays small, and every
+    one is certified at the closed form (value 0.8 * 2 / 0.8^2, and the least-sum
+    optimum), which HiGHS confirms where it solves the LP (from s = 1e-8 it calls it
+    infeasible)."""
+    mu = np.array([1.0, 0.5, 0.2])
+    smalls = {np.float32: [3e-3, 1e-3, 1e-4], np.float64: [1e-7, 1e-10]}
+    for dtype, values in smalls.items():
+        sigma = np.array([[[s, 1, np.inf], [np.inf, 1, np.inf], [1, 1, 1]] for s in values])
+        precision = np.where(np.isinf(sigma), 0.0, 1 / np.square(sigma)).astype(dtype).astype(np.float64)
+        lanes = _LANES if dtype == np.float32 else 1  # the programs of test_closed_forms and _solve_one
+        rtol = 1e-6 if dtype == np.float32 else 1e-14
+        for start in range(0, len(values), lanes):
+            part = slice(start, start + lanes)
+            count = len(values[part])
+            padded = [np.resize(a, (lanes, *a.shape[1:])) for a in (np.tile(mu, (count, 1)), precision[part])]
+            out = _solve_batch(*padded, dtype)
+            for lane in range(count):
+                assert out.status[lane] == Status.OPTIMAL, (dtype, values[start + lane])
+                assert out.value[lane] == pytest.approx(2.5, rel=rtol)
+                np.testing.assert_allclose(out.c[lane], [8 - 3.125, 0, 3.125], rtol=rtol)
+                if values[start + lane] >= 1e-6:
+                    assert reference(*numpy_problem(mu, padded[1][lane])).fun == pytest.approx(2.5, rel=1e-9)
+
+
 def test_noise_free_observation_is_the_limit():
     """sigma[0, 1] -> 0: the bound converges to the one with constraint 1 dropped."""
     mu = np.array([0.9, 1.0, 0.2])

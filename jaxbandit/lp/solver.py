@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxbandit._types import Array, ArrayLike
-from jaxbandit.lp.numerics import dot, refined_values, residual
+from jaxbandit.lp.numerics import divide, dot, refined_values, residual
 from jaxbandit.lp.pivoting import Step, classified_step, pivot_loop, refined_step
 from jaxbandit.lp.tableau import (
     Scaled,
@@ -86,19 +86,35 @@ def _finite_tableau(tableau: Tableau) -> tuple[Array, Tableau]:
     return finite, Tableau(rows, tableau.basis)
 
 
+def _condition(tableau: Tableau, magnitudes, n: int) -> Array:
+    """How much the rounding of the basis solve may grow, by Skeel's measures: the
+    smaller of ``max_i (|B^-1| |B| 1)_i`` and, at this basis's solution, the larger of
+    ``cond(B, x) = || |B^-1| |B| |x| || / ||x||`` (basic values) and ``cond(B^T, y)``
+    (both objectives' duals).  Either bounds the relative error of the refined values
+    (max norm) by about ``eps * cond``: beyond ``CONDITION_LIMIT`` nothing is certified.
+    The second is not inflated by a column whose large entries meet only a slack's row
+    (one arm observed far more precisely than the others)."""
+    m = tableau.basis.shape[0]
+    inverse, basis_matrix = magnitudes.inverse, magnitudes.basis_matrix
+    whole = jnp.max(dot(inverse, jnp.sum(basis_matrix, axis=1)))
+    values = jnp.abs(tableau.rows[:m, -1])  # x_B, in the basis's order
+    duals = jnp.abs(tableau.rows[m:, n : n + m])  # y of each objective (d_{n+i} = y_i)
+    tiny = jnp.finfo(values.dtype).tiny  # a zero x or y is exact: its measure is 0
+    primal = divide(jnp.max(dot(inverse, dot(basis_matrix, values))), jnp.maximum(jnp.max(values), tiny))
+    dual = divide(jnp.max(dot(dot(duals, basis_matrix), inverse), axis=1), jnp.maximum(jnp.max(duals, axis=1), tiny))
+    return jnp.minimum(whole, jnp.maximum(primal, jnp.max(dual)))
+
+
 def _judged(tableau: Tableau, scaled: Scaled, tolerance, finite, step: Step) -> _Verdict:
     """The verdict on a freshly factorised (and :func:`_finite_tableau`) tableau whose
     basis ``step`` classifies: verified optimal, a valid dual simplex start, proven
     infeasible."""
-    # Skeel's condition number max_i (|B^-1| |B| 1)_i bounds the relative error of the
-    # basic solution by about eps * cond: beyond `CONDITION_LIMIT` nothing is certified.
-    magnitudes = magnitudes_of(tableau, scaled)
-    condition = jnp.max(dot(magnitudes.inverse, jnp.sum(magnitudes.basis_matrix, axis=1)))
-    well_conditioned = jnp.finfo(tableau.rows.dtype).eps * condition <= CONDITION_LIMIT
-    # What callers measure: the returned (clipped) point satisfies every row to a
-    # relative 4 * tolerance of its activity.
     m = tableau.basis.shape[0]
     n = scaled.matrix.shape[1] - m
+    magnitudes = magnitudes_of(tableau, scaled)
+    well_conditioned = jnp.finfo(tableau.rows.dtype).eps * _condition(tableau, magnitudes, n) <= CONDITION_LIMIT
+    # What callers measure: the returned (clipped) point satisfies every row to a
+    # relative 4 * tolerance of its activity.
     point = jnp.maximum(basic_point(tableau, n)[:n], 0)
     structural = scaled.matrix[:, :n]
     shortfall = residual(structural, point, scaled.rhs)  # b' - A' x'

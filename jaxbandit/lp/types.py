@@ -177,7 +177,8 @@ def default_refactorizations(dtype) -> int:
     return 3 if jnp.dtype(dtype) == jnp.float64 else 2
 
 
-# Largest eps * cond(B) of a certified basis.  The basic values get one step of
+# Largest eps * cond(B) of a certified basis (cond: lp.solver._condition's measure;
+# a re-used factor's, Skeel's max_i (|B^-1| |B| 1)_i).  The basic values get one step of
 # iterative refinement with an extra-precise residual, which contracts their error by
 # about eps * cond(B): at 1e-2 the refined values are accurate to ~1e-2 * eps * cond.
 CONDITION_LIMIT = 1e-2
