@@ -85,10 +85,19 @@ def run(
             (a ``KeyboardInterrupt``; see :mod:`jaxbandit.stopping`).
     """
     with stopping.on_signals():
-        return _run(config, out_dir, shard, progress, after_chunk)
+        out, groups, sharded = _run(config, out_dir, shard, progress, after_chunk)
+    # every group of this run is written: a signal from here on stops at once (a stop
+    # taken after the summary would say that computing was left to resume)
+    distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
+    results = _load_and_summarize(out, sharded) if distributed.is_writer() else io.load(out)
+    if results.missing:
+        logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
+                       "; ".join(results.describe_missing()))  # fmt: skip
+    return results
 
 
-def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResults":
+def _run(config, out_dir, shard, progress: bool, after_chunk) -> tuple:
+    """Run this process's groups: ``(out, the plan's groups, whether sharded)``."""
     out = path("out_dir", out_dir)
     progress = boolean("progress", progress)
     if after_chunk is not None:
@@ -113,12 +122,7 @@ def _run(config, out_dir, shard, progress: bool, after_chunk) -> "io.SweepResult
     finally:
         if marker is not None:
             marker.unlink(missing_ok=True)
-    distributed.barrier("jaxbandit: sweep results written")  # others read what process 0 wrote
-    results = _load_and_summarize(out, sharded=shard is not None) if distributed.is_writer() else io.load(out)
-    if results.missing:
-        logger.warning("%d of %d groups not finished yet: %s", len(results.missing), len(groups),
-                       "; ".join(results.describe_missing()))  # fmt: skip
-    return results
+    return out, groups, shard is not None
 
 
 def _marker(out: Path) -> Optional[Path]:
@@ -142,7 +146,7 @@ def _run_mine(cfg, out: Path, mine: list, progress: bool, after_chunk, alone_mar
     )  # fmt: skip
     try:
         _run_groups(cfg, out, mine, finished, bar, after_chunk)
-        stopping.check()  # before the summary's lower bounds compile
+        stopping.check()  # asked for after the last group's last safe point
     except BaseException:
         unused = not (files.visible_entries(out / io.GROUPS) or files.visible_entries(out / io.CHECKPOINTS))
         if alone_marker is not None and unused and files.remove_unless_others_running(out, alone_marker, ("config.toml", io.MANIFEST)):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxbandit as jb
-from jaxbandit import config, engine, files, io, policies, stopping, sweep
+from jaxbandit import config, engine, files, io, policies, stopping, summary, sweep
 from jaxbandit.config import plan as config_plan
 from jaxbandit.runner import SimulationRun
 from tests import sweep_fixtures as fx
@@ -155,7 +155,7 @@ def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
     assert (out / "summary.csv").read_text() == (ref_dir / "summary.csv").read_text()
 
 
-def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, reference, default_signal_handlers):
+def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, reference, default_signal_handlers, monkeypatch):
     """A SIGTERM (a scheduler's) during chunk 4 of the first group: the sweep runs chunk
     5, saves a checkpoint there (off its cadence of every 2 chunks) and raises
     ``Stopped``.  Resumed, a second signal (Ctrl-C twice) interrupts at once, with no
@@ -204,6 +204,12 @@ def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, re
     seen = []
     assert sweep.run(cfg, tmp_path / "last", progress=False, after_chunk=lambda *chunk: seen.append(chunk)).complete
     assert seen == [] and (tmp_path / "last" / "summary.csv").exists()
+    # during the summary (every group written) a signal stops at once, under Python's
+    # own handlers: a stop taken after it would say that computing was left to resume
+    monkeypatch.setattr(summary, "write_summary_csv", lambda results: signal.raise_signal(signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        sweep.run(cfg, tmp_path / "last", progress=False)
+    assert not isinstance(interrupted.value, stopping.Stopped)
 
 
 def test_a_script_stopped_by_a_signal_exits_with_a_line_and_the_shell_s_status(capsys):
