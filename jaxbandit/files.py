@@ -5,7 +5,8 @@ Every file is written to a temporary file in the same directory, flushed to disk
 moved into place with ``os.replace``, so a killed process leaves either the old file
 or the new one, never a torn one.  :func:`create_exclusive_json` creates a file with a
 hard link instead, which fails if it exists: of several jobs racing to create it, one
-does.
+does.  A temporary file's name says which process made it, so that a later run removes
+what a killed one left (:func:`running_marker`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _flushed_copy(path: Path, data: bytes):
     path.parent.mkdir(parents=True, exist_ok=True)
     # made as open() makes a file, with the umask's mode (mkstemp's 0600 would keep a
     # sweep's records from the group of a shared directory); the name is unique
-    tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = str(_temporary(path))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -137,6 +138,32 @@ def create_exclusive_json(path, obj) -> bool:
         return True
 
 
+def _temporary(path: Path) -> Path:
+    """A unique hidden name beside ``path``, naming this process (:func:`_left_by_the_dead`)."""
+    return path.parent / f".{path.name}.{os.getpid()}-{_host_tag()}.{uuid.uuid4().hex}.tmp"
+
+
+def _host_tag() -> str:
+    """This host and PID namespace, in 12 hex digits."""
+    here = _process()
+    return hashlib.sha256(f"{here['host']}/{here['pid_namespace']}".encode()).hexdigest()[:12]
+
+
+def _left_by_the_dead(path: Path) -> bool:
+    """Whether the temporary file ``path`` (:func:`_temporary`) is of a process of this
+    host and PID namespace that is gone."""
+    pid, _, host = path.name.rsplit(".", 3)[-3].partition("-")
+    if host != _host_tag() or not pid.isdigit() or _process()["pid_namespace"] is None:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # a process of another user
+        return False
+    return False
+
+
 def _process() -> dict:
     """This process as a marker names it: host, PID namespace and PID."""
     try:
@@ -153,7 +180,10 @@ def running_marker(directory) -> Path:
     which is the safe side."""
     marker = Path(directory) / f".running-{uuid.uuid4().hex}.tmp"
     marker.write_text(json.dumps(_process()))
-    others_running(directory, marker)  # removes what killed runs left
+    others_running(directory, marker)  # removes what killed runs left: their markers,
+    for temporary in [*Path(directory).glob(".*.*.tmp"), *Path(directory).glob("*/.*.*.tmp")]:  # and writes
+        if temporary.name.count(".") >= 4 and _left_by_the_dead(temporary):
+            temporary.unlink(missing_ok=True)
     return marker
 
 
@@ -194,7 +224,7 @@ def remove_unless_others_running(directory, marker: Path, names) -> bool:
     directory = Path(directory)
     aside = {}
     for name in names:
-        temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
+        temporary = _temporary(directory / name)
         with contextlib.suppress(FileNotFoundError):
             os.replace(directory / name, temporary)
             aside[name] = temporary

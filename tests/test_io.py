@@ -83,6 +83,26 @@ def test_a_failed_write_names_the_file_meant(tmp_path, monkeypatch):
         assert failed.value.errno == errno.ENOSPC and os.listdir(path.parent) == []
 
 
+def test_a_run_removes_the_temporary_files_a_killed_process_left(tmp_path):
+    """A write cut short by ``kill -9`` leaves its temporary file (a checkpoint's: the
+    whole engine state); the next run on the directory removes those of processes of
+    this host that are gone, and keeps a live process's, another host's and files it
+    did not make."""
+    import subprocess
+    import sys
+
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    (tmp_path / "checkpoints").mkdir()
+    live = files._temporary(tmp_path / "checkpoints" / "g001.npz")  # this process's
+    left = live.with_name(files._temporary(tmp_path / "checkpoints" / "g000.npz").name.replace(f".{os.getpid()}-", f".{gone}-"))
+    elsewhere = tmp_path / left.name.replace(files._host_tag(), "0" * 12)
+    users = tmp_path / ".notes.1-2.3.tmp"
+    for path in (live, left, elsewhere, users):
+        path.write_bytes(b"x")
+    files.running_marker(tmp_path).unlink()
+    assert not left.exists() and live.exists() and elsewhere.exists() and users.exists()
+
+
 def test_intact_directory_loads(out):
     results = io.load(out)
     assert results.complete and len(results.cells) == 1
