@@ -75,7 +75,9 @@ def _naming(path: Path):
     try:
         yield
     except OSError as err:
-        if err.errno is None or err.filename == str(path):
+        # the file named if none is, or the temporary one is; another (a parent that is
+        # a file) is the culprit itself
+        if err.errno is None or not (err.filename is None or Path(err.filename).name.startswith(f".{path.name}.")):
             raise
         raise OSError(err.errno, err.strerror, str(path)) from err
 

@@ -112,6 +112,8 @@ def test_dict_input_and_random_batches():
         assert config.load({**small, "precision": precision}).precision == "float64"
     with pytest.raises(ConfigError, match=r"key 'precision': .*'int64'"):
         config.load({**small, "precision": np.int64})
+    with pytest.raises(ConfigError, match=r"key 'runs': unsupported value type type \(<class 'numpy.int64'>\)"):
+        config.load({**small, "runs": np.int64})  # a type where a number belongs: named as given
 
 
 def test_demo_config_and_examples_validate():

@@ -81,6 +81,10 @@ def test_a_failed_write_names_the_file_meant(tmp_path, monkeypatch):
         with pytest.raises(OSError, match=rf"No space left on device: '{path}'") as failed:
             write(path)
         assert failed.value.errno == errno.ENOSPC and os.listdir(path.parent) == []
+    monkeypatch.undo()
+    (tmp_path / "out").write_text("")  # a parent that is a file: named itself
+    with pytest.raises(FileExistsError, match=rf"File exists: '{tmp_path / 'out'}'$"):
+        files.save_json(tmp_path / "out" / "sweep.json", {"a": 1})
 
 
 def test_a_run_removes_the_temporary_files_a_killed_process_left(tmp_path):

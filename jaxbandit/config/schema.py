@@ -311,15 +311,15 @@ class SweepFile(_Table):
 
 def plain(value, key: str = ""):
     """``value`` as TOML or JSON would hold it: numpy (or JAX) arrays and scalars as
-    lists and numbers, tuples as lists, dtypes as their names; a ValueError naming ``key`` for what a
+    lists and numbers, tuples as lists, the precision's dtype as its name; a ValueError naming ``key`` for what a
     configuration cannot hold (dates, NaN, other objects)."""
     if isinstance(value, dict):
         return {k: plain(v, key_path(key, k) if key else k) for k, v in value.items()}
     if isinstance(value, noise_module.NoiseFamily):
         return value.label  # a family as a file writes it
-    if isinstance(value, np.dtype) or (
+    if key == "precision" and (isinstance(value, np.dtype) or (
         isinstance(value, type) and (issubclass(value, (np.generic, float, int)) or isinstance(getattr(value, "dtype", None), np.dtype))
-    ):  # np.float64, np.dtype("float64"), jnp.float64, float: by name, as the Python API's dtype takes them
+    )):  # np.float64, np.dtype("float64"), jnp.float64, float: by name, as the Python API's dtype takes them
         return np.dtype(value).name
     if isinstance(value, np.ndarray) or (hasattr(value, "__array__") and hasattr(value, "shape")):  # numpy, JAX
         value = np.asarray(value).tolist()
