@@ -18,6 +18,7 @@ A directory may hold only some groups (shards still running, a killed sweep):
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from jaxbandit.fingerprint import instance_digest
 from jaxbandit.instances import Instance
 from jaxbandit.noise import resolve as resolve_noise
 from jaxbandit.result import Result
+
+logger = logging.getLogger("jaxbandit.io")
 
 __all__ = [
     "FORMAT_VERSION", "MANIFEST", "CellResult", "SweepResults", "checkpoint_file", "group_arrays", "group_file",
@@ -361,12 +364,13 @@ def group_finished(directory, group_id: str, fingerprint: str) -> bool:
     ``group_id`` with ``fingerprint`` (what :func:`load` returns as finished).
 
     A group whose files are damaged (unreadable, a member failing its checksum,
-    arrays missing) is not finished,
-    so that running the sweep again computes it anew.
+    arrays missing) is not finished, with a warning naming the file, so that running
+    the sweep again computes it anew.
     """
     try:
         return _finished_group(Path(directory), group_id, fingerprint) is not None
-    except ValueError:
+    except ValueError as damaged:
+        logger.warning("%s", damaged)
         return False
 
 

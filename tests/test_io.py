@@ -214,11 +214,12 @@ def test_manifest_lacking_a_key_or_holding_a_bad_value(out, damage, message):
         io.load(out)
 
 
-def test_rerun_computes_a_damaged_group_anew(out, finished):
+def test_rerun_computes_a_damaged_group_anew(out, finished, caplog):
     path = out / "groups" / "g000.npz"
     path.write_bytes(path.read_bytes()[:100])
     results = sweep.run(CONFIG, out, progress=False)
     assert results.complete
+    assert any(str(path) in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)  # the user is told
     expected = files.read_npz(finished / "groups" / "g000.npz")
     actual = files.read_npz(path)
     assert sorted(actual) == sorted(expected)
