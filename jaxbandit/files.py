@@ -152,16 +152,23 @@ def _host_tag() -> str:
 
 
 def _left_by_the_dead(path: Path) -> bool:
-    """Whether the temporary file ``path`` (:func:`_temporary`) is of a process of this
+    """Whether ``path`` is a temporary file (:func:`_temporary`) of a process of this
     host and PID namespace that is gone."""
-    pid, _, host = path.name.rsplit(".", 3)[-3].partition("-")
-    if host != _host_tag() or not pid.isdigit() or _process()["pid_namespace"] is None:
+    parts = path.name.rsplit(".", 3)
+    pid, _, host = parts[-3].partition("-") if len(parts) == 4 and parts[0] else ("", "", "")
+    return host == _host_tag() and pid.isdigit() and _gone(int(pid))
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` of this PID namespace is gone (False where that cannot
+    be told: no namespace known, or a process of another user)."""
+    if _process()["pid_namespace"] is None:
         return False
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except OSError:  # a process of another user
+    except OSError:
         return False
     return False
 
@@ -183,8 +190,8 @@ def running_marker(directory) -> Path:
     marker = Path(directory) / f".running-{uuid.uuid4().hex}.tmp"
     marker.write_text(json.dumps(_process()))
     others_running(directory, marker)  # removes what killed runs left: their markers,
-    for temporary in [*Path(directory).glob(".*.*.tmp"), *Path(directory).glob("*/.*.*.tmp")]:  # and writes
-        if temporary.name.count(".") >= 4 and _left_by_the_dead(temporary):
+    for temporary in [*Path(directory).glob(".*.tmp"), *Path(directory).glob("*/.*.tmp")]:  # and writes
+        if _left_by_the_dead(temporary):
             temporary.unlink(missing_ok=True)
     return marker
 
@@ -193,14 +200,9 @@ def _left_by_a_killed_run(marker: Path) -> bool:
     """Whether ``marker`` names a process of this host and PID namespace that is gone."""
     try:
         named, here = json.loads(marker.read_text()), _process()
-        if here["pid_namespace"] is None or any(named[k] != here[k] for k in ("host", "pid_namespace")):
-            return False
-        os.kill(int(named["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, ValueError, TypeError, KeyError):  # another's, unreadable, or a process of another user
+        return all(named[k] == here[k] for k in ("host", "pid_namespace")) and _gone(int(named["pid"]))
+    except (OSError, ValueError, TypeError, KeyError):  # another's, or unreadable
         return False
-    return False
 
 
 def others_running(directory, marker: Path) -> bool:
