@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import difflib
 import inspect
+import itertools
 import math
 import typing
 from typing import Annotated, Any, Dict, Optional, Union
@@ -99,23 +100,25 @@ def split_labels(text: str) -> list:
     """The non-empty items of the command line's comma-separated lists of labels (and
     formats); a comma inside parentheses is a label's own
     (``"lp_explore(alpha=4.5, gamma=0.5),ts_n"`` is two labels)."""
-    items, depth, start = [], 0, 0
-    for i, char in enumerate(text + ","):
-        depth += {"(": 1, ")": -1}.get(char, 0)
+    items, start = [], 0
+    for i, (char, depth) in enumerate(zip(text + ",", _depths(text + ","))):
         if char == "," and depth <= 0:
             items.append(text[start:i].strip())
             start = i + 1
     return [item for item in items if item]
 
 
+def _depths(text: str) -> list:
+    """The depth of parentheses after each character of ``text``."""
+    return list(itertools.accumulate({"(": 1, ")": -1}.get(char, 0) for char in text))
+
+
 def check_label(name: str, value) -> str:
     """A policy label: text that :func:`split_labels` reads back as itself (no comma
     outside parentheses, no surrounding spaces), with balanced parentheses."""
-    value, depth, balanced = _text(name, value), 0, True
-    for char in value:
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        balanced &= depth >= 0
-    if split_labels(value) != [value] or not balanced or depth:
+    value = _text(name, value)
+    depths = _depths(value) or [0]
+    if split_labels(value) != [value] or min(depths) < 0 or depths[-1]:
         raise ArgumentError(
             f"{name} must have balanced parentheses, no comma outside them and no surrounding spaces (the "
             f"command line's lists of labels split there), got {value!r}.", argument=name
