@@ -126,11 +126,11 @@ _solve = Program(jax.vmap(lp.solve))
 
 
 def test_the_box_of_a_reuse_holds_the_exact_optimum():
-    """``_LANES`` random K = 10 instances, float32, a warm start anchored at their means,
+    """``_LANES`` random K = 6 instances, float32, a warm start anchored at their means,
     the means then moved by N(0, d^2), d in 1e-4 .. 1e-2: wherever the re-use certifies
     the basis optimal, the box it hands the policy holds its ``c`` and the float64
     solve's ``c`` of the same float32 LP (its ``A`` and ``b``)."""
-    inst = instances.random(4, 10, num_instances=_LANES)
+    inst = instances.random(4, ARMS, num_instances=_LANES)
     mu = np.asarray(inst.mu, np.float32)
     precision = np.asarray(inst.precision, np.float32)
     basis = np.asarray(Program(jax.vmap(bound_lp.solve_lower_bound))(mu, precision).basis)

@@ -89,7 +89,7 @@ def test_exact_reports_bad_data_and_shapes():
 
 
 def test_lower_bound_certifies_every_badly_scaled_float64_lane():
-    """1,000 instances with sigma spanning 1e-6..1e6, K = 10, float64: the plain solve
+    """1,000 instances with sigma spanning 1e-6..1e6, K = 6, float64: the plain solve
     leaves a few uncertified (at least one is required, else this tests nothing).
     ``lower_bound`` of the whole batch (whose plain solve is that same compiled
     program) retries them (the float32 basis verified in float64, more
@@ -99,8 +99,8 @@ def test_lower_bound_certifies_every_badly_scaled_float64_lane():
     from tests.test_lower_bound import natural_scale, reference
 
     rng = np.random.default_rng(1)
-    mu = rng.uniform(0, 1, (1000, 10)).astype(np.float32).astype(np.float64)
-    sigma = instances.random(rng, 10, num_instances=1000, log10_sigma_range=(-6, 6)).sigma
+    mu = rng.uniform(0, 1, (1000, 6)).astype(np.float32).astype(np.float64)
+    sigma = instances.random(rng, 6, num_instances=1000, log10_sigma_range=(-6, 6)).sigma
     with np.errstate(divide="ignore"):
         precision = (1 / np.square(sigma)).astype(np.float32).astype(np.float64)
         batch = instances.Instance(mu, 1 / np.sqrt(precision))
