@@ -59,6 +59,9 @@ _COMMON = dict(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 VALID = settings(max_examples=50, **_COMMON)  # whole instances and configurations
+# whole configurations: resolving one traces each of its policies for each arm count
+# and precision it holds (the contract check), this file's most costly examples
+CONFIGURATIONS = settings(max_examples=25, **_COMMON)
 PER_CASE = settings(max_examples=20, **_COMMON)  # one argument or key, parametrized over many
 
 PACKAGE = Path(jb.__file__).resolve().parent
@@ -636,7 +639,7 @@ def _toml(data: dict) -> Optional[str]:
     return "\n".join(lines) + "\n"
 
 
-@VALID
+@CONFIGURATIONS
 @given(case=configurations())
 def test_valid_configurations_resolve_to_the_instances_built_directly(case):
     raw, expected, grids = case
