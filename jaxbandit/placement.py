@@ -78,10 +78,16 @@ class Placement:
         return jax.tree_util.tree_map(lambda x: _global(x, self._replicated), tree)
 
     def shard_carry(self, carry):
-        """An engine carry: per-run leaves (``ndim >= 2``) sharded, the rest replicated."""
+        """An engine carry: per-run leaves (``ndim >= 2``) sharded, the rest a copy on
+        every device, as the chunk step returns them (:func:`per_device`): a carry of
+        other shardings would have its next chunk traced and compiled again."""
         if self._sharding is None:
             return carry
-        return jax.tree_util.tree_map(lambda x: self.shard(x) if per_run(x) else self.replicate(x), carry)
+        return jax.tree_util.tree_map(lambda x: self.shard(x) if per_run(x) else self._copies(x), carry)
+
+    def _copies(self, array):
+        """``array`` as one copy on every device (in this process too)."""
+        return _global(array, self._replicated) if self._multiprocess else jax.device_put(array, self._replicated)
 
 
 def per_run(leaf) -> bool:
