@@ -402,8 +402,9 @@ def test_full_information_regret_stays_bounded():
     assert growth.mean() < 3 * growth.std(ddof=1) / math.sqrt(RUNS) + 0.5, mean
 
 
-# The runs of the test below over 4 forced host devices, in a process of their own:
-# saved to the file its argument names, with the collectives its chunk step holds.
+# The runs of the test below over 4 forced host devices, in a process of their own, in
+# the small buffers and chunks of 100 rounds: saved to the file its argument names, with
+# the collectives its chunk step holds and a checkpoint after the first chunk.
 _DEVICES_SCRIPT = """
 import re, sys
 import jax, numpy as np
@@ -411,13 +412,17 @@ import jaxbandit as jb
 inst = jb.Instance([0.9, 0.5, 0.2, 0.65], [[1.0, np.inf, 0.5, np.inf], [2.0, 0.7, np.inf, 1.5],
                    [np.inf, 0.4, 1.5, 3.0], [0.3, np.inf, np.inf, 1.0]])
 policy = jb.policies.make("lp_explore", alpha=0.5)
-run = jb.SimulationRun(policy, inst, 300, %d, 5, times=[100, 200, 300], devices=jax.devices())
+run = jb.SimulationRun(policy, inst, 300, %d, 5, times=[100, 200, 300], chunk_size=100, solve_batch=4,
+                       devices=jax.devices())
 text = run._sim.run_chunk.lower(*run._chunk_arguments()).compile().as_text()
 collectives = re.findall(r"(all-reduce|all-gather|all-to-all|collective-permute|reduce-scatter)\\(", text)
+run.advance(max_chunks=1)
+checkpoint = {"checkpoint/" + k: v for k, v in run.checkpoint().items()}
 run.advance()
 result = run.result()
 np.savez(sys.argv[1], devices=len(jax.devices()), collectives=np.array(collectives, dtype=str),
-         regret=result.regret, counts=result.counts, **{"diagnostics/" + k: v for k, v in result.diagnostics.items()})
+         regret=result.regret, counts=result.counts, **{"diagnostics/" + k: v for k, v in result.diagnostics.items()},
+         **checkpoint)
 """
 
 
@@ -432,10 +437,13 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     instance, float32, recorded at rounds 100, 200 and 300.  A difference is either
     change's (buffers or compile mode); each alone: ``tests/test_compaction.py`` (other
     buffer sizes of the same mechanism) and ``tests/test_engine.py`` (the compile
-    mode).  So do the runs in 3 groups on threads, resumed from a checkpoint of the
-    small buffers' runs, and the runs sharded over 4 forced host devices (another
-    process), whose chunk step holds no collective: each device compacts its own runs
-    (``placement.per_device``) instead of gathering every device's each round."""
+    mode).  The small buffers' runs advance in 3 groups on threads
+    (``runner._run_groups``), whatever this machine's cores.  So do the same runs in
+    the small buffers sharded over 4 forced host devices (another process), whose
+    chunk step holds no collective: each device compacts its own runs
+    (``placement.per_device``) instead of gathering every device's each round; and the
+    runs in 3 groups resumed from the sharded runs' checkpoint after their first chunk
+    of 100 rounds (one program with the 3 groups' first)."""
     import os
     import subprocess
     import sys
@@ -450,28 +458,26 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     sharded = tmp_path / "sharded.npz"
     devices = subprocess.Popen([sys.executable, "-c", _DEVICES_SCRIPT % RUNS, str(sharded)], env=env, stderr=subprocess.PIPE)
     simulate = functools.partial(jb.simulate, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300])
-    # Small buffers, in chunks of 100 rounds: checkpointed after the first, then resumed
-    # in 3 groups of 67 runs (201) advanced on threads (runner._run_groups), whatever
-    # grouping this machine's cores gave the checkpoint.
-    chunked = functools.partial(jb.SimulationRun, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300], chunk_size=100, solve_batch=4)
-    small_buffers = chunked()
-    small_buffers.advance(max_chunks=1)
-    saved = small_buffers.checkpoint()
-    small_buffers.advance()
+    # Small buffers, in chunks of 100 rounds, in 3 groups of 67 runs (201) advanced on
+    # threads (runner._run_groups).
     monkeypatch.setattr("jaxbandit.runner.cpu_threads", lambda: 3)
-    resumed = chunked()
-    assert len(resumed._carries) == 3
-    resumed.restore(saved)
-    resumed.advance()
+    chunked = functools.partial(jb.SimulationRun, policy, inst, 300, RUNS, seed=5, times=[100, 200, 300], chunk_size=100, solve_batch=4)
+    small_buffers, resumed = chunked(), chunked()
+    assert len(small_buffers._carries) == len(resumed._carries) == 3
+    small_buffers.advance()
     monkeypatch.undo()
     monkeypatch.setattr(compile_options, "QUICK_WORK", 0)
-    results = [simulate(), small_buffers.result(), resumed.result()]
+    results = [simulate(), small_buffers.result()]
     _, stderr = devices.communicate(timeout=600)
     assert devices.returncode == 0, stderr[-3000:].decode()
     with np.load(sharded) as arrays:
         assert arrays["devices"] == 4 and list(arrays["collectives"]) == []
         diagnostics = {k.split("/", 1)[1]: arrays[k] for k in arrays.files if k.startswith("diagnostics/")}
         results.append(types.SimpleNamespace(regret=arrays["regret"], counts=arrays["counts"], diagnostics=diagnostics))
+        resumed.restore({k.split("/", 1)[1]: arrays[k] for k in arrays.files if k.startswith("checkpoint/")})
+    assert resumed.rounds_done == 100
+    resumed.advance()
+    results.append(resumed.result())
     assert results[0].diagnostics["lp_full_solves"].sum() > RUNS  # the full-solve stage ran
     for other in results[1:]:
         np.testing.assert_array_equal(other.regret, results[0].regret)
@@ -479,4 +485,3 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
         assert sorted(other.diagnostics) == sorted(results[0].diagnostics)
         for name, value in results[0].diagnostics.items():
             np.testing.assert_array_equal(other.diagnostics[name], value, err_msg=name)
-
