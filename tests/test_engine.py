@@ -654,7 +654,7 @@ def test_a_short_simulation_compiled_quickly_gives_the_bits_of_the_default_compi
     """A short simulation's chunk step compiles with the host's options
     (:func:`jaxbandit.compile_options.compiles_quickly`); forced to XLA's defaults, the
     same simulation gives the same bits: 300 rounds x 3 runs of a feedback graph.  An LP
-    policy: ``test_lp_explore.py::test_results_do_not_depend_on_the_solve_buffers_or_the_compile_mode``."""
+    policy: ``test_lp_explore.py::test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devices``."""
     from jaxbandit import compile_options
 
     inst = jb.Instance(GRAPH.mu, GRAPH.sigma, noise=noise)

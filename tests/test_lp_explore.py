@@ -422,7 +422,7 @@ checkpoint = {"checkpoint/" + k: v for k, v in run.checkpoint().items()}
 run.advance()
 result = run.result()
 np.savez(sys.argv[1], devices=len(jax.devices()), collectives=np.array(collectives, dtype=str),
-         regret=result.regret, counts=result.counts, **{"diagnostics/" + k: v for k, v in result.diagnostics.items()},
+         chunk_programs=run._sim.run_chunk.cache_size(), regret=result.regret, counts=result.counts, **{"diagnostics/" + k: v for k, v in result.diagnostics.items()},
          **checkpoint)
 """
 
@@ -432,8 +432,9 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     """The compacted check in buffers of 4 (against the default, a sixteenth of a
     group's runs and 8 at least) and the full solves that update each run's warm
     start (through the full solve's ``fold_fn``) in buffers of 1 (against 4), in the
-    chunk step a simulation this short compiles with the host's options (:mod:`jaxbandit.compile_options`), give the same runs as the
-    default buffers in the program of XLA's defaults (the statistical tests' above,
+    chunk step a simulation this short compiles with the host's options
+    (:mod:`jaxbandit.compile_options`), give the same runs as the default buffers in
+    the program of XLA's defaults (the statistical tests' above,
     compiled once for all three): 100 runs x 300 rounds of the general reference
     instance, float32, recorded at rounds 100, 200 and 300.  A difference is either
     change's (buffers or compile mode); each alone: ``tests/test_compaction.py`` (other
@@ -442,7 +443,8 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     (``runner._run_groups``), whatever this machine's cores.  So do the same runs in
     the small buffers sharded over 4 forced host devices (another process), whose
     chunk step holds no collective: each device compacts its own runs
-    (``placement.per_device``) instead of gathering every device's each round; and the
+    (``placement.per_device``) instead of gathering every device's each round, and is
+    compiled once for its three chunks (each chunk's carry placed as the last); and the
     runs in 3 groups resumed from the sharded runs' checkpoint after their first chunk
     of 100 rounds (one program with the 3 groups' first)."""
     import os
@@ -473,6 +475,7 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     assert devices.returncode == 0, stderr[-3000:].decode()
     with np.load(sharded) as arrays:
         assert arrays["devices"] == 4 and list(arrays["collectives"]) == []
+        assert arrays["chunk_programs"] == 1  # each chunk's carry as the one before: no second compile
         diagnostics = {k.split("/", 1)[1]: arrays[k] for k in arrays.files if k.startswith("diagnostics/")}
         results.append(types.SimpleNamespace(regret=arrays["regret"], counts=arrays["counts"], diagnostics=diagnostics))
         resumed.restore({k.split("/", 1)[1]: arrays[k] for k in arrays.files if k.startswith("checkpoint/")})
