@@ -55,11 +55,13 @@ class Placement:
     def __init__(self, devices: Sequence, runs: int):
         self.devices = tuple(devices)
         self.padded_runs = -(-runs // len(self.devices)) * len(self.devices)
-        self.mesh = self._sharding = self._replicated = None  # the mesh: None on one device
+        self.mesh = None  # the mesh: None on one device
         if len(self.devices) > 1:
             self.mesh = jax.sharding.Mesh(np.array(self.devices), ("runs",))
             self._sharding = jax.sharding.NamedSharding(self.mesh, _RUNS)
             self._replicated = jax.sharding.NamedSharding(self.mesh, _WHOLE)
+        else:  # the one device named, which need not be JAX's default one
+            self._sharding = self._replicated = jax.sharding.SingleDeviceSharding(self.devices[0])
         # Devices of other processes: every argument of the compiled chunk must be an
         # array over all of them (a local array would be compared across processes at
         # every call).
@@ -67,27 +69,27 @@ class Placement:
 
     def shard(self, array):
         """``(C, R, ...)`` split over the devices along the runs axis."""
-        if self._sharding is None:
-            return array
-        return _global(array, self._sharding) if self._multiprocess else jax.device_put(array, self._sharding)
+        return self._placed(array, self._sharding)
 
     def replicate(self, tree):
-        """A copy of ``tree`` on every device (only needed across processes)."""
-        if not self._multiprocess:
-            return tree
-        return jax.tree_util.tree_map(lambda x: _global(x, self._replicated), tree)
+        """A copy of ``tree`` on every device."""
+        return jax.tree_util.tree_map(lambda x: self._placed(x, self._replicated), tree)
 
     def shard_carry(self, carry):
         """An engine carry: per-run leaves (``ndim >= 2``) sharded, the rest a copy on
         every device, as the chunk step returns them (:func:`per_device`): a carry of
         other shardings would have its next chunk traced and compiled again."""
-        if self._sharding is None:
-            return carry
-        return jax.tree_util.tree_map(lambda x: self.shard(x) if per_run(x) else self._copies(x), carry)
+        return jax.tree_util.tree_map(lambda x: self._placed(x, self._sharding if per_run(x) else self._replicated), carry)
 
-    def _copies(self, array):
-        """``array`` as one copy on every device (in this process too)."""
-        return _global(array, self._replicated) if self._multiprocess else jax.device_put(array, self._replicated)
+    def _placed(self, array, sharding) -> jax.Array:
+        return _global(array, sharding) if self._multiprocess else jax.device_put(array, sharding)
+
+    def computing(self):
+        """A context in which what is computed from host values (a simulation's initial
+        state) is computed on the first of the devices this process holds, not on JAX's
+        default one."""
+        local = [d for d in self.devices if d.process_index == jax.process_index()]
+        return jax.default_device(local[0] if local else None)
 
 
 def per_run(leaf) -> bool:

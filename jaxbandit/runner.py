@@ -154,7 +154,8 @@ class SimulationRun:
         # the initial state is computed in each process, from its own (local) context
         init = lambda: self._sim.init(ctx, group_runs, len(recording_times))  # noqa: E731
         self._env, self._ctx = self._placement.replicate(env), self._placement.replicate(ctx)
-        self._carries = [self._placement.shard_carry(init()) for _ in range(groups)]  # each group its own buffers
+        with self._placement.computing():
+            self._carries = [self._placement.shard_carry(init()) for _ in range(groups)]  # each group its own buffers
         self._stepped = False  # whether the chunk step was compiled yet
         self.wall_time = 0.0
 

@@ -507,3 +507,44 @@ def test_noise_levels_the_estimator_would_weigh_otherwise_are_refused():
     small = jb.simulate(ucb_n, instances.bandit(mu * scale, scale), 300, 4, seed=1)
     np.testing.assert_array_equal(small.counts, one.counts)
     np.testing.assert_array_equal(small.regret, one.regret * scale)
+
+
+# Simulations on named devices among 4 forced host devices, in a process of their own:
+# printed as JSON (where every array of each lived, and the regret it gave).
+_NAMED_DEVICES_SCRIPT = """
+import json
+import jax, numpy as np
+import jaxbandit as jb
+devices = jax.devices()
+policy, inst = jb.policies.make("ucb_n"), jb.instances.default_instances()["graph_star"]
+out = {}
+named = {"every": None, "first": devices[:1], "third": devices[2:3], "second_and_third": devices[1:3]}
+for name, chosen in named.items():
+    run = jb.SimulationRun(policy, inst, 50, 3, 0, chunk_size=20, devices=chosen)
+    where = lambda *trees: {d.id for leaf in jax.tree_util.tree_leaves(trees) for d in leaf.devices()}
+    set_up = where(run._carries, run._keys, run._env, run._ctx, run._times_device)
+    run.advance()
+    out[name] = {"devices": sorted(set_up | where(run._carries)), "regret": run.result().regret.tolist()}
+print(json.dumps(out))
+"""
+
+
+def test_runs_live_on_the_devices_named():
+    """``devices=`` is where a simulation's arrays live and its chunks run, also for
+    one device that is not JAX's default one: its initial state, keys, context and
+    carries (4 forced host devices, ``ucb_n``, 3 runs x 50 rounds in chunks of 20), to
+    the bits of the first device alone."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", _NAMED_DEVICES_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["every"]["devices"] == [0, 1, 2, 3]  # the default: every visible device
+    assert out["first"]["devices"] == [0]
+    assert out["third"]["devices"] == [2]
+    assert out["second_and_third"]["devices"] == [1, 2]
+    for name in ("every", "third", "second_and_third"):
+        assert out[name]["regret"] == out["first"]["regret"], name
