@@ -58,7 +58,7 @@ _COMMON = dict(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-VALID = settings(max_examples=50, **_COMMON)  # whole instances and configurations
+VALID = settings(max_examples=50, **_COMMON)  # whole instances, batches and blind instances
 # whole configurations: resolving one traces each of its policies for each arm count
 # and precision it holds (the contract check), this file's most costly examples
 CONFIGURATIONS = settings(max_examples=25, **_COMMON)

@@ -378,8 +378,8 @@ def test_standard_bandit_regret_over_log_t_approaches_four_alpha_times_the_bound
     sum 2 sigma^2 / Delta_i on a standard bandit).  100 runs, alpha = 1 (the leading term
     does not need alpha > 4), Delta = (0.5, 1, 1): the constant is 4 * 8 = 32.  The mean
     regret / log T must be within 10% of 32 at T = 10^5 (the assertion message gives
-    its standard error at each recorded T; with 100 runs it is about 0.5, so the
-    tolerance of 3.2 is over 6 standard errors)."""
+    its standard error at each recorded T: at 100 runs the tolerance of 3.2 is over 6
+    of them)."""
     inst = instances.bandit([1.0, 0.5, 0.0, 0.0])
     with pytest.warns(lp_explore_module.TheoryWarning):
         policy = jb.policies.make("lp_explore", alpha=1.0)
@@ -422,8 +422,8 @@ checkpoint = {"checkpoint/" + k: v for k, v in run.checkpoint().items()}
 run.advance()
 result = run.result()
 np.savez(sys.argv[1], devices=len(jax.devices()), collectives=np.array(collectives, dtype=str),
-         chunk_programs=run._sim.run_chunk.cache_size(), regret=result.regret, counts=result.counts, **{"diagnostics/" + k: v for k, v in result.diagnostics.items()},
-         **checkpoint)
+         chunk_programs=run._sim.run_chunk.cache_size(), regret=result.regret, counts=result.counts,
+         **{"diagnostics/" + k: v for k, v in result.diagnostics.items()}, **checkpoint)
 """
 
 
@@ -434,8 +434,8 @@ def test_results_do_not_depend_on_the_solve_buffers_the_compile_mode_or_the_devi
     start (through the full solve's ``fold_fn``) in buffers of 1 (against 4), in the
     chunk step a simulation this short compiles with the host's options
     (:mod:`jaxbandit.compile_options`), give the same runs as the default buffers in
-    the program of XLA's defaults (the statistical tests' above,
-    compiled once for all three): 100 runs x 300 rounds of the general reference
+    the program of XLA's defaults (the statistical tests' above, compiled once for all
+    three): 100 runs x 300 rounds of the general reference
     instance, float32, recorded at rounds 100, 200 and 300.  A difference is either
     change's (buffers or compile mode); each alone: ``tests/test_compaction.py`` (other
     buffer sizes of the same mechanism) and ``tests/test_engine.py`` (the compile
