@@ -368,7 +368,8 @@ class SimulationRun:
         """
         leaves, treedef = jax.tree_util.tree_flatten(self.carry)
         restored, wall_time = checkpoints.decode(arrays, self.identity(), leaves, self.runs)
-        self.carry = self._placement.shard_carry(jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in restored]))
+        # numpy leaves placed where they go, not first copied to JAX's default device
+        self.carry = self._placement.shard_carry(jax.tree_util.tree_unflatten(treedef, restored))
         self.wall_time = wall_time
 
     @_in_its_mode
