@@ -366,7 +366,8 @@ class SimulationRun:
             ArgumentError: ``arrays`` is not a checkpoint, is of another simulation
                 (naming what differs), or its engine state does not fit this one.
         """
-        leaves, treedef = jax.tree_util.tree_flatten(self.carry)
+        # the carry's shapes only: its groups are not joined on the device to read them
+        leaves, treedef = jax.tree_util.tree_flatten(jax.eval_shape(joined_runs, self._carries))
         restored, wall_time = checkpoints.decode(arrays, self.identity(), leaves, self.runs)
         # numpy leaves placed where they go, not first copied to JAX's default device
         self.carry = self._placement.shard_carry(jax.tree_util.tree_unflatten(treedef, restored))
