@@ -528,8 +528,10 @@ def test_an_arm_outside_the_arms_is_reported_with_its_round():
 
 
 def test_negative_arms_are_reported_too():
-    policy = user_policies.fixed_arm(0)._replace(select_fn=lambda key, s, t, ctx: jb.play(jnp.where(t == 3, -1, 0)))
-    with pytest.raises(jb.InvalidArmError, match="chose arm -1 at round 3"):
+    """Arm -1 from round 3 to the horizon, all in one chunk: the first invalid round is
+    the one reported, not the chunk's last."""
+    policy = user_policies.fixed_arm(0)._replace(select_fn=lambda key, s, t, ctx: jb.play(jnp.where(t >= 3, -1, 0)))
+    with pytest.raises(jb.InvalidArmError, match="chose arm -1 at round 3 "):
         jb.simulate(policy, BANDIT, 10, 2)
 
 
@@ -566,11 +568,15 @@ def test_a_nan_in_the_state_is_reported_with_its_chunk():
         state = base.update_fn(state, arm, values, ctx)
         return state._replace(zeta=jnp.where(state.counts.sum() >= 300, jnp.nan, state.zeta))
 
-    run = jb.SimulationRun(base._replace(update_fn=update_fn, name="leaky"), BANDIT, 2000, 3, times=[100, 2000], chunk_size=256)
+    policy = base._replace(update_fn=update_fn, name="leaky")
+    run = jb.SimulationRun(policy, BANDIT, 2000, 3, times=[100, 2000], chunk_size=256)
     run.advance(max_chunks=1)  # rounds 1-256: no NaN yet
     with pytest.raises(jb.NaNStateError, match=r"policy 'leaky': its state held a NaN by round 512 \(run 0, cell 0\).*3 run\(s\)"):
         run.advance()
     assert run.rounds_done == 512
+    # one chunk looks at rounds 512, 768, ..., 2000: the first look that saw it is named
+    with pytest.raises(jb.NaNStateError, match=r"held a NaN by round 512 "):
+        jb.SimulationRun(policy, BANDIT, 2000, 3, times=[100, 2000], chunk_size=2000).advance()
 
 
 def test_a_passing_nan_is_seen_or_not_whatever_the_chunk_size():

@@ -208,6 +208,10 @@ def test_batch_of_instances_equals_separate_simulations(reference_runs):
     assert result.counts.shape == (2, 100, 4)
     np.testing.assert_array_equal(result.regret[0], reference_runs.regret)
     assert result.final_regret[1].mean() < result.final_regret[0].mean()
+    # the statistics are over each instance's runs
+    assert result.mean_regret().shape == result.standard_error().shape == (2, len(result.times))
+    np.testing.assert_allclose(result.mean_regret(), result.regret.mean(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(result.standard_error(), result.regret.std(axis=1, ddof=1) / np.sqrt(100), rtol=1e-12)
 
 
 def test_common_random_numbers_across_policies():
@@ -230,6 +234,8 @@ def test_result_fields_and_times():
     assert result.counts.shape == (5, 4) and np.all(result.counts.sum(axis=1) == 1000)
     np.testing.assert_allclose(result.final_regret, result.counts @ GENERAL.gaps, rtol=1e-6)
     assert np.all(np.diff(result.regret, axis=1) >= 0)
+    np.testing.assert_allclose(result.mean_regret(), result.regret.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(result.standard_error(), result.regret.std(axis=0, ddof=1) / np.sqrt(5), rtol=1e-12)
     assert result.diagnostics["initial_rounds"].shape == (5,)
     assert np.all(result.diagnostics["initial_rounds"] == 4)
     custom = jb.simulate(jb.policies.make("ucb"), GENERAL, 100, 2, times=[10, 50])
@@ -463,6 +469,17 @@ def test_a_signal_stops_a_simulation_after_its_chunk_and_advance_goes_on(default
         last.advance(progress=lambda done, horizon: done == horizon and signal.raise_signal(signal.SIGINT))
     assert last.done and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     np.testing.assert_array_equal(last.result().regret, whole.result().regret)
+    # a handler the user set is theirs: it is called, the run goes on, and it stays
+    calls = []
+    users = lambda signum, frame: calls.append(signum)  # noqa: E731
+    signal.signal(signal.SIGINT, users)
+    theirs = jb.SimulationRun(policy, GENERAL, 300, 4, seed=2, chunk_size=100)
+    try:
+        theirs.advance(progress=lambda done, horizon: done == 100 and signal.raise_signal(signal.SIGINT))
+    except stopping.Stopped:  # a KeyboardInterrupt would stop the whole test session
+        pytest.fail("the run took the signal over the user's own handler")
+    assert theirs.done and calls == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is users
+    np.testing.assert_array_equal(theirs.result().regret, whole.result().regret)
 
 
 def test_a_signal_during_a_simulation_s_setup_stops_it_before_its_first_chunk(default_signal_handlers):

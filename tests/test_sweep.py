@@ -1,6 +1,7 @@
 """Sweeps: one compile per grid, resumption bit for bit, a stop on a signal, refusal of a
 changed config, labelled results, and identical results on 4 (forced host) devices."""
 
+import csv
 import json
 import shutil
 import signal
@@ -76,9 +77,15 @@ def test_summary_csv(reference):
     assert row["instance"] == "graph_star" and row["policy"] == "ts_n"
     assert row["mean"] == pytest.approx(final.mean())
     assert row["stderr"] == pytest.approx(final.std(ddof=1) / np.sqrt(6))
+    assert row["median"] == pytest.approx(np.median(final))
     assert row["q05"] == pytest.approx(np.quantile(final, 0.05))
     assert row["q95"] == pytest.approx(np.quantile(final, 0.95))
     assert row["mean_initial_rounds"] == pytest.approx(results.cells[7].diagnostics["initial_rounds"].mean())
+    # the file holds the same numbers, exactly
+    written = list(csv.DictReader(lines))[7]
+    for name in ("mean", "stderr", "median", "q05", "q95", "regret_over_log_T", "lower_bound"):
+        assert float(written[name]) == row[name], name
+    assert (written["instance"], written["policy"], int(written["runs"])) == ("graph_star", "ts_n", 6)
 
 
 def test_grid_cells_equal_separate_simulations(reference):
