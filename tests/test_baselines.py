@@ -298,6 +298,8 @@ def test_engine_matches_numpy_loop_fed_the_same_noise(name):
         np.testing.assert_array_equal(got, expected)
         np.testing.assert_array_equal(result.counts[run], np.bincount(expected, minlength=GENERAL.num_arms))
     if name != "ucb_maxn":
+        # the first K rounds play each arm once, and are counted as the initial rounds
+        np.testing.assert_array_equal(result.diagnostics["initial_rounds"], GENERAL.num_arms)
         assert explored > 5  # the exploration branch was exercised
         assert float(np.sum(cover)) > 1  # and the cover is not a single arm
 
@@ -413,6 +415,23 @@ def test_oracle_etc_observes_every_arm_before_it_commits():
     np.testing.assert_array_equal(result.final_regret, 1.0)
     np.testing.assert_array_equal(result.diagnostics["committed_arm"], 0)
     np.testing.assert_array_equal(result.diagnostics["exploration_rounds"], 1)
+
+
+def test_oracle_etc_commits_on_the_estimate_with_the_last_exploration_sample():
+    """A quota of one play each, arm 0 played (0.5 seen): the update of arm 1's play
+    (10 seen) ends the exploration and commits to arm 1, whose only sample is that one."""
+    from jaxbandit.policies.oracle_etc import ETCState
+
+    inst = instances.bandit([0.5, 0.4], 1.0)
+    state = ETCState(
+        stats=_stats(inst, [(0, [0.5, 0.0])]),
+        quota=jnp.ones(2, jnp.float32),
+        committed_arm=jnp.int32(-1),
+        exploration_rounds=jnp.int32(1),
+        lp_status=jnp.int32(0),
+    )
+    after = jb.policies.make("oracle_etc").update_fn(state, jnp.int32(1), jnp.float32([0.0, 10.0]), _context(inst, {}))
+    assert int(after.committed_arm) == 1 and int(after.exploration_rounds) == 2
 
 
 @pytest.mark.slow

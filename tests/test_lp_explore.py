@@ -115,6 +115,12 @@ def test_case_b_plays_the_best_observer_of_the_least_explored_arm():
     state = _state(REVEALING, [50, 1, 50, 1], [1.0, 0.5, 0.0, -0.5], exploration_rounds=0)
     decision = _select(state, 200, ctx)
     assert int(decision.request.case) == Case.C and bool(decision.needs_solve)
+    # sbar^2 is the largest over arms j of min_k sigma_kj^2, each arm's best observation
+    # (9 here; the rows' smallest entries would give 0.01): with n_e = 100 Case B needs
+    # min zeta < 10 / (2 * 9) / 3 = 0.19, and zeta = (3000, 3.3, 3.3) is not below it
+    observed = jb.Instance([1.0, 0.9, 0.0], [[0.1, 3.0, 3.0]] * 3)
+    state = _state(observed, [10, 10, 10], [1.0, 0.9, 0.0], exploration_rounds=100)
+    assert int(_select(state, 200, _context(observed)).request.case) == Case.C
 
 
 def test_round_tests_match_the_lp_right_hand_side():
@@ -275,6 +281,7 @@ def test_corner_cases_fall_back_and_are_counted():
     assert int(decision.arm) == 2  # least explored arm's best observer
     _, counted = finish(state, decision, _dummy_answer(3), jnp.int32(50), ctx)
     assert int(counted.counters.tie_fallbacks) == 1 and int(counted.counters.case_b) == 1
+    assert int(counted.exploration_rounds) == 1  # an exploration round, as Case B's
     # a failed LP: Case B's arm (chosen by the stage), counted
     state = _state(inst, [10, 3, 1], [1.0, 0.5, 0.0])
     decision = _select(state, 50, ctx)._replace(needs_solve=jnp.asarray(True))
@@ -363,6 +370,8 @@ def test_same_arms_as_numpy_highs_implementation(name, alpha):
         np.testing.assert_array_equal(got, expected)
         assert result.diagnostics["case_c"][run] == cases.count("C")
         assert result.diagnostics["case_a"][run] == cases.count("A")
+        assert result.diagnostics["case_b"][run] == cases.count("B")  # ties among them
+        assert result.diagnostics["exploration_rounds"][run] == cases.count("B") + cases.count("C")
     # the warm start was used, and it changed nothing
     assert result.diagnostics["lp_warm_solves"].sum() > 0
 
