@@ -97,6 +97,10 @@ def test_noise_depends_only_on_key_and_counter():
     assert not np.array_equal(rng.run_keys(key_stream, 4, jnp.arange(5)), few)
     assert not np.array_equal(rng.run_keys(rng.stream_key(7, rng.POLICY_STREAM), 3, jnp.arange(5)), few)
     assert not np.array_equal(rng.run_keys(rng.stream_key(8, rng.NOISE_STREAM), 3, jnp.arange(5)), few)
+    # every bit of a 64-bit seed counts: seeds apart in their high words are other streams
+    assert rng.seed_words(2**48 + 5) == (5, 2**16) and rng.seed_words(2**64 - 1) == (2**32 - 1, 2**32 - 1)
+    keys = {np.asarray(rng.stream_key(seed, rng.NOISE_STREAM)).tobytes() for seed in (0, 2**32, 2**48, 2**63)}
+    assert len(keys) == 4
 
 
 @pytest.mark.parametrize("seed", [-1, 2**64, 1.5, "1", True])

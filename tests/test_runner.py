@@ -157,6 +157,15 @@ def test_checkpoint_restores_only_into_the_same_simulation(reference_runs):
     edited = policy._replace(diagnostics_fn=lambda state: {})
     with pytest.raises(ValueError, match=r"another simulation; they differ in policy_code\.$"):
         jb.SimulationRun(edited, GENERAL, 2500, 100, seed=4).restore(saved)
+    # which runs, how many, their noise streams, the monitor and the dtype are named too
+    for kwargs, named in (
+        ({"first_run": 4}, r"first_run 0 \(here 4\)"),
+        ({"runs": 60}, r"runs 100 \(here 60\)"),
+        ({"noise_index": [1]}, "noise_index"),
+        ({"monitor": jb.monitors.estimator_deviation()}, r"monitor None \(here 'estimator_deviation'\), monitor_code"),
+    ):
+        with pytest.raises(jb.ArgumentError, match=rf"another simulation; they differ in {named}\.$"):
+            jb.SimulationRun(policy, GENERAL, 2500, **{"runs": 100, "seed": 4, **kwargs}).restore(saved)
     # a hyper-parameter is named
     with pytest.raises(ValueError, match=r"another simulation; they differ in params\['alpha'\]\.$"):
         ucb = functools.partial(jb.SimulationRun, instance=GENERAL, horizon=2500, runs=100, seed=4)
