@@ -244,14 +244,20 @@ def test_views_and_the_summary_name_a_wrong_argument(results, tmp_path):
     """What the views and summary.csv take, refused by name where something else is given."""
     cells, bounds = list(results.cells), results.lower_bounds()
     assert {c.instance_digest for c in cells} == {b.instance_digest for b in bounds.values()} and len(bounds) == 2
-    # a sweep elsewhere that gave the label 'bandit' to other means: its cells beside
-    # these, with these bounds, would take a bound that is not theirs
-    moved = jb.Instance(results.instances["bandit"].mu + 0.1, results.instances["bandit"].sigma)
-    elsewhere = dataclasses.replace(cells[0], directory=tmp_path, instance_digest=fingerprint.instance_digest(moved))
-    assert elsewhere.instance == "bandit"
-    for view in (frames.cells_frame, frames.cells_dataset, lambda cells, bounds: summary.summary_rows(cells, bounds)):
-        with pytest.raises(jb.ArgumentError, match=rf"bounds\['bandit'\] is the bound of another instance than the one .* ran on in {re.escape(str(tmp_path))} "):
-            view([cells[0], elsewhere], bounds=bounds)
+    # a sweep elsewhere that gave the label 'bandit' to other means, noise levels or
+    # noise family: its cells beside these, with these bounds, would take a bound that
+    # is not theirs
+    bandit = results.instances["bandit"]
+    for other in (
+        jb.Instance(bandit.mu + 0.1, bandit.sigma),
+        jb.Instance(bandit.mu, bandit.sigma * 3),
+        jb.Instance(bandit.mu, bandit.sigma, noise="uniform"),
+    ):
+        elsewhere = dataclasses.replace(cells[0], directory=tmp_path, instance_digest=fingerprint.instance_digest(other))
+        assert elsewhere.instance == "bandit"
+        for view in (frames.cells_frame, frames.cells_dataset, lambda cells, bounds: summary.summary_rows(cells, bounds)):
+            with pytest.raises(jb.ArgumentError, match=rf"bounds\['bandit'\] is the bound of another instance than the one .* ran on in {re.escape(str(tmp_path))} "):
+                view([cells[0], elsewhere], bounds=bounds)
     for view in (frames.cells_frame, frames.cells_dataset):
         with pytest.raises(jb.ArgumentError, match=r"bounds must be a dict \{instance label: InstanceBound\} \(results.lower_bounds\(\)\), got boolean True\."):
             view(cells, bounds=True)
@@ -373,6 +379,10 @@ def test_unpaired_or_ambiguous_cells_are_refused_saying_why(results):
     double = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, precision="float64") for c in results.cells))
     with pytest.raises(ValueError, match="ran with precision float32, ts_n with float64, so they did not run on the same noise"):
         jb.compare([results, double], {"label": "cases(alpha=0.5)", "precision": "float32"}, {"policy": "ts_n", "precision": "float64"})
+    # another noise family: other observations from the same draws
+    uniform = dataclasses.replace(results, cells=tuple(dataclasses.replace(c, noise="uniform") for c in results.cells))
+    with pytest.raises(ValueError, match="ran with noise family gaussian, ts_n with uniform, so they did not run on the same noise"):
+        jb.compare([results, uniform], {"label": "cases(alpha=0.5)", "noise": "gaussian"}, {"policy": "ts_n", "noise": "uniform"})
     # a sweep directory is loaded; anything else is refused naming results
     assert jb.compare(str(results.directory), "cases(alpha=0.5)", "ts_n") == jb.compare(results, "cases(alpha=0.5)", "ts_n")
     with pytest.raises(jb.ArgumentError, match="results must be a SweepResults .* or a sweep directory, got 3"):

@@ -88,6 +88,12 @@ def test_policy_keys_see_code_closures_defaults_and_globals():
     assert key(other(marker)) != key(other(object()))
     # Floats by their bits: jnp.float32(-0.0) and 0.0 are different programs' constants.
     assert key(factory(-0.0)) != key(factory(0.0)) and key(factory(float("nan"))) == key(factory(float("nan")))
+    # in a list or a tuple too, all floats or mixed, to the last bit of a float64
+    for container in (list, tuple):
+        for head in ([], [1]):
+            values = lambda x, c=container, h=head: c([*h, x, 2.0])  # noqa: E731
+            assert key(array_closure(values(1.0))) == key(array_closure(values(1.0)))
+            assert key(array_closure(values(1.0))) != key(array_closure(values(1.0 + 2**-40))), (container, head)
 
 
 class FixedArm:
