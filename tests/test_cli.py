@@ -161,6 +161,9 @@ def test_bound_inline_file_and_errors(tmp_path, capsys):
     assert bound("--mu", "1,0.5,0.75", "--sigma", "1,inf,inf;inf,1,inf;inf,inf,1", "--json") == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["status"] == 0 and printed["value"] == pytest.approx(12.0)  # 2 / 0.5 + 2 / 0.25
+    # row = arm played: the best arm sees arm 1 (at 0.5), so only arm 2's 32 plays cost
+    assert bound("--mu", "1,0.5,0.75", "--sigma", "1,0.5,inf;inf,1,inf;inf,inf,1", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["value"] == pytest.approx(8.0)  # 2 / 0.25**2 * 0.25
     # negative means after the option, as a user writes them (argparse alone takes them for an option)
     assert bound("--mu", "-1,-1.5,-1.25", "--sigma", "1", "--json") == 0
     assert json.loads(capsys.readouterr().out)["value"] == pytest.approx(12.0)

@@ -169,6 +169,7 @@ BAD = [
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, "inf", 1.0], [0.5, 2.0, 1.0]]'), "instances[2].sigma", "must have shape (2, 2)"),
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [["inf", "inf"], ["inf", 2.0]]'), "instances[2].sigma", "observed by no row"),
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, -1.0], [0.5, 2.0]]'), "instances[2].sigma", ">= 0"),
+    (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = [[1.0, "-inf"], [0.5, 2.0]]'), "instances[2].sigma", "must be a numeric array"),
     (('name = "explicit"\nmu = [0.9, 0.1]', 'name = "explicit"\nmu = [0.9, 0.1]\ntype = "explicit"\nextra = 1'), "instances[2].extra", "unknown key"),
     # what an explicit sigma may be, not a standard bandit's vector
     (('sigma = [[1.0, "inf"], [0.5, 2.0]]', 'sigma = "1"'), "instances[2].sigma", "sigma must be one number or a (K, K) matrix of numbers, got '1'"),
@@ -227,6 +228,15 @@ BAD = [
     (("sigma = 1.0\n", "sigma = 1e-400\n"), "", "invalid TOML: the number 1e-400 is beyond float64's range (it would be read as 0.0)"),
     (("sigma = 1.0\n", "sigma = 1e400\n"), "", "invalid TOML: the number 1e400 is beyond float64's range (it would be read as inf)"),
 ]
+
+
+def test_number_literals_beyond_float64_are_refused_whatever_their_digits():
+    from jaxbandit._numbers import decimal_literal
+
+    for text in [*(f"{digit}e-400" for digit in range(1, 10)), "0.9e-400", "0.09E-999", "9e400", "-9e400"]:
+        with pytest.raises(ValueError, match=re.escape(f"the number {text} is beyond float64's range")):
+            decimal_literal(text)
+    assert [decimal_literal(t) for t in ("0e-400", "-0.0e-400", "9e-300", "inf", "-inf")] == [0.0, 0.0, 9e-300, np.inf, -np.inf]
 
 
 @pytest.mark.parametrize("edit, key, reason", BAD, ids=[f"{i}:{b[1]}" for i, b in enumerate(BAD)])
