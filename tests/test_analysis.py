@@ -185,16 +185,19 @@ def test_a_dataset_of_cells_with_other_recording_times_is_refused_naming_them(re
 def test_views_of_a_batched_and_a_single_result():
     batch = jb.instances.stack([jb.instances.bandit([1.0, 0.5, 0.2]), jb.instances.bandit([1.0, 0.7, 0.2])])
     with_option = jb.policies.make("ucb_n")._replace(options={"rule": "first"})  # a static option is a column too
-    result = jb.simulate(with_option, batch, horizon=60, runs=3, times=[10, 30])
+    run = jb.SimulationRun(with_option, batch, 60, 3, times=[10, 30], params={"alpha": [1.0, 2.0]})  # one value per instance
+    run.advance()
+    result = run.result()
     data = result.to_xarray()
     assert dict(data.sizes) == {"instance": 2, "run": 3, "time": 3, "arm": 3}
     np.testing.assert_array_equal(data["regret"].values, result.regret)
-    assert list(data["instance"].values) == [0, 1] and float(data["alpha"][0]) == 1.0 and list(data["rule"].values) == ["first"] * 2
+    assert list(data["instance"].values) == [0, 1] and list(data["alpha"].values) == [1.0, 2.0] and list(data["rule"].values) == ["first"] * 2
     frame = result.to_pandas()
     assert list(frame.columns[:9]) == ["instance", "noise", "policy", "horizon", "seed", "precision", "alpha", "rule", "run"]
     assert set(frame["seed"]) == {0} and set(frame["precision"]) == {"float32"}
     np.testing.assert_array_equal(frame["final_regret"], result.final_regret.ravel())
     np.testing.assert_array_equal(frame["instance"], np.repeat([0, 1], 3))
+    np.testing.assert_array_equal(frame["alpha"], np.repeat([1.0, 2.0], 3))  # each instance's own value
     single = jb.simulate(jb.policies.make("ucb_n"), jb.instances.bandit([1.0, 0.5, 0.2]), horizon=60, runs=3, times=[10, 30])
     assert dict(single.to_xarray()["regret"].sizes) == {"run": 3, "time": 3}
     assert len(single.to_pandas(curves=True)) == 3 * 3

@@ -359,6 +359,10 @@ def test_a_grid_on_one_instance_makes_a_cell_per_value_on_its_noise():
     stacked = result(jb.instances.stack([GENERAL] * 2), params={"alpha": [0.5, 2.0]}, noise_index=[0, 0])
     np.testing.assert_array_equal(grid.regret, stacked.regret)
     np.testing.assert_array_equal(grid.regret[1], result(GENERAL, params={"alpha": 2.0}).regret)
+    # a noise stream given is the one the cells run on
+    third = result(GENERAL, params={"alpha": [0.5, 2.0]}, noise_index=[3, 3])
+    np.testing.assert_array_equal(third.regret, result(jb.instances.stack([GENERAL] * 2), params={"alpha": [0.5, 2.0]}, noise_index=[3, 3]).regret)
+    assert not np.array_equal(third.regret, grid.regret)
     with pytest.raises(ValueError, match=r"parameter 'alpha' must be a scalar or have one value per cell \(3\), got shape \(2,\)"):
         jb.SimulationRun(jb.policies.make("lp_explore"), GENERAL, 150, 3, params={"alpha": [4.5, 5.0], "gamma": [0.3, 0.5, 0.7]})
     # the values a simulation records are those it computes with, set at its set-up:
