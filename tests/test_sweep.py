@@ -162,6 +162,27 @@ def test_interrupted_and_resumed_sweep_is_bit_identical(tmp_path, reference):
     assert (out / "summary.csv").read_text() == (ref_dir / "summary.csv").read_text()
 
 
+def test_a_sweep_resumed_on_a_recording_time_records_as_the_uninterrupted_one(tmp_path):
+    """A checkpoint at round 512, itself a recording time: the resumed group records its
+    counters at the times still to come only, as the uninterrupted group does."""
+    cfg = fx.base_config(
+        horizon=1000, times=[128, 512, 1000], checkpoint={"every_chunks": 4},
+        instances=fx.BASE["instances"][:1], policies=[{"name": fx.CASES_POLICY, "label": "cases", "alpha": 1.0}],
+    )  # fmt: skip
+    sweep.run(cfg, tmp_path / "whole", progress=False)
+    out = tmp_path / "resumed"
+
+    def stop(group_id, rounds_done):
+        if rounds_done >= 5 * 128:
+            raise Interrupted(group_id)
+
+    with pytest.raises(Interrupted):
+        sweep.run(cfg, out, progress=False, after_chunk=stop)
+    assert int(files.read_npz(out / "checkpoints" / "g000.npz")["sweep/diagnostic_times"][-1]) == 512
+    sweep.run(cfg, out, progress=False)
+    fx.assert_identical(fx.result_arrays(out), fx.result_arrays(tmp_path / "whole"))
+
+
 def test_a_signal_stops_the_sweep_after_its_chunk_with_a_checkpoint(tmp_path, reference, default_signal_handlers, monkeypatch):
     """A SIGTERM (a scheduler's) during chunk 4 of the first group: the sweep runs chunk
     5, saves a checkpoint there (off its cadence of every 2 chunks) and raises
