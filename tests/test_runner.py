@@ -5,6 +5,7 @@ import json
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -78,6 +79,25 @@ def test_results_do_not_depend_on_run_count_or_chunk_size(reference_runs):
     # a different seed gives different runs
     other = jb.simulate(jb.policies.make("ts_n"), GENERAL, 2500, 100, seed=5)
     assert not np.array_equal(other.regret, reference_runs.regret)
+
+
+def test_runs_cut_into_groups_are_the_runs_of_one_group(monkeypatch):
+    """A policy with a solver runs its runs on a CPU in groups, one a core: 40 runs in
+    two groups of 20 are the 40 runs of one group."""
+    ucb_n = jb.policies.make("ucb_n")
+    asks_nothing = lambda key, state, t, ctx: ucb_n.select_fn(key, state, t, ctx)._replace(request=jnp.float32(0))  # noqa: E731
+    stage = jb.Stage(lambda request, state, ctx: (jnp.int32(0), jnp.asarray(True)))
+    solver = jb.Solver((stage,), lambda state, decision, answer, t, ctx: (decision.arm, state))
+    policy = ucb_n._replace(select_fn=asks_nothing, solver=solver, name="ucb_n_with_a_solver")
+    results = {}
+    for cores in (1, 2):
+        monkeypatch.setattr(runner, "cpu_threads", lambda cores=cores: cores)
+        run = jb.SimulationRun(policy, GENERAL, 200, 40, seed=1)
+        assert runner._run_groups(run.inputs, run._placement) == cores
+        run.advance()
+        results[cores] = run.result()
+    np.testing.assert_array_equal(results[2].regret, results[1].regret)
+    np.testing.assert_array_equal(results[2].counts, results[1].counts)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
