@@ -61,6 +61,13 @@ def test_unobserved_arms_are_zero_not_nan():
     state = _run_estimator(np.array([0, 0]), np.array([[1.0, 0.0], [3.0, 0.0]]), sigma, jnp.float32)
     np.testing.assert_array_equal(estimator.mean(state), [2.0, 0.0])
     np.testing.assert_array_equal(estimator.weighted_counts(state), [2.0, 0.0])
+    # an unobserved entry may hold anything, inf and NaN included, once its arm has samples too
+    arms, values = np.array([1, 0, 0]), np.array([[0.0, 2.0], [1.0, 0.0], [3.0, 0.0]])
+    clean = _run_estimator(arms, values, sigma, jnp.float32)
+    dirty = _run_estimator(arms, np.where(values == 0.0, [[np.inf, np.inf], [np.inf, np.nan], [-np.inf, np.nan]], values), sigma, jnp.float32)
+    for read in (estimator.mean, estimator.weighted_counts):
+        np.testing.assert_array_equal(read(dirty), read(clean))
+    np.testing.assert_array_equal(estimator.mean(clean), [2.0, 2.0])
 
 
 def test_noise_free_observation_is_the_sigma_to_zero_limit():

@@ -57,6 +57,9 @@ def test_ties_rejected_only_when_asked():
     with pytest.raises(jb.ArgumentError, match="tie for the best mean") as caught:
         jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties=False)
     assert caught.value.argument == "mu"
+    # in a batch, each instance's own best mean: the second's 0.7 is a tie though 1.0 is larger
+    with pytest.raises(jb.ArgumentError, match=r"instance 1: mu has a tie for the best mean: arms \[0, 1\] at 0.7"):
+        jb.Instance([[1.0, 0.5, 0.2], [0.7, 0.7, 0.1]], np.ones((2, 3, 3)), allow_ties=False)
     with pytest.raises(jb.ArgumentError, match="allow_ties must be True or False, got string 'no'"):
         jb.Instance([1.0, 1.0], np.ones((2, 2)), allow_ties="no")  # not read as True
 

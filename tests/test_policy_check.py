@@ -219,6 +219,11 @@ def test_solver_stages_are_checked():
     _fails(_solver_policy((Stage(good.solve_fn, fold_fn=lambda s, a, c: s.zeta),)), r"Solver.stages\[0\].fold_fn returned a state of another structure")
     _fails(_solver_policy((good,), finish_fn=lambda s, d, a, t, c: a), r"Solver.finish_fn returned int32\[\]; expected a pair \(arm, state\)")
     _fails(_solver_policy((good,), finish_fn=lambda s, d, a, t, c: (jnp.float32(a), s)), r"Solver.finish_fn returned arm = float32\[\]")
+    # a leaf of another dtype, from the finish or a fold: named, not the engine's loop error
+    halved = lambda s: s._replace(zeta=s.zeta.astype(jnp.float16))  # noqa: E731
+    changed = r"changed the state leaf state.zeta: got float16\[3\], expected float32\[3\]"
+    _fails(_solver_policy((good,), finish_fn=lambda s, d, a, t, c: (d.arm, halved(s))), "Solver.finish_fn " + changed)
+    _fails(_solver_policy((Stage(good.solve_fn, fold_fn=lambda s, a, c: halved(s)),)), r"Solver.stages\[0\].fold_fn " + changed)
 
 
 def test_a_request_without_a_solver_is_refused():
