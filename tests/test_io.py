@@ -87,11 +87,11 @@ def test_a_failed_write_names_the_file_meant(tmp_path, monkeypatch):
         files.save_json(tmp_path / "out" / "sweep.json", {"a": 1})
 
 
-def test_a_run_removes_the_temporary_files_a_killed_process_left(tmp_path):
+def test_a_run_removes_the_temporary_files_a_killed_process_left(tmp_path, monkeypatch):
     """A write cut short by ``kill -9`` leaves its temporary file (a checkpoint's: the
     whole engine state); the next run on the directory removes those of processes of
-    this host that are gone, and keeps a live process's, another host's and files it
-    did not make."""
+    this host that are gone, and keeps a live process's, another user's (which cannot
+    be signalled), another host's and files it did not make."""
     import subprocess
     import sys
 
@@ -101,10 +101,20 @@ def test_a_run_removes_the_temporary_files_a_killed_process_left(tmp_path):
     left = live.with_name(files._temporary(tmp_path / "checkpoints" / "g000.npz").name.replace(f".{os.getpid()}-", f".{gone}-"))
     elsewhere = tmp_path / left.name.replace(files._host_tag(), "0" * 12)
     users = tmp_path / ".notes.1-2.3.tmp"
-    for path in (live, left, elsewhere, users):
+    others = 4_000_000  # beyond Linux's PIDs: signalled, it is another user's live process
+    theirs = live.with_name(left.name.replace(f".{gone}-", f".{others}-"))
+    kill = os.kill
+
+    def kill_as_a_user(pid, signum):
+        if pid == others:
+            raise PermissionError(1, "Operation not permitted")
+        return kill(pid, signum)
+
+    monkeypatch.setattr(files.os, "kill", kill_as_a_user)
+    for path in (live, left, elsewhere, users, theirs):
         path.write_bytes(b"x")
     files.running_marker(tmp_path).unlink()
-    assert not left.exists() and live.exists() and elsewhere.exists() and users.exists()
+    assert not left.exists() and live.exists() and elsewhere.exists() and users.exists() and theirs.exists()
 
 
 def test_intact_directory_loads(out):
@@ -161,6 +171,15 @@ def test_group_arrays_other_than_the_ones_recorded(out):
     with pytest.raises(ValueError, match=r"groups/g000\.npz is not the file g000\.json records \(their digests differ\)"):
         io.load(out)
     assert not io.group_finished(out, "g000", fingerprint(out))
+
+
+def test_a_group_of_another_computation_is_not_this_sweep_s(out):
+    """A group's files whose metadata records another fingerprint (another sweep's pair,
+    copied in whole, its digest intact): not finished here, so the sweep computes it."""
+    meta_path = out / "groups" / "g000.json"
+    files.save_json(meta_path, {**files.read_json(meta_path), "fingerprint": "0" * 64})
+    assert not io.group_finished(out, "g000", fingerprint(out))
+    assert io.load(out).missing == ("g000",) and not io.load(out).cells
 
 
 def test_single_array_file_is_not_a_group(out):

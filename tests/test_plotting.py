@@ -50,10 +50,16 @@ def test_plot_sweep_writes_every_figure(results, monkeypatch):
     _check_images(paths, stems)
 
 
-def test_violin_logx_and_formats(results, tmp_path):
+def test_violin_logx_and_formats(results, tmp_path, monkeypatch):
+    drawn_bounds, draw = [], plotting.regret_over_log
+    monkeypatch.setattr(plotting, "regret_over_log", lambda ax, cells, **kw: drawn_bounds.append(kw["bound"]) or draw(ax, cells, **kw))
     paths = plotting.plot_sweep(results, tmp_path, logx=True, distribution="violin", formats=("png",), bound=False)
     assert {p.suffix for p in paths} == {".png", ".csv"}
     assert len([p for p in paths if p.suffix == ".png"]) == 10
+    plotting.plot_sweep(results, tmp_path, formats=("png",))
+    bounds = results.lower_bounds()
+    assert drawn_bounds == [None, None, bounds["bandit"].value, bounds["graph_star"].value]  # solved, drawn if asked
+    assert None not in drawn_bounds[2:]
     with pytest.raises(ValueError, match="distribution must be 'box' or 'violin'"):
         plotting.plot_sweep(results, tmp_path, distribution="bar")
     (tmp_path / "a_file").write_text("")
