@@ -195,7 +195,8 @@ def _check_process_count(requested: Optional[int]) -> None:
 def _encode(text: str) -> np.ndarray:
     data = text.encode("utf-8")
     if len(data) > _TEXT_BYTES:
-        data = data[: _TEXT_BYTES - 80] + b" ... (sha256 " + hashlib.sha256(data).hexdigest().encode() + b")"
+        head = data[: _TEXT_BYTES - 80].decode("utf-8", errors="ignore").encode("utf-8")  # whole characters
+        data = head + b" ... (sha256 " + hashlib.sha256(data).hexdigest().encode() + b")"
     buffer = np.zeros(_TEXT_BYTES + 4, np.uint8)
     buffer[:4] = np.frombuffer(np.uint32(len(data)).tobytes(), np.uint8)
     buffer[4 : 4 + len(data)] = np.frombuffer(data, np.uint8)

@@ -215,6 +215,17 @@ def test_processes_that_disagree_are_refused(tmp_path, launched):
     assert not (tmp_path / "configs").exists() and not (tmp_path / "more").exists() and not (tmp_path / "alone").exists()
 
 
+def test_long_texts_that_differ_past_the_buffer_stay_different():
+    """What processes compare travels in a fixed-size buffer: a longer text is cut and
+    ends with the digest of the whole, so two that differ only past the cut still differ."""
+    for letter in ("x", "\u20ac"):  # the euro sign: three bytes, cut inside one by a byte count
+        one, other = letter * 5000 + "a", letter * 5000 + "b"
+        sent = [distributed._decode(distributed._encode(text)) for text in (one, other)]
+        assert sent[0] != sent[1] and all(len(text.encode()) <= distributed._TEXT_BYTES for text in sent)
+        assert sent[0].startswith(letter * 1000) and sent[0].endswith(")")
+    assert distributed._decode(distributed._encode("short")) == "short"
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
