@@ -201,6 +201,34 @@ def test_check_basis_accepts_the_optimal_basis_only():
     assert not np.any(np.asarray(not_ok.ok))  # x = 0 is infeasible here
     np.testing.assert_array_equal(np.asarray(warm.x), np.asarray(cold.x))
     assert np.all(np.asarray(warm.num_iterations)[unique] == 0)
+    # columns 0 and 3 the same at one cost, no free column: where they are used the optimum
+    # is not unique, and the canonical one puts the weight on column 3 (x[0] = 0 first).
+    # The optimal basis with column 0 instead is no answer: the check refuses it, and a
+    # solve started from it ends at the canonical optimum.
+    tied = _tied_lps(21, 30)
+    with jax.enable_x64(True):
+        cold = solve_lps(*tied)
+        swapped = np.where(cold.basis == 3, 0, cold.basis)
+        check_swapped = check(*tied, swapped)
+        warm = Program(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))(*tied, swapped)
+    used = np.flatnonzero(np.any(cold.basis == 3, axis=1) & (cold.x[:, 3] > 1e-9))
+    assert len(used) >= 5 and np.all(cold.status == Status.OPTIMAL)
+    for k in used:
+        np.testing.assert_allclose(cold.x[k], lexicographic_reference(*(a[k] for a in tied)), rtol=1e-6, atol=1e-6)
+    assert not np.any(np.asarray(check_swapped.ok)[used])
+    for name in ("x", "basis"):
+        np.testing.assert_array_equal(np.asarray(getattr(warm, name))[used], getattr(cold, name)[used])
+
+
+def _tied_lps(seed, count):
+    """``count`` 4 x 6 LPs whose columns 0 and 3 are one column at one cost, and whose
+    every column costs something."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.1, 1, (count, 4, 3))
+    matrix = np.concatenate([base, base[:, :, :1], rng.uniform(0.1, 1, (count, 4, 2))], axis=2)
+    cost = rng.uniform(0.5, 2, (count, 6))
+    cost[:, 3] = cost[:, 0]
+    return cost, matrix, rng.uniform(0.5, 2, (count, 4))
 
 
 def _single_loop_pivots(cost, matrix, rhs, basis):
