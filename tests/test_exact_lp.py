@@ -75,6 +75,13 @@ def test_exact_closed_forms_and_start_bases():
     assert answer.status == Status.OPTIMAL and answer.objective == 0
     # Only the best arm is free: it alone covers the largest requirement.
     np.testing.assert_allclose(answer.x, [rhs.max(), 0, 0, 0], rtol=1e-15)
+    # a start that is feasible but not optimal (a costly arm basic) is pivoted on too
+    for start in (np.array([1, 5, 6, 7]), np.array([2, 4, 5, 6])):
+        again = exact_lp.solve_exact(cost, matrix, rhs, basis=start)
+        np.testing.assert_array_equal(again.x, answer.x)
+        assert again.objective == 0
+    started = exact_lp.solve_exact([1.0, 2.0], [[1.0, 1.0]], [1.0], basis=[1])  # x = (0, 1) costs 2
+    assert started.status == Status.OPTIMAL and started.objective == 1 and list(started.x) == [1.0, 0.0]
 
 
 def test_exact_reports_bad_data_and_shapes():
@@ -160,6 +167,11 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     with pytest.raises(ValueError, match=r"the gap 1e\+20 of arm 1 is so large that 2 / gap\*\*2 underflows float32; rescale mu or use dtype=np.float64"):
         bound.lower_bound(instances.bandit([1e20, 0.0], 1e10), dtype=np.float32)
     assert bound.lower_bound(instances.bandit([1e20, 0.0], 1e10)).value == pytest.approx(2.0)
+    # a gap whose 2 sigma^2 / gap**2 overflows float32 but not float64: that LP is solved
+    # in float64, to the closed form (K = 10, the float32 program above)
+    tiny = np.array([1e-20, 0.0, -0.5, -0.6, -0.7, -0.8, -0.9, -1.0, -1.1, -1.2])
+    rescued = bound.lower_bound(instances.bandit(tiny, 1e-3), dtype=np.float32)
+    assert rescued.value == pytest.approx(np.sum(2e-6 / (tiny.max() - tiny)[1:]), rel=1e-6)
     with pytest.raises(ValueError, match=r"^instance sigma\[0, 0\] = 1e-20 is nonzero but its precision 1 / sigma\*\*2 overflows float32 \(the sample would count as noise-free\)"):
         bound.lower_bound(instances.bandit([1e-15, 0.0], 1e-20), dtype=np.float32)
     # one rule, whichever way sigma enters: a square that underflows to 0 or to a subnormal
