@@ -337,8 +337,13 @@ def test_quick_check_refuses_singular_bases_and_bad_data():
     assert not bool(lp.quick_check(cost, matrix, rhs, singular).ok)
     # The optimal basis, from the exact rational solve (the canonical basis lp.solve
     # ends on too), which needs no compile.
-    good = _factor_one(matrix, exact_lp.solve_exact(cost, matrix, rhs).basis)
+    optimal = exact_lp.solve_exact(cost, matrix, rhs).basis
+    good = _factor_one(matrix, optimal)
     assert bool(lp.quick_check(cost, matrix, rhs, good).ok)
+    # column 1 in place of column 0: the same point, feasible, at twice column 0's cost
+    assert 0 in optimal and 1 not in optimal
+    costly = _factor_one(matrix, np.where(optimal == 0, 1, optimal))
+    assert not bool(lp.quick_check(cost, matrix, rhs, costly).ok)
     with pytest.raises(ValueError, match="factor must be a BasisFactor"):
         lp.quick_check(cost[:2], matrix[:, :2], rhs, good._replace(inverse=good.inverse[:2]))
     bad_matrix = matrix.copy()
