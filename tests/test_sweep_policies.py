@@ -41,11 +41,13 @@ def test_every_cell_runs_its_own_policy(tmp_path):
         {"name": "tests.user_policies:ucb_n_worst_arm", "label": "variant"},
         {"name": "tests.user_policies:threshold", "eps": [0.9, 0.1]},
         {"name": "tests.user_policies:traced_threshold", "eps": [0.9, 0.1, 0.8]},
+        {"name": "tests.user_policies:captured_and_traced", "eps": [0.9, 0.1]},
     ]
     cfg = config.load(_config(policies))
     groups = cfg.plan()
-    # a closure-captured eps: one program per value; a traced eps: one for the grid
-    assert [len(g.cells) for g in groups] == [1, 1, 1, 1, 3]
+    # a closure-captured eps: one program per value, traced too or not; a traced eps only:
+    # one for the grid
+    assert [len(g.cells) for g in groups] == [1, 1, 1, 1, 3, 1, 1]
     results = jb.sweep.run(cfg, tmp_path / "out", progress=False)
     assert _final(results, "ucb_n").mean() < 60
     np.testing.assert_allclose(_final(results, "variant"), 0.8 * HORIZON, rtol=1e-6)
@@ -54,6 +56,9 @@ def test_every_cell_runs_its_own_policy(tmp_path):
     traced = "tests.user_policies:traced_threshold"
     np.testing.assert_allclose(_final(results, traced, eps=0.9), 0.5 * HORIZON, rtol=1e-6)
     np.testing.assert_array_equal(_final(results, traced, eps=0.1), 0.0)
+    both = "tests.user_policies:captured_and_traced"
+    np.testing.assert_allclose(_final(results, both, eps=0.9), 0.5 * HORIZON, rtol=1e-6)
+    np.testing.assert_array_equal(_final(results, both, eps=0.1), 0.0)
 
 
 @pytest.mark.parametrize(
@@ -120,12 +125,15 @@ def test_a_module_beside_the_configuration_is_the_one_it_runs(tmp_path, monkeypa
         (tmp_path / name / "arm_module.py").write_text(factory.format(arm))
         paths.append(fx.write_config_toml(tmp_path / name / "study.toml", _config([{"name": "arm_module:make"}])))
     monkeypatch.delitem(sys.modules, "arm_module", raising=False)  # and removed again on the way out
+    before = list(sys.path)
     first = config.load(str(paths[0]))
+    assert sys.path == before  # the directory is searched while the configuration loads only
     assert first.policies[0].built[0].name == "fixed_arm"
     assert sys.modules["arm_module"].__file__ == str(tmp_path / "a" / "arm_module.py")
     a_file, b_file = (re.escape(str(tmp_path / d / "arm_module.py")) for d in "ab")
     with pytest.raises(config.ConfigError, match=rf"key 'policies\[0\].name': module 'arm_module' is {a_file}, not the {b_file} beside"):
         config.load(str(paths[1]))
+    assert sys.path == before  # a refused configuration too
     assert config.load(str(paths[0])).policies[0].built[0].name == "fixed_arm"  # its own module: still fine
     # a factory that only the module beside has: the shadowing is the reason given
     (tmp_path / "b" / "arm_module.py").write_text(factory.format(2).replace("def make", "def make_b"))

@@ -54,6 +54,16 @@ def traced_threshold(eps: float = 0.1) -> jb.Policy:
     return _estimator_policy(select_fn, "traced_threshold", {"eps": eps})
 
 
+def captured_and_traced(eps: float = 0.1) -> jb.Policy:
+    """As :func:`threshold` (the captured ``eps`` decides), with ``eps`` in ``params``
+    too: values of a grid compute differently though traced alike."""
+
+    def select_fn(key, stats, t, ctx):
+        return jb.play(jnp.where(eps > 0.5, 1, 0))
+
+    return _estimator_policy(select_fn, "captured_and_traced", {"eps": eps})
+
+
 def named_as_the_views(counts: float = 0.0, arm: float = 0.0) -> jb.Policy:
     """:func:`traced_threshold` with hyper-parameters named as the result views name
     their own data (``counts``, ``arm``)."""
