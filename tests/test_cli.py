@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import warnings
 
 import numpy as np
@@ -143,6 +144,35 @@ def test_demo_runs_end_to_end_and_says_where_the_plots_are(tmp_path, monkeypatch
     out = capsys.readouterr().out
     assert f"plots (6 figures, PNG and PDF): {tmp_path / 'demo' / 'plots'}" in out
     assert len(list((tmp_path / "demo" / "plots").glob("*.pdf"))) == 6
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ([], {"bound": True, "logx": False, "logy": False, "policies": None, "reference": None, "distribution": "box"}),
+        (["--no-bound"], {"bound": False}),
+        (["--logy"], {"logy": True, "logx": False}),
+        (["--logx"], {"logx": True, "logy": False}),
+        (["--policies", "a,b", "--reference", "b", "--distribution", "violin"], {"policies": ["a", "b"], "reference": "b", "distribution": "violin"}),
+    ],
+)
+def test_plot_options_reach_the_figures(options, expected, monkeypatch):
+    from jaxbandit import plotting
+
+    drawn = []
+    monkeypatch.setattr(plotting, "plot_sweep", lambda directory, out=None, **kwargs: drawn.append(kwargs) or [])
+    assert cli.main(["plot", "a_sweep", "--format", "png", *options]) == 0
+    assert {name: drawn[0][name] for name in expected} == expected
+
+
+def test_the_demo_s_plot_options_reach_the_figures(tmp_path, monkeypatch, capsys):
+    from jaxbandit import plotting
+
+    drawn, finished = [], types.SimpleNamespace(cells=(), missing=(), plan={})
+    monkeypatch.setattr(cli.sweep, "run", lambda *args, **kwargs: finished)
+    monkeypatch.setattr(plotting, "plot_sweep", lambda results, **kwargs: drawn.append(kwargs) or [tmp_path / "plots" / "f.png"])
+    assert cli.main(["demo", "--out", str(tmp_path), "--quiet", "--logx", "--distribution", "violin"]) == 0
+    assert drawn == [{"distribution": "violin", "logx": True}]
 
 
 def test_bound_passes_every_argument_to_bound_main(monkeypatch):
