@@ -153,6 +153,24 @@ def ucb_n_arms(mu, sigma, horizon, z, alpha=1.0, family=None) -> np.ndarray:
     return ucb_n(mu, sigma, horizon, 1, one_run(z), alpha, family)[0]
 
 
+def ucb_arms(mu, sigma, horizon, z, alpha=1.0) -> np.ndarray:
+    """Arm sequence of UCB with own-arm feedback on one run's noise ``z``: each arm
+    once, then ``argmax mean_i + sigma_ii sqrt(2 alpha log t / N_i)``, ``mean_i`` the
+    average of arm i's own rewards."""
+    mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
+    sums, counts = np.zeros(mu.size), np.zeros(mu.size)
+    arms = np.zeros(horizon, np.int64)
+    for t in range(1, horizon + 1):
+        if t <= mu.size:
+            arm = t - 1
+        else:
+            arm = int(np.argmax(sums / counts + np.diagonal(sigma) * np.sqrt(2 * alpha * np.log(t) / counts)))
+        arms[t - 1] = arm
+        sums[arm] += observe(mu, sigma, arm, z[t - 1])[arm]
+        counts[arm] += 1
+    return arms
+
+
 def greedy_arms(mu, sigma, horizon, z, family=None) -> np.ndarray:
     """Arm sequence of greedy on the weighted estimator, on noise ``z`` (the draws of
     ``family``, if given)."""

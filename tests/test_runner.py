@@ -21,7 +21,9 @@ GENERAL = jb.Instance(
 )
 
 
-@pytest.mark.parametrize("policy_name, reference_fn", [("ucb_n", reference.ucb_n_arms), ("greedy", reference.greedy_arms)])
+@pytest.mark.parametrize(
+    "policy_name, reference_fn", [("ucb_n", reference.ucb_n_arms), ("ucb", reference.ucb_arms), ("greedy", reference.greedy_arms)]
+)
 def test_engine_matches_numpy_loop_fed_the_same_noise(policy_name, reference_fn):
     horizon, runs, seed = 300, 3, 11
     with jax.enable_x64(True):
