@@ -145,15 +145,19 @@ def test_float32_certifies_random_feedback_graphs():
 def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     """Two means 1e-6 apart: rounded to float32 first, their gap lost about 1% of the
     bound (Lai-Robbins, 2 sigma^2 / Delta summed); taken from the float64 means, the
-    float32 solve is within float32's tolerance.  (K = 10: the float32 program of the
-    test above.)  A gap whose 2 / gap**2 overflows or underflows float64, or that
+    float32 solve is within float32's tolerance.  (K = 10, 512 copies: the float32 and
+    float64 programs of the test above.)  A gap whose 2 / gap**2 overflows or underflows float64, or that
     float32 cannot hold, is an error naming mu."""
     from jaxbandit import instances
 
     mu = np.array([0.7, 0.7 + 1e-6, 0.2, 0.1, 0.0, -0.1, -0.2, -0.3, -0.4, -0.5])
     closed_form = np.sum(2 / np.delete(mu.max() - mu, 1))
-    value = bound.lower_bound(instances.bandit(mu), dtype=np.float32).value
-    assert abs(value - closed_form) <= 1e-5 * closed_form, (value, closed_form)
+    # 512 copies of the instance: the host runs them on the test above's float32 piece
+    # (a single instance would compile the 8-lane program), and every copy is checked
+    copies = bound._largest_lanes(10, np.float32)
+    value = bound.lower_bound(instances.stack([instances.bandit(mu)] * copies), dtype=np.float32).value
+    assert value.shape == (copies,)
+    assert np.all(np.abs(value - closed_form) <= 1e-5 * closed_form), (value, closed_form)
     with pytest.raises(ArgumentError, match=r"the gap 2e-160 of arm 1 is so small that 2 / gap\*\*2 overflows float64") as caught:
         bound.lower_bound(instances.bandit([3e-160, 1e-160]))
     assert caught.value.argument == "instance"
@@ -170,8 +174,10 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     # a gap whose 2 sigma^2 / gap**2 overflows float32 but not float64: that LP is solved
     # in float64, to the closed form (K = 10, the float32 program above)
     tiny = np.array([1e-20, 0.0, -0.5, -0.6, -0.7, -0.8, -0.9, -1.0, -1.1, -1.2])
-    rescued = bound.lower_bound(instances.bandit(tiny, 1e-3), dtype=np.float32)
-    assert rescued.value == pytest.approx(np.sum(2e-6 / (tiny.max() - tiny)[1:]), rel=1e-6)
+    # (copies again: the float64 solve then runs on the test above's float64 pieces)
+    rescued = bound.lower_bound(instances.stack([instances.bandit(tiny, 1e-3)] * copies), dtype=np.float32)
+    assert rescued.value.shape == (copies,)
+    np.testing.assert_allclose(rescued.value, np.sum(2e-6 / (tiny.max() - tiny)[1:]), rtol=1e-6)
     with pytest.raises(ValueError, match=r"^instance sigma\[0, 0\] = 1e-20 is nonzero but its precision 1 / sigma\*\*2 overflows float32 \(the sample would count as noise-free\)"):
         bound.lower_bound(instances.bandit([1e-15, 0.0], 1e-20), dtype=np.float32)
     # one rule, whichever way sigma enters: a square that underflows to 0 or to a subnormal
