@@ -169,14 +169,18 @@ def test_canonical_solution_is_lexicographic_minimum():
         np.testing.assert_allclose(out.x[k], expected, rtol=1e-6, atol=1e-8)
 
 
+_single_solve = Program(lp.solve)
+
+
 def test_vmap_equals_a_loop_of_single_solves():
     """The vmapped solve against ``lp.solve`` called on each LP alone (itself jitted:
-    an op-by-op run of the pivot loops would compile each operation)."""
+    an op-by-op run of the pivot loops would compile each operation), compiled with
+    the vmapped program's options: only the batching differs."""
     cost, matrix, rhs = _random_lps(7, 4, 4, 6)
     cost, matrix, rhs = (a.astype(np.float32) for a in (cost, matrix, rhs))
     batched = solve_lps(cost, matrix, rhs)
     for k in range(4):
-        single = lp.solve(cost[k], matrix[k], rhs[k])
+        single = _single_solve(cost[k], matrix[k], rhs[k])
         for name in ("status", "num_iterations", "basis"):
             np.testing.assert_array_equal(getattr(batched, name)[k], getattr(single, name))
         np.testing.assert_allclose(batched.x[k], single.x, rtol=1e-6, atol=0)
