@@ -146,8 +146,8 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
     """Two means 1e-6 apart: rounded to float32 first, their gap lost about 1% of the
     bound (Lai-Robbins, 2 sigma^2 / Delta summed); taken from the float64 means, the
     float32 solve is within float32's tolerance.  (K = 10, 512 copies: the float32 and
-    float64 programs of the test above.)  A gap whose 2 / gap**2 overflows or underflows float64, or that
-    float32 cannot hold, is an error naming mu."""
+    float64 programs of the test above.)  A gap whose 2 / gap**2 overflows or underflows
+    float64, or that float32 cannot hold, is an error naming mu."""
     from jaxbandit import instances
 
     mu = np.array([0.7, 0.7 + 1e-6, 0.2, 0.1, 0.0, -0.1, -0.2, -0.3, -0.4, -0.5])

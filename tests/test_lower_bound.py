@@ -493,7 +493,8 @@ def test_one_far_more_precise_observation_is_certified_by_the_plain_solve():
     for dtype, values in smalls.items():
         sigma = np.array([[[s, 1, np.inf], [np.inf, 1, np.inf], [1, 1, 1]] for s in values])
         precision = np.where(np.isinf(sigma), 0.0, 1 / np.square(sigma)).astype(dtype).astype(np.float64)
-        lanes = _LANES if dtype == np.float32 else 1  # the programs of test_closed_forms and _solve_one
+        # float64: the program of _solve_one; float32 compiles one of its own (K = 3)
+        lanes = _LANES if dtype == np.float32 else 1
         rtol = 1e-6 if dtype == np.float32 else 1e-14
         for start in range(0, len(values), lanes):
             part = slice(start, start + lanes)
