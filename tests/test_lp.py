@@ -192,13 +192,12 @@ def test_check_basis_accepts_the_optimal_basis_only():
     rhs = np.abs(rhs) + 0.1
     with jax.enable_x64(True):
         check = Program(jax.vmap(lp.check_basis))
+        warm_solve = Program(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))
         cold = solve_lps(cost, matrix, rhs)
         again = check(cost, matrix, rhs, cold.basis)
         surplus = jnp.broadcast_to(lp.surplus_basis(4, 6), (30, 4))
         not_ok = check(cost, matrix, rhs, surplus)
-        warm = Program(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))(
-            cost, matrix, rhs, cold.basis
-        )
+        warm = warm_solve(cost, matrix, rhs, cold.basis)
     unique = np.asarray(again.ok)
     assert unique.mean() > 0.8  # random data: the optimum is unique almost surely
     np.testing.assert_array_equal(np.asarray(again.solution.x)[unique], np.asarray(cold.x)[unique])
@@ -214,7 +213,7 @@ def test_check_basis_accepts_the_optimal_basis_only():
         cold = solve_lps(*tied)
         swapped = np.where(cold.basis == 3, 0, cold.basis)
         check_swapped = check(*tied, swapped)
-        warm = Program(jax.vmap(lambda c, a, b, s: lp.solve(c, a, b, initial_basis=s)))(*tied, swapped)
+        warm = warm_solve(*tied, swapped)  # the same shapes: the program compiled above
     used = np.flatnonzero(np.any(cold.basis == 3, axis=1) & (cold.x[:, 3] > 1e-9))
     assert len(used) >= 5 and np.all(cold.status == Status.OPTIMAL)
     for k in used:
