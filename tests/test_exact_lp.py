@@ -172,9 +172,8 @@ def test_float32_lower_bound_takes_the_gaps_from_the_float64_means():
         bound.lower_bound(instances.bandit([1e20, 0.0], 1e10), dtype=np.float32)
     assert bound.lower_bound(instances.bandit([1e20, 0.0], 1e10)).value == pytest.approx(2.0)
     # a gap whose 2 sigma^2 / gap**2 overflows float32 but not float64: that LP is solved
-    # in float64, to the closed form (K = 10, the float32 program above)
+    # in float64, to the closed form (the copies again: the float32 and float64 pieces above)
     tiny = np.array([1e-20, 0.0, -0.5, -0.6, -0.7, -0.8, -0.9, -1.0, -1.1, -1.2])
-    # (copies again: the float64 solve then runs on the test above's float64 pieces)
     rescued = bound.lower_bound(instances.stack([instances.bandit(tiny, 1e-3)] * copies), dtype=np.float32)
     assert rescued.value.shape == (copies,)
     np.testing.assert_allclose(rescued.value, np.sum(2e-6 / (tiny.max() - tiny)[1:]), rtol=1e-6)
